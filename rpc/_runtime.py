@@ -1,0 +1,130 @@
+"""Helpers that generated codec code calls into.
+
+Kept tiny and allocation-free on the common paths: the generated code inlines the one-byte
+varint case and only falls back here for longer values.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid as _uuid
+
+from rpc.errors import DecodeError, EncodeError
+
+_UUID_NEW = object.__new__
+_UUID_SETATTR = object.__setattr__
+_SAFE_UNKNOWN = _uuid.SafeUUID.unknown
+_U32 = struct.Struct(">I")
+MISSING = object()  # sentinel for "use the schema default" in generated __init__ signatures
+ZERO_UUID = _uuid.UUID(int=0)
+
+
+def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Unsigned varint (at most 5 bytes, int32 range as Kafka reads it)."""
+    value = 0
+    shift = 0
+    for i in range(5):
+        b = buf[pos + i]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            if value > 0xFFFFFFFF:
+                raise DecodeError("unsigned varint out of range")
+            return value, pos + i + 1
+        shift += 7
+    raise DecodeError("unsigned varint longer than 5 bytes")
+
+
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Zig-zag signed varint (int32)."""
+    raw, pos = read_uvarint(buf, pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def read_varlong(buf: bytes, pos: int) -> tuple[int, int]:
+    """Zig-zag signed varlong (int64, at most 10 bytes)."""
+    value = 0
+    shift = 0
+    for i in range(10):
+        b = buf[pos + i]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            if value >> 64:
+                raise DecodeError("varlong out of range")
+            return (value >> 1) ^ -(value & 1), pos + i + 1
+        shift += 7
+    raise DecodeError("varlong longer than 10 bytes")
+
+
+def write_uvarint(out: bytearray, value: int) -> None:
+    if value < 0:
+        value &= 0xFFFFFFFF
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    write_uvarint(out, value)
+    return bytes(out)
+
+
+def write_varint(out: bytearray, value: int) -> None:
+    write_uvarint(out, ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+
+
+def write_varlong(out: bytearray, value: int) -> None:
+    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def uuid_from_bytes(b: bytes) -> _uuid.UUID:
+    """Build a ``uuid.UUID`` without the validation cost of its constructor (hot decode path)."""
+    if len(b) != 16:
+        raise DecodeError("truncated uuid")
+    u = _UUID_NEW(_uuid.UUID)
+    _UUID_SETATTR(u, "int", int.from_bytes(b, "big"))
+    _UUID_SETATTR(u, "is_safe", _SAFE_UNKNOWN)
+    return u
+
+
+def write_unknown_tags(out: bytearray, tags: list[tuple[int, bytes]]) -> None:
+    """A tag section holding only tags this version does not know (re-emitted as read)."""
+    tags = sorted(tags, key=_first)
+    write_uvarint(out, len(tags))
+    for tag, data in tags:
+        write_uvarint(out, tag)
+        write_uvarint(out, len(data))
+        out += data
+
+
+def write_tags(out: bytearray, tags: list[tuple[int, bytes | bytearray]], unknown: list | None) -> None:
+    if unknown:
+        known = {t for t, _ in tags}
+        for t, _ in unknown:
+            if t in known:
+                raise EncodeError(f"unknown tagged field {t} collides with a known tag")
+        tags = tags + list(unknown)
+        tags.sort(key=_first)
+    write_uvarint(out, len(tags))
+    for tag, data in tags:
+        write_uvarint(out, tag)
+        write_uvarint(out, len(data))
+        out += data
+
+
+def _first(t: tuple[int, bytes]) -> int:
+    return t[0]
+
+
+def check_bounds(buf: bytes, end: int) -> None:
+    if end > len(buf):
+        raise DecodeError(f"field runs past the end of the buffer ({end} > {len(buf)})")
+
+
+def bad(msg: str) -> DecodeError:
+    return DecodeError(msg)

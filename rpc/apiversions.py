@@ -1,0 +1,67 @@
+"""ApiVersions, answered by the server itself for every listener (KIP-35, KIP-511, KIP-584).
+
+It is the one API a client may call at a version we do not know: the reply then uses the v0
+layout with UNSUPPORTED_VERSION and lists ApiVersions' own range, so the client can retry at a
+version both sides speak.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+from rpc import registry
+from rpc.dispatch import Dispatcher
+from rpc.error_codes import ErrorCode
+from rpc.message import Message
+
+API_KEY = 18
+API_VERSIONS_RANGE = (0, 4)
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+_I32 = struct.Struct(">i")
+
+
+def response_class() -> type[Message]:
+    return registry.response_class(API_KEY)
+
+
+def unsupported_version_response(correlation_id: int) -> bytes:
+    """The whole frame Kafka sends for an ApiVersions request at a version above 4."""
+    resp_cls = response_class()
+    body = resp_cls(error_code=ErrorCode.UNSUPPORTED_VERSION,
+                    api_keys=[resp_cls.ApiVersion(api_key=API_KEY, min_version=API_VERSIONS_RANGE[0],
+                                                  max_version=API_VERSIONS_RANGE[1])])
+    out = bytearray(b"\0\0\0\0")
+    out += _I32.pack(correlation_id)  # response header v0
+    body.encode_into(out, 0)
+    _I32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def build_response(dispatcher: Dispatcher, version: int, request: Message) -> Message:
+    resp_cls = response_class()
+    if version >= 3:
+        name = request.client_software_name  # type: ignore[attr-defined]
+        ver = request.client_software_version  # type: ignore[attr-defined]
+        if not _SOFTWARE.fullmatch(name or "") or not _SOFTWARE.fullmatch(ver or ""):
+            return resp_cls(error_code=ErrorCode.INVALID_REQUEST)
+    api_keys = [resp_cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, lo, hi in dispatcher.advertised()]
+    resp = resp_cls(error_code=0, api_keys=api_keys, throttle_time_ms=0)
+    if version >= 3:
+        feats = dispatcher.features
+        supported = feats.supported_features()
+        resp.supported_features = [
+            resp_cls.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+            for n, (lo, hi) in sorted(supported.items())
+            # Before v4 a client may not understand a range starting at 0 (KAFKA-17011).
+            if version >= 4 or lo != 0
+        ]
+        epoch, finalized = feats.finalized_features()
+        resp.finalized_features_epoch = epoch
+        resp.finalized_features = [
+            resp_cls.FinalizedFeatureKey(name=n, max_version_level=lvl, min_version_level=lvl)
+            for n, lvl in sorted(finalized.items()) if lvl != 0
+        ]
+        resp.zk_migration_ready = feats.zk_migration_ready()
+    return resp

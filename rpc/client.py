@@ -1,0 +1,149 @@
+"""A small asyncio Kafka protocol client: what kraftsim's tools, simulated brokers, benchmarks
+and tests use to talk to a controller. Requests may be pipelined; responses are matched to
+requests by order and checked by correlation id, as Kafka's NetworkClient does."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from typing import Any
+
+from rpc.errors import DecodeError
+from rpc.frames import ApiCodec, api_codec
+from rpc.framing import FrameError, FrameReader
+from rpc.message import Message
+
+
+class ConnectionClosed(ConnectionError):
+    """The peer closed the connection (or we could not frame its bytes)."""
+
+
+class _ClientProtocol(asyncio.Protocol):
+    def __init__(self, max_size: int) -> None:
+        self.reader = FrameReader(max_size)
+        self.waiting: deque[tuple[int, ApiCodec, asyncio.Future[Message]]] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.error: BaseException | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.reader.feed(data)
+        except FrameError as e:
+            self._fail(ConnectionClosed(str(e)))
+            return
+        for frame in frames:
+            if not self.waiting:
+                self._fail(ConnectionClosed("response without a request"))
+                return
+            corr, codec, fut = self.waiting.popleft()
+            try:
+                got, body = codec.decode_response(frame)
+            except DecodeError as e:
+                if not fut.done():
+                    fut.set_exception(e)
+                continue
+            if got != corr:
+                self._fail(ConnectionClosed(f"correlation id {got} where {corr} was expected"))
+                return
+            if not fut.done():
+                fut.set_result(body)
+
+    def _fail(self, exc: BaseException) -> None:
+        self.error = exc
+        while self.waiting:
+            _, _, fut = self.waiting.popleft()
+            if not fut.done():
+                fut.set_exception(exc)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(ConnectionClosed(f"connection closed by peer{': ' + str(exc) if exc else ''}"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class KafkaClient:
+    def __init__(self, protocol: _ClientProtocol, client_id: str) -> None:
+        self._p = protocol
+        self.client_id = client_id
+        self._corr = itertools.count(1)
+        self.versions: dict[int, tuple[int, int]] = {}
+
+    @classmethod
+    async def connect(cls, host: str, port: int, client_id: str = "kraftsim-client",
+                      max_response_size: int = 256 * 1024 * 1024, timeout: float = 10.0) -> "KafkaClient":
+        loop = asyncio.get_running_loop()
+        _, proto = await asyncio.wait_for(
+            loop.create_connection(lambda: _ClientProtocol(max_response_size), host, port), timeout)
+        return cls(proto, client_id)
+
+    def send(self, body: Message, version: int | None = None, correlation_id: int | None = None) -> asyncio.Future[Message]:
+        """Write one request now; the future resolves with its decoded response."""
+        p = self._p
+        if p.error is not None or p.transport is None or p.transport.is_closing():
+            raise ConnectionClosed(str(p.error or "connection is closed"))
+        key = body.api_key()
+        assert key is not None
+        if version is None:
+            version = self.pick_version(key, type(body))
+        codec = api_codec(key, version)
+        corr = next(self._corr) if correlation_id is None else correlation_id
+        frame = codec.encode_request(body, corr, self.client_id)
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        p.waiting.append((corr, codec, fut))
+        p.transport.write(frame)
+        return fut
+
+    async def request(self, body: Message, version: int | None = None, timeout: float | None = 30.0) -> Any:
+        return await asyncio.wait_for(self.send(body, version), timeout)
+
+    def write_raw(self, data: bytes) -> None:
+        """Bytes straight onto the socket (for tests of malformed input)."""
+        assert self._p.transport is not None
+        self._p.transport.write(data)
+
+    def pick_version(self, api_key: int, cls: type[Message]) -> int:
+        """The highest version both sides speak (after :meth:`negotiate`), else our highest."""
+        ours = (cls.lowest_version(), cls.highest_version())
+        theirs = self.versions.get(api_key)
+        if theirs is None:
+            return ours[1]
+        hi = min(ours[1], theirs[1])
+        if hi < max(ours[0], theirs[0]):
+            raise ValueError(f"no common version for api key {api_key}")
+        return hi
+
+    async def negotiate(self) -> Message:
+        """ApiVersions at our highest version, remembering the peer's ranges."""
+        from rpc import registry
+
+        req = registry.request_class(18)(client_software_name="kraftsim", client_software_version="0.1.0")
+        resp = await self.request(req, 4)
+        if resp.error_code == 35:
+            resp = await self.request(registry.request_class(18)(), 0)
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        return resp
+
+    @property
+    def closed(self) -> bool:
+        t = self._p.transport
+        return t is None or t.is_closing() or self._p.error is not None
+
+    async def wait_closed(self, timeout: float = 10.0) -> None:
+        await asyncio.wait_for(asyncio.shield(self._p.closed), timeout)
+
+    async def close(self) -> None:
+        t = self._p.transport
+        if t is not None and not t.is_closing():
+            t.close()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._p.closed), 5)
+        except asyncio.TimeoutError:
+            pass

@@ -1,0 +1,98 @@
+"""The table from api key to handler, and what a handler sees of its request.
+
+A handler is a plain function or a coroutine function ``(context, request) -> response``. The
+server owns framing, versions and ApiVersions; everything else is looked up here, so later
+issues add APIs by registering handlers, never by touching the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeAlias
+
+from rpc import registry
+from rpc.message import Message
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Who sent a request and how: what Kafka's ``RequestContext`` carries to a handler."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    principal: str = ANONYMOUS
+    listener: str = "CONTROLLER"
+    security_protocol: str = "PLAINTEXT"
+    client_address: str = ""
+    client_port: int = 0
+    from_envelope: bool = False
+
+
+Handler: TypeAlias = Callable[[RequestContext, Message], "Message | Awaitable[Message]"]
+
+
+@dataclass(slots=True)
+class Route:
+    handler: Handler
+    min_version: int
+    max_version: int
+
+
+class FeatureSource(Protocol):
+    """Whatever knows the cluster's features (the controller); ApiVersions reports it."""
+
+    def supported_features(self) -> dict[str, tuple[int, int]]: ...
+
+    def finalized_features(self) -> tuple[int, dict[str, int]]: ...
+
+    def zk_migration_ready(self) -> bool: ...
+
+
+class NoFeatures:
+    def supported_features(self) -> dict[str, tuple[int, int]]:
+        return {}
+
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        return -1, {}
+
+    def zk_migration_ready(self) -> bool:
+        return False
+
+
+@dataclass
+class Dispatcher:
+    routes: dict[int, Route] = field(default_factory=dict)
+    features: FeatureSource = field(default_factory=NoFeatures)
+
+    def register(self, api_key: int, handler: Handler, min_version: int | None = None,
+                 max_version: int | None = None) -> None:
+        """Serve ``api_key`` with ``handler``; versions default to every version Kafka 3.9 defines."""
+        cls = registry.request_class(api_key)
+        lo = cls.lowest_version() if min_version is None else min_version
+        hi = cls.highest_version() if max_version is None else max_version
+        if lo < cls.lowest_version() or hi > cls.highest_version() or lo > hi:
+            raise ValueError(f"api {api_key}: versions {lo}-{hi} outside the schema's range")
+        self.routes[api_key] = Route(handler, lo, hi)
+
+    def route(self, api_key: int, version: int) -> Route | None:
+        r = self.routes.get(api_key)
+        if r is None or not (r.min_version <= version <= r.max_version):
+            return None
+        return r
+
+    def advertised(self) -> list[tuple[int, int, int]]:
+        """(api key, min, max) for ApiVersions: every routed API plus ApiVersions itself."""
+        from rpc.apiversions import API_VERSIONS_RANGE
+
+        rows = {k: (k, r.min_version, r.max_version) for k, r in self.routes.items()}
+        rows[18] = (18, *API_VERSIONS_RANGE)
+        return [rows[k] for k in sorted(rows)]
+
+
+def request_message(api_key: int) -> type[Message]:
+    return registry.request_class(api_key)

@@ -1,0 +1,185 @@
+"""Whole wire frames: size prefix, request/response header, body.
+
+The header version is not in the bytes: it follows from (api key, api version) as Kafka's
+``ApiMessageType.requestHeaderVersion/responseHeaderVersion`` define it, so both sides must
+derive it the same way. :class:`ApiCodec` caches that decision and the bound coders per
+(api key, version) so the hot path is two struct calls and two generated functions.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from rpc import registry
+from rpc.errors import CodecError, DecodeError, EncodeError
+from rpc.message import DECODE_FAILURES, ENCODE_FAILURES, Message
+
+API_VERSIONS = 18
+CONTROLLED_SHUTDOWN = 7
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
+_pack_into = _SIZE.pack_into
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """2 for flexible API versions, else 1; ControlledShutdown v0 alone uses header v0."""
+    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
+    if not registry.has_api(api_key):
+        return 1
+    return 2 if registry.request_class(api_key).is_flexible(api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """1 for flexible API versions, else 0; ApiVersions responses always use v0 (KIP-511)."""
+    if api_key == API_VERSIONS:
+        return 0
+    return 1 if registry.response_class(api_key).is_flexible(api_version) else 0
+
+
+def _header_classes() -> tuple[type[Message], type[Message]]:
+    return registry.message_class("RequestHeader"), registry.message_class("ResponseHeader")
+
+
+@dataclass(slots=True, frozen=True)
+class ApiCodec:
+    """Everything needed to frame one (api key, version): header versions and body coders."""
+
+    api_key: int
+    version: int
+    request_header_version: int
+    response_header_version: int
+    request_cls: type[Message]
+    response_cls: type[Message]
+    enc_req: Any
+    dec_req: Any
+    enc_resp: Any
+    dec_resp: Any
+    enc_req_hdr: Any
+    dec_req_hdr: Any
+    enc_resp_hdr: Any
+    dec_resp_hdr: Any
+
+    # -- requests ------------------------------------------------------------------------
+    def encode_request(self, body: Message, correlation_id: int, client_id: str | None = "") -> bytes:
+        """A complete request frame, 4-byte size prefix included."""
+        out = bytearray(b"\0\0\0\0")
+        try:
+            self.enc_req_hdr(_REQ_HDR(self.api_key, self.version, correlation_id, client_id), out)
+            self.enc_req(body, out)
+        except CodecError:
+            raise
+        except ENCODE_FAILURES as e:
+            raise EncodeError(f"api {self.api_key} v{self.version} request: {e}") from e
+        _pack_into(out, 0, len(out) - 4)
+        return bytes(out)
+
+    def decode_request_body(self, frame: bytes, pos: int) -> Message:
+        try:
+            body, end = self.dec_req(frame, pos)
+        except CodecError:
+            raise
+        except DECODE_FAILURES as e:
+            raise DecodeError(f"api {self.api_key} v{self.version} request: {type(e).__name__}: {e}") from e
+        return body
+
+    # -- responses -----------------------------------------------------------------------
+    def encode_response(self, body: Message, correlation_id: int) -> bytes:
+        out = bytearray(b"\0\0\0\0")
+        try:
+            self.enc_resp_hdr(_RESP_HDR(correlation_id), out)
+            self.enc_resp(body, out)
+        except CodecError:
+            raise
+        except ENCODE_FAILURES as e:
+            raise EncodeError(f"api {self.api_key} v{self.version} response: {e}") from e
+        _pack_into(out, 0, len(out) - 4)
+        return bytes(out)
+
+    def decode_response(self, frame: bytes) -> tuple[int, Message]:
+        """Decode a response frame *without* its size prefix: (correlation id, body)."""
+        if type(frame) is not bytes:
+            frame = bytes(frame)
+        try:
+            hdr, pos = self.dec_resp_hdr(frame, 0)
+            body, _ = self.dec_resp(frame, pos)
+        except CodecError:
+            raise
+        except DECODE_FAILURES as e:
+            raise DecodeError(f"api {self.api_key} v{self.version} response: {type(e).__name__}: {e}") from e
+        return hdr.correlation_id, body
+
+
+_REQ_HDR: Any = None
+_RESP_HDR: Any = None
+_codecs: dict[tuple[int, int], ApiCodec] = {}
+
+
+def api_codec(api_key: int, version: int) -> ApiCodec:
+    """The cached codec of one (api key, version); raises KeyError when we have no such API."""
+    c = _codecs.get((api_key, version))
+    if c is not None:
+        return c
+    global _REQ_HDR, _RESP_HDR
+    req_hdr_cls, resp_hdr_cls = _header_classes()
+    _REQ_HDR, _RESP_HDR = req_hdr_cls, resp_hdr_cls
+    req = registry.request_class(api_key)
+    resp = registry.response_class(api_key)
+    if not (req.lowest_version() <= version <= req.highest_version()):
+        raise KeyError(f"api {api_key} has no version {version}")
+    rh = request_header_version(api_key, version)
+    sh = response_header_version(api_key, version)
+    c = ApiCodec(
+        api_key, version, rh, sh, req, resp,
+        req._encoders[version], req._decoders[version],
+        resp._encoders[version], resp._decoders[version],
+        req_hdr_cls._encoders[rh], req_hdr_cls._decoders[rh],
+        resp_hdr_cls._encoders[sh], resp_hdr_cls._decoders[sh],
+    )
+    _codecs[(api_key, version)] = c
+    return c
+
+
+def peek_key_version(frame: bytes) -> tuple[int, int]:
+    """Api key and version of a request frame (without size prefix), before any parsing."""
+    if len(frame) < 4:
+        raise DecodeError("request frame shorter than its api key and version")
+    return _KEY_VERSION.unpack_from(frame, 0)
+
+
+def decode_request_header(frame: bytes, header_version: int) -> tuple[Message, int]:
+    req_hdr_cls, _ = _header_classes()
+    return req_hdr_cls.decode_from(frame, 0, header_version)
+
+
+def encode_request(body: Message, version: int, correlation_id: int, client_id: str | None = "") -> bytes:
+    return api_codec(body.api_key(), version).encode_request(body, correlation_id, client_id)  # type: ignore[arg-type]
+
+
+def decode_request(frame: bytes) -> tuple[Message, Message]:
+    """(header, body) of a request frame without its size prefix; DecodeError on anything wrong."""
+    if type(frame) is not bytes:
+        frame = bytes(frame)
+    key, version = peek_key_version(frame)
+    try:
+        c = api_codec(key, version)
+    except KeyError as e:
+        raise DecodeError(f"unknown api key {key} or version {version}") from e
+    try:
+        hdr, pos = c.dec_req_hdr(frame, 0)
+    except CodecError:
+        raise
+    except DECODE_FAILURES as e:
+        raise DecodeError(f"request header: {type(e).__name__}: {e}") from e
+    return hdr, c.decode_request_body(frame, pos)
+
+
+def encode_response(body: Message, version: int, correlation_id: int) -> bytes:
+    return api_codec(body.api_key(), version).encode_response(body, correlation_id)  # type: ignore[arg-type]
+
+
+def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Message]:
+    return api_codec(api_key, version).decode_response(frame)

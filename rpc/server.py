@@ -1,0 +1,277 @@
+"""The asyncio edge: a TCP listener speaking Kafka's framing to a :class:`Dispatcher`.
+
+Per connection, requests may be pipelined; each is decoded as soon as its frame is complete and
+handed to its handler, and the responses go out strictly in request order (a slow handler holds
+back the responses behind it, never the decoding). A connection that sends something we cannot
+serve (an unknown api key, an unsupported version, a malformed frame, an oversized size prefix)
+is closed with one log line, as Kafka's SocketServer does; nobody else notices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import socket
+import struct
+from collections import deque
+from typing import Any
+
+from rpc import apiversions
+from rpc.clock import Clock, SystemClock
+from rpc.dispatch import Dispatcher, RequestContext
+from rpc.error_codes import ErrorCode
+from rpc.errors import CodecError
+from rpc.frames import api_codec
+from rpc.framing import FrameError, FrameReader
+from rpc.message import Message
+
+log = logging.getLogger("kraftsim.network")
+
+DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+DEFAULT_IDLE_MS = 600_000
+MAX_IN_FLIGHT = 1024  # per connection; reading pauses beyond this so memory stays bounded
+_HEAD = struct.Struct(">hhi")
+
+
+class _Slot:
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data: bytes | None = None
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: "KafkaServer") -> None:
+        self.server = server
+        self.reader = FrameReader(server.max_request_size)
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[_Slot] = deque()
+        self.peer = ("?", 0)
+        self.last_active = server.clock.monotonic_ms()
+        self.closed = False
+        self._read_paused = False
+        self._write_paused = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- asyncio callbacks --------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = (str(peer[0]), int(peer[1]))
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for t in self._tasks:
+            t.cancel()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = self.server.clock.monotonic_ms()
+        try:
+            frames = self.reader.feed(data)
+        except FrameError as e:
+            self.close(str(e))
+            return
+        for frame in frames:
+            if self.closed:
+                return
+            self._handle(frame)
+        self._update_reading()
+
+    # -- requests -----------------------------------------------------------------------
+    def _handle(self, frame: bytes) -> None:
+        if len(frame) < 8:
+            self.close("request shorter than a header")
+            return
+        api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
+        server = self.server
+        if api_key == apiversions.API_KEY:
+            self._api_versions(frame, version, correlation_id)
+            return
+        route = server.dispatcher.route(api_key, version)
+        if route is None:
+            self.close(f"unsupported api key {api_key} version {version}")
+            return
+        codec = api_codec(api_key, version)
+        try:
+            hdr, pos = codec.dec_req_hdr(frame, 0)
+            body = codec.decode_request_body(frame, pos)
+        except (CodecError, IndexError, struct.error, ValueError) as e:
+            self.close(f"malformed request (api key {api_key} v{version}): {e}")
+            return
+        ctx = RequestContext(api_key, version, correlation_id, hdr.client_id or "",
+                             listener=server.listener_name, client_address=self.peer[0],
+                             client_port=self.peer[1])
+        try:
+            result = route.handler(ctx, body)
+        except Exception as e:  # noqa: BLE001 - a handler bug must not take the server down
+            result = self._failure(api_key, version, e)
+            if result is None:
+                return
+        if inspect.isawaitable(result):
+            slot = _Slot()
+            self.pending.append(slot)
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(lambda t: self._completed(t, slot, codec, correlation_id))
+            return
+        self._send(codec.encode_response(result, correlation_id))
+
+    def _failure(self, api_key: int, version: int, e: BaseException) -> Message | None:
+        """UNKNOWN_SERVER_ERROR where the response has a top-level error code, else close."""
+        log.error("handler for api key %d v%d failed: %r", api_key, version, e, exc_info=e)
+        cls = api_codec(api_key, version).response_cls
+        if "error_code" in cls.__slots__:
+            return cls(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        self.close(f"internal error handling api key {api_key}")
+        return None
+
+    def _completed(self, task: asyncio.Task[Any], slot: _Slot, codec: Any, correlation_id: int) -> None:
+        self._tasks.discard(task)
+        if self.closed or task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            resp = self._failure(codec.api_key, codec.version, exc)
+            if resp is None:
+                return
+        else:
+            resp = task.result()
+        try:
+            slot.data = codec.encode_response(resp, correlation_id)
+        except CodecError as e:
+            log.error("cannot encode response for api key %d v%d: %s", codec.api_key, codec.version, e)
+            self.close("response encoding failed")
+            return
+        self._flush()
+
+    def _send(self, data: bytes) -> None:
+        if self.pending:
+            slot = _Slot()
+            slot.data = data
+            self.pending.append(slot)
+            self._flush()
+        elif self.transport is not None and not self.closed:
+            self.transport.write(data)
+            self.last_active = self.server.clock.monotonic_ms()
+
+    def _flush(self) -> None:
+        pending = self.pending
+        transport = self.transport
+        while pending and pending[0].data is not None:
+            data = pending.popleft().data
+            if transport is not None and not self.closed:
+                transport.write(data)  # type: ignore[arg-type]
+        self.last_active = self.server.clock.monotonic_ms()
+        self._update_reading()
+
+    def _api_versions(self, frame: bytes, version: int, correlation_id: int) -> None:
+        if not (apiversions.API_VERSIONS_RANGE[0] <= version <= apiversions.API_VERSIONS_RANGE[1]):
+            self._send(apiversions.unsupported_version_response(correlation_id))
+            return
+        codec = api_codec(apiversions.API_KEY, version)
+        try:
+            _, pos = codec.dec_req_hdr(frame, 0)
+            body = codec.decode_request_body(frame, pos)
+        except (CodecError, IndexError, struct.error, ValueError) as e:
+            self.close(f"malformed ApiVersions request v{version}: {e}")
+            return
+        resp = apiversions.build_response(self.server.dispatcher, version, body)
+        self._send(codec.encode_response(resp, correlation_id))
+
+    # -- flow control -------------------------------------------------------------------
+    def _update_reading(self) -> None:
+        t = self.transport
+        if t is None or self.closed:
+            return
+        should_pause = self._write_paused or len(self.pending) >= MAX_IN_FLIGHT
+        if should_pause and not self._read_paused:
+            t.pause_reading()
+            self._read_paused = True
+        elif not should_pause and self._read_paused:
+            t.resume_reading()
+            self._read_paused = False
+
+    def close(self, reason: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        log.warning("closing connection from %s:%d: %s", self.peer[0], self.peer[1], reason)
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class KafkaServer:
+    """Listens on one address for one listener name (e.g. ``CONTROLLER``)."""
+
+    def __init__(self, dispatcher: Dispatcher, host: str = "127.0.0.1", port: int = 0, *,
+                 listener_name: str = "CONTROLLER",
+                 max_request_size: int = DEFAULT_MAX_REQUEST_BYTES,
+                 connections_max_idle_ms: int = DEFAULT_IDLE_MS,
+                 clock: Clock | None = None) -> None:
+        self.dispatcher = dispatcher
+        self.host = host
+        self.port = port
+        self.listener_name = listener_name
+        self.max_request_size = max_request_size
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.clock: Clock = clock or SystemClock()
+        self.connections: set[Connection] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._reaper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: Connection(self), self.host, self.port,
+                                                reuse_address=True, backlog=1024)
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._reaper = asyncio.create_task(self._reap_loop(), name="kraftsim-idle-reaper")
+        log.info("listening for %s on %s:%d", self.listener_name, self.host, self.port)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    def reap_idle(self) -> int:
+        """Close connections idle for longer than ``connections.max.idle.ms``; returns how many."""
+        now = self.clock.monotonic_ms()
+        idle = [c for c in self.connections
+                if not c.pending and now - c.last_active > self.connections_max_idle_ms]
+        for c in idle:
+            c.close(f"idle for more than {self.connections_max_idle_ms} ms")
+        return len(idle)
+
+    async def _reap_loop(self) -> None:
+        period = max(1, min(self.connections_max_idle_ms // 4, 10_000))
+        while True:
+            await self.clock.sleep_ms(period)
+            self.reap_idle()
+
+    async def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+        if self._server is not None:
+            self._server.close()
+        for c in list(self.connections):
+            if c.transport is not None:
+                c.transport.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        self._server = None
+
+
+def set_keepalive(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
