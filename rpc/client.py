@@ -78,7 +78,7 @@ class KafkaClient:
 
     @classmethod
     async def connect(cls, host: str, port: int, client_id: str = "kraftsim-client",
-                      max_response_size: int = 256 * 1024 * 1024, timeout: float = 10.0) -> "KafkaClient":
+                      max_response_size: int = 256 * 1024 * 1024, timeout: float = 10.0) -> KafkaClient:
         loop = asyncio.get_running_loop()
         _, proto = await asyncio.wait_for(
             loop.create_connection(lambda: _ClientProtocol(max_response_size), host, port), timeout)
@@ -145,5 +145,5 @@ class KafkaClient:
             t.close()
         try:
             await asyncio.wait_for(asyncio.shield(self._p.closed), 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass

@@ -114,6 +114,8 @@ class _Compiler:
         base = "_Message" if is_root else "_Struct"
         o.emit(0, f"class {name}({base}):")
         o.emit(1, f"__slots__ = {tuple(attrs + ['unknown_tagged_fields'])!r}")
+        if not is_root:
+            o.emit(1, f"__qualname__ = '{self.msg.name}.{s.name}'")
         params = ", ".join(f"{f.attr}={self.init_default(f)}" for f in s.fields)
         sep = ", " if params else ""
         o.emit(1, f"def __init__(self{sep}{params}, unknown_tagged_fields=None):")
@@ -507,6 +509,8 @@ def compile_message(msg: MessageSpec, base_message: type, base_struct: type) -> 
     cls = ns[msg.name]
     cls._spec = msg
     for s in _Compiler(msg).structs_in_order():
-        ns[msg.name if s is msg.root else f"{msg.name}_{s.name}"]._struct_spec = s
+        c = ns[msg.name if s is msg.root else f"{msg.name}_{s.name}"]
+        c._struct_spec = s
+        c._root = cls
     cls._source = src
     return cls

@@ -28,7 +28,7 @@ class Struct:
     def __repr__(self) -> str:
         parts = ", ".join(f"{a}={getattr(self, a)!r}" for a in self.__slots__
                           if a != "unknown_tagged_fields" or getattr(self, a))
-        return f"{type(self).__name__}({parts})"
+        return f"{type(self).__qualname__}({parts})"
 
     def replace(self, **changes: Any) -> Self:
         """A shallow copy with some fields changed (messages are plain mutable values)."""

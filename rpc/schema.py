@@ -43,7 +43,7 @@ class Versions:
     hi: int | None
 
     @staticmethod
-    def parse(text: str | None) -> "Versions":
+    def parse(text: str | None) -> Versions:
         if text is None or text == "none":
             return NONE
         text = text.strip()
@@ -58,7 +58,7 @@ class Versions:
     def __contains__(self, v: int) -> bool:
         return self.lo <= v and (self.hi is None or v <= self.hi) and self.lo >= 0
 
-    def intersect(self, other: "Versions") -> "Versions":
+    def intersect(self, other: Versions) -> Versions:
         lo = max(self.lo, other.lo)
         if self.hi is None:
             hi = other.hi
@@ -107,7 +107,7 @@ class FieldSpec:
     default_text: str | None
     ignorable: bool
     flexible_override: Versions | None
-    struct: "StructSpec | None" = None  # element/struct type for struct and []struct fields
+    struct: StructSpec | None = None  # element/struct type for struct and []struct fields
 
     @property
     def is_array(self) -> bool:

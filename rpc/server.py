@@ -42,7 +42,7 @@ class _Slot:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: "KafkaServer") -> None:
+    def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.reader = FrameReader(server.max_request_size)
         self.transport: asyncio.Transport | None = None

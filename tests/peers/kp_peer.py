@@ -41,6 +41,16 @@ Known kafka-python quirks (see the self-check in the report):
   zero-UUID or all-default tagged struct would be *written* where Apache Kafka
   omits it.  The adapter passes such values as ``None`` / omits them so the bytes
   follow Kafka's rule (value != schema default).
+* A top-level field named ``Version`` (SnapshotHeaderRecord, SnapshotFooterRecord,
+  KRaftVersionRecord, LeaderChangeMessage, VotersRecord) collides with the
+  ``version=`` constructor keyword; ``ApiData.decode`` then fails outright.  The
+  adapter sets such attributes after construction and decodes entities with
+  kafka-python's compiled decoder.
+* A top-level field named ``Type`` (LeaderAndIsrRequest v5+) shadows the message
+  class's ``type`` classproperty, so ``with_header()`` / ``header_class`` raise; the
+  adapter builds request headers with ``RequestHeader`` directly.
+* Schemas without any field (``EndTransactionRecord``, ``NoOpRecord``) cannot be
+  loaded: ``StructField`` iterates ``fields`` which is ``None`` for an empty list.
 * A struct nested inside a tagged field is encoded with ``tagged=None``: its own
   tagged fields are dropped (an empty tag section is written).
 * Request header v0 (ControlledShutdown v0) is outside kafka-python's bundled
@@ -241,10 +251,17 @@ def _to_kp(schema: Schema, fields: list[dict[str, Any]], kp_fields: dict[str, An
             kwargs[un] = None if v is None else [_to_kp_scalar(t, x) for x in v]
         else:
             kwargs[un] = _to_kp_scalar(t, v)
-    if top:
-        return data_class(version=version, **kwargs)
-    obj = data_class(**kwargs)
+    # A schema field whose attribute name is a DataContainer constructor keyword or
+    # slot ("Version" -> version in SnapshotHeaderRecord, VotersRecord...) cannot be
+    # passed to the constructor; set it on the instance afterwards (the slot wins).
+    late = {k: kwargs.pop(k) for k in list(kwargs) if k in _RESERVED}
+    obj = data_class(version=version, **kwargs) if top else data_class(**kwargs)
+    for k, v in late.items():
+        object.__setattr__(obj, k, v)
     return obj
+
+
+_RESERVED = frozenset({"version", "tags", "unknown_tags", "_version"})
 
 
 def _from_kp_scalar(type_name: str, value: Any) -> Any:
@@ -330,10 +347,14 @@ def decode_entity(name: str, version: int, data: bytes) -> dict[str, Any]:
     """Decode a metadata / raft control record body; raises if bytes are left over."""
     schema = entity_schema(name)
     cls = _need(entity_class(name), name)
-    buf = io.BytesIO(bytes(data))
-    obj = cls.decode(buf, version=version, header=False)
-    if buf.tell() != len(data):
-        raise ValueError(f"kafka-python consumed {buf.tell()} of {len(data)} bytes")
+    # kafka-python's interpretive ApiData.decode rebuilds the object with
+    # ``data_class(version=..., **fields)``, which breaks on a field named Version;
+    # its compiled decoder (the one ApiMessage.decode uses) assigns slots directly.
+    flexible = cls.flexible_version_q(version)
+    decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls)
+    obj, pos = decode(memoryview(bytes(data)), 0)
+    if pos != len(data):
+        raise ValueError(f"kafka-python consumed {pos} of {len(data)} bytes")
     return _from_kp(schema, schema["fields"], obj, version, is_flexible(schema, version))
 
 
@@ -376,8 +397,11 @@ def decode_request_header(data: bytes) -> tuple[dict[str, Any], int]:
     hv = request_header_version(api_key, version)
     buf = io.BytesIO(bytes(data))
     if hv == 0:
-        hdr = RequestHeader._struct.decode(buf, version=0, compact=False, tagged=False,
-                                           data_class=RequestHeader)
+        # The bundled header refuses to be instantiated at version 0: decode its v0
+        # fields one by one with kafka-python's field codecs instead.
+        raw = {f.name: f.decode(buf, version=0, compact=False, tagged=False)
+               for f in RequestHeader._struct.untagged_fields(0)}
+        hdr = RequestHeader(**raw)
     else:
         hdr = RequestHeader.decode(buf, flexible=hv == 2)
     out: dict[str, Any] = {"RequestApiKey": hdr.request_api_key,

@@ -77,6 +77,10 @@ def _field_values(schema: Schema, field: Field, version: int, flexible: bool) ->
     nullable = is_nullable(field, version)
     if is_struct_type(t):
         elem: st.SearchStrategy[Any] = _struct_values(schema, struct_fields(schema, field), version, flexible)
+    elif t == "int16" and str(field["name"]).endswith("ErrorCode"):
+        # Real messages carry defined error codes (-1..127 today); peers such as kio
+        # model them as a closed enum, so favour them but keep the full int16 range.
+        elem = st.one_of(st.integers(-1, 127), scalar_values(t))
     else:
         elem = scalar_values(t)
     base = st.lists(elem, max_size=MAX_ARRAY) if is_array(field) else elem

@@ -1,0 +1,46 @@
+"""Shared fixtures: a real listening server on loopback, and raw-socket helpers with deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import struct
+from collections.abc import AsyncIterator
+
+import pytest
+
+from rpc.dispatch import Dispatcher
+from rpc.server import KafkaServer
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, 8192)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[KafkaServer]:
+    s = KafkaServer(Dispatcher(), "127.0.0.1", 0)
+    await s.start()
+    try:
+        yield s
+    finally:
+        await s.stop()
+
+
+async def read_frame(reader: asyncio.StreamReader, timeout: float = 5.0) -> bytes:
+    """One response frame (without its size prefix), or IncompleteReadError if the peer closed."""
+    head = await asyncio.wait_for(reader.readexactly(4), timeout)
+    (size,) = struct.unpack(">i", head)
+    return await asyncio.wait_for(reader.readexactly(size), timeout)
+
+
+async def assert_closed(reader: asyncio.StreamReader, timeout: float = 5.0) -> None:
+    """The server closed this connection (EOF or reset) within the deadline, sending nothing."""
+    try:
+        data = await asyncio.wait_for(reader.read(65536), timeout)
+    except ConnectionResetError:
+        return
+    assert data == b"", f"expected the connection to be closed, got {data[:40]!r}"
