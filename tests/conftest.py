@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import resource
 import struct
 from collections.abc import AsyncIterator
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# CI runs derandomized so a red build is reproducible; locally, hypothesis explores freely.
+settings.register_profile("ci", derandomize=True, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 from rpc.dispatch import Dispatcher
 from rpc.server import KafkaServer

@@ -63,6 +63,7 @@ __all__ = [
     "request_header_version",
     "response_header_version",
     "normalize",
+    "iter_message_versions",
 ]
 
 Schema = dict[str, Any]

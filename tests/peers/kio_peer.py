@@ -399,6 +399,7 @@ def _write(cls: type, obj: Any) -> bytes:
 
 
 def _read(cls: type, data: bytes) -> tuple[Any, int]:
+    obj: Any
     try:
         obj, size = entity_reader(cls)(bytes(data), 0)
     except Exception as e:
@@ -499,6 +500,7 @@ def decode_request_header(data: bytes) -> tuple[dict[str, Any], int]:
     api_key = int.from_bytes(data[0:2], "big", signed=True)
     version = int.from_bytes(data[2:4], "big", signed=True)
     hcls = _header_cls(api_key, version, True)
+    obj: Any
     obj, size = _read(hcls, bytes(data))
     return {_HEADER_KEYS[f.name]: _from_kio_primitive(f, getattr(obj, f.name))
             for f in dataclasses.fields(obj)}, size

@@ -64,7 +64,7 @@ def scalar_values(type_name: str) -> st.SearchStrategy[Any]:
         return st.floats(allow_nan=False, allow_infinity=False)
     if type_name == "string":
         # Surrogates cannot be UTF-8 encoded; keep every other code point.
-        return st.text(st.characters(exclude_categories=("Cs",)), max_size=MAX_STRING)
+        return st.text(st.characters(exclude_categories=["Cs"]), max_size=MAX_STRING)
     if type_name in ("bytes", "records"):
         return st.binary(max_size=MAX_BYTES)
     if type_name == "uuid":
@@ -96,9 +96,7 @@ def _field_values(schema: Schema, field: Field, version: int, flexible: bool) ->
 def _struct_values(schema: Schema, fields: list[Field], version: int,
                    flexible: bool) -> st.SearchStrategy[dict[str, Any]]:
     present = fields_for_version(fields, version)
-    return st.fixed_dictionaries(
-        {f["name"]: st.deferred(lambda f=f: _field_values(schema, f, version, flexible)) for f in present}
-    )
+    return st.fixed_dictionaries({f["name"]: _field_values(schema, f, version, flexible) for f in present})
 
 
 def neutral_values(schema_json: Schema, version: int) -> st.SearchStrategy[dict[str, Any]]:

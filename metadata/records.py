@@ -1,0 +1,122 @@
+"""Metadata records (KIP-631, KIP-746) and their framing inside the log.
+
+A metadata record's value in ``__cluster_metadata`` is framed as Kafka's
+``AbstractApiMessageSerde`` frames it: unsigned varint frame version (1), unsigned varint api
+key, unsigned varint record version, then the record body at that version. The classes come from
+the schema files in ``metadata/schemas`` through the same code generator as the wire protocol.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rpc import _runtime, registry
+from rpc.errors import DecodeError
+from rpc.message import DECODE_FAILURES, Message
+
+SCHEMAS = Path(__file__).with_name("schemas")
+FRAME_VERSION = 1
+
+# api key -> schema message name, for every record type Kafka 3.9 defines.
+RECORD_NAMES: dict[int, str] = {
+    0: "RegisterBrokerRecord",
+    1: "UnregisterBrokerRecord",
+    2: "TopicRecord",
+    3: "PartitionRecord",
+    4: "ConfigRecord",
+    5: "PartitionChangeRecord",
+    7: "FenceBrokerRecord",
+    8: "UnfenceBrokerRecord",
+    9: "RemoveTopicRecord",
+    10: "DelegationTokenRecord",
+    11: "UserScramCredentialRecord",
+    12: "FeatureLevelRecord",
+    14: "ClientQuotaRecord",
+    15: "ProducerIdsRecord",
+    17: "BrokerRegistrationChangeRecord",
+    18: "AccessControlEntryRecord",
+    19: "RemoveAccessControlEntryRecord",
+    20: "NoOpRecord",
+    21: "ZkMigrationStateRecord",
+    22: "RemoveUserScramCredentialRecord",
+    23: "BeginTransactionRecord",
+    24: "EndTransactionRecord",
+    25: "AbortTransactionRecord",
+    26: "RemoveDelegationTokenRecord",
+    27: "RegisterControllerRecord",
+}
+RECORD_KEYS: dict[str, int] = {v: k for k, v in RECORD_NAMES.items()}
+
+_classes: dict[int, type[Message]] = {}
+_decoders: dict[tuple[int, int], object] = {}
+
+
+def record_class(api_key: int) -> type[Message]:
+    cls = _classes.get(api_key)
+    if cls is None:
+        name = RECORD_NAMES.get(api_key)
+        if name is None:
+            raise KeyError(f"unknown metadata record api key {api_key}")
+        cls = registry.message_class(name, SCHEMAS)
+        _classes[api_key] = cls
+    return cls
+
+
+def by_name(name: str) -> type[Message]:
+    """A record class by schema name, e.g. ``by_name("PartitionRecord")``."""
+    return record_class(RECORD_KEYS[name])
+
+
+def data_class(name: str) -> type[Message]:
+    """Non-record schemas kept beside the records: Raft control records and QuorumStateData."""
+    return registry.message_class(name, SCHEMAS)
+
+
+def frame(record: Message, version: int | None = None) -> bytes:
+    """The framed value of a metadata record, as written into a log record's value."""
+    out = bytearray()
+    frame_into(out, record, version)
+    return bytes(out)
+
+
+def frame_into(out: bytearray, record: Message, version: int | None = None) -> None:
+    api_key = record.api_key()
+    assert api_key is not None
+    if version is None:
+        version = record.highest_version()
+    out.append(FRAME_VERSION)
+    _runtime.write_uvarint(out, api_key)
+    _runtime.write_uvarint(out, version)
+    record.encode_into(out, version)
+
+
+def unframe(value: bytes) -> tuple[Message, int]:
+    """(record, version) from a framed value; DecodeError on anything Kafka would reject."""
+    if type(value) is not bytes:
+        value = bytes(value)
+    try:
+        fv, pos = _runtime.read_uvarint(value, 0)
+        if fv != FRAME_VERSION:
+            if fv == 0:
+                raise DecodeError("frame version 0: a Kafka 2.8 early-access record (read it with legacy=True)")
+            raise DecodeError(f"unsupported metadata record frame version {fv}")
+        api_key, pos = _runtime.read_uvarint(value, pos)
+        version, pos = _runtime.read_uvarint(value, pos)
+    except DECODE_FAILURES as e:
+        raise DecodeError(f"truncated metadata record frame: {e}") from e
+    if api_key > 0x7FFF or version > 0x7FFF:
+        raise DecodeError(f"api key {api_key} or version {version} out of range")
+    try:
+        cls = record_class(api_key)
+    except KeyError as e:
+        raise DecodeError(str(e)) from e
+    if not (cls.lowest_version() <= version <= cls.highest_version()):
+        raise DecodeError(f"{cls.__name__} has no version {version}")
+    rec, end = cls.decode_from(value, pos, version)
+    if end != len(value):
+        raise DecodeError(f"{len(value) - end} bytes of garbage after {cls.__name__}")
+    return rec, version
+
+
+def type_name(api_key: int) -> str:
+    return RECORD_NAMES.get(api_key, f"Unknown({api_key})")
