@@ -191,8 +191,10 @@ def read_batch(
 ) -> Batch:
     """The batch starting at ``buf[pos]``; its ``raw`` is a slice of ``buf`` (bytes in, bytes out).
 
-    Checks, in Kafka's order: BatchLength >= 49 (and <= ``max_batch_size`` total if given), magic,
-    enough bytes, CRC, then that RecordsCount/LastOffsetDelta/size are mutually consistent.
+    Checks: BatchLength >= 49 (and <= ``max_batch_size`` total if given, as Kafka's
+    FileLogInputStream does before looking for the bytes); magic as soon as byte 16 is present
+    (so a damaged header is not mistaken for a torn tail); enough bytes; CRC; then that
+    RecordsCount/LastOffsetDelta/size are mutually consistent.
     Records themselves are parsed by :meth:`Batch.records`.
     """
     n = len(buf)
@@ -230,7 +232,7 @@ def read_batch(
         raise CorruptBatchError(f"{count} records cannot fit in offset delta range 0..{last_delta}", pos)
     if not fields[5] & COMPRESSION_MASK and count * MIN_RECORD_SIZE > length - MIN_BATCH_LENGTH:
         raise CorruptBatchError(f"{count} records cannot fit in {length - MIN_BATCH_LENGTH} bytes", pos)
-    return Batch(*fields, raw)
+    return Batch(*fields, raw)  # type: ignore[call-arg]  # fields is the 13-tuple of _HEADER
 
 
 def read_batches(
@@ -395,8 +397,15 @@ def _decode_records(
                     headers.append((hk.decode("utf-8"), hv))
             if pos != end:
                 raise CorruptBatchError(f"record at byte {start} declares {length} bytes but holds {pos - start}")
-            append(LogRecord(base_offset + od, ts_override if ts_override is not None else base_ts + ts_delta,
-                             key, value, headers))
+            append(
+                LogRecord(
+                    base_offset + od,
+                    ts_override if ts_override is not None else base_ts + ts_delta,
+                    key,
+                    value,
+                    headers,
+                )
+            )
     except IndexError as e:
         raise CorruptBatchError("records run past the end of the batch") from e
     except UnicodeDecodeError as e:
@@ -433,7 +442,7 @@ def _records_fast(values: Sequence[bytes]) -> bytes:
     zz = _ZZ
     parts: list[bytes] = []
     ext = parts.extend
-    for p, v in zip(_PRE, values):  # caller guarantees len(values) <= len(_PRE)
+    for p, v in zip(_PRE, values, strict=False):  # caller guarantees len(values) <= len(_PRE)
         lv = len(v)
         zl = zz[lv]
         ext((zz[len(p) + len(zl) + lv + 1], p, zl, v, b"\x00"))
@@ -535,7 +544,7 @@ class ControlRecordType(IntEnum):
 
 
 _CONTROL_KEY = struct.Struct(">hh")
-_CONTROL_KEYS = {t: _CONTROL_KEY.pack(0, t) for t in ControlRecordType}
+_CONTROL_KEYS: dict[int, bytes] = {t: _CONTROL_KEY.pack(0, t) for t in ControlRecordType}
 _CONTROL_TYPES = {int(t): t for t in ControlRecordType}
 # Value schema per type; ABORT/COMMIT (EndTxnMarker) belong to transactions, not KRaft.
 CONTROL_SCHEMAS: dict[ControlRecordType, str] = {
@@ -550,7 +559,7 @@ CONTROL_VALUE_VERSION = 0  # every KRaft control message is written and read at 
 
 def control_key(type: ControlRecordType | int) -> bytes:
     """The 4-byte control record key: int16 version 0 + int16 type."""
-    key = _CONTROL_KEYS.get(type)  # type: ignore[call-overload]
+    key = _CONTROL_KEYS.get(type)
     return key if key is not None else _CONTROL_KEY.pack(0, type)
 
 

@@ -14,6 +14,7 @@ what runs for a given message and version.
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,15 +218,21 @@ class _Compiler:
             o.emit(d, f"for {e} in {x}:")
             self.enc_value(d + 1, f, et, e, v, compact, False, out)
 
-    def gen_encoder(self, s: StructSpec, v: int) -> None:
+    def gen_encoder(self, s: StructSpec, v: int, args_mode: bool = False) -> None:
+        """``args_mode``: take field values as parameters instead of an object (headers, hot path)."""
+        acc = (lambda a: a) if args_mode else (lambda a: 'o.' + a)
         o = self.out
         flexible = v in self.msg.flexible
-        o.emit(0, f"def {self.fn('e', s, v)}(o, out):")
+        if args_mode:
+            params = ", ".join(f.attr for f in s.fields)
+            o.emit(0, f"def {self.fn('a', s, v)}(out, {params}, unknown_tagged_fields=None):")
+        else:
+            o.emit(0, f"def {self.fn('e', s, v)}(o, out):")
         present = [f for f in s.fields if v in f.versions]
         absent = [f for f in s.fields if v not in f.versions]
         for f in absent:
             if not f.ignorable:
-                o.emit(1, f"if {self.nondefault_expr(f, 'o.' + f.attr, v)}:")
+                o.emit(1, f"if {self.nondefault_expr(f, acc(f.attr), v)}:")
                 o.emit(2, f"raise _UnsupportedVersionError('{self.msg.name}.{f.name} cannot be set in version {v}')")
         tagged = []
         regular = []
@@ -243,7 +250,7 @@ class _Compiler:
                 return
             fmt = ">" + "".join(FIXED_FORMATS[g.type] for g in group)
             st = self.const(struct.Struct(fmt), "S")
-            o.emit(1, f"out += {st}.pack({', '.join('o.' + g.attr for g in group)})")
+            o.emit(1, f"out += {st}.pack({', '.join(acc(g.attr) for g in group)})")
             group.clear()
 
         for f in regular:
@@ -251,28 +258,28 @@ class _Compiler:
                 group.append(f)
                 continue
             flush()
-            self.enc_field(1, f, "o." + f.attr, v)
+            self.enc_field(1, f, acc(f.attr), v)
         flush()
         if flexible:
             if not tagged:
-                o.emit(1, "u = o.unknown_tagged_fields")
+                o.emit(1, f"u = {acc('unknown_tagged_fields')}")
                 o.emit(1, "if u: _write_unknown(out, u)")
                 o.emit(1, "else: out.append(0)")
             else:
                 o.emit(1, "tg = []")
                 for f in sorted(tagged, key=lambda t: t.tag or 0):
                     x = self.tmp("x")
-                    o.emit(1, f"{x} = o.{f.attr}")
+                    o.emit(1, f"{x} = {acc(f.attr)}")
                     o.emit(1, f"if {self.nondefault_expr(f, x, v)}:")
                     tb = self.tmp("tb")
                     o.emit(2, f"{tb} = bytearray()")
                     self.enc_field(2, f, x, v, tb)
                     o.emit(2, f"tg.append(({f.tag}, {tb}))")
-                o.emit(1, "u = o.unknown_tagged_fields")
+                o.emit(1, f"u = {acc('unknown_tagged_fields')}")
                 o.emit(1, "if tg or u: _write_tags(out, tg, u)")
                 o.emit(1, "else: out.append(0)")
         else:
-            o.emit(1, "if o.unknown_tagged_fields:")
+            o.emit(1, f"if {acc('unknown_tagged_fields')}:")
             o.emit(2, f"raise _EncodeError('{self.msg.name} version {v} has no tagged fields')")
         o.emit(0, "")
 
@@ -291,7 +298,10 @@ class _Compiler:
             o.emit(d, f"{t}, = {st}.unpack_from(buf, pos)")
             o.emit(d, f"pos += {FIXED_SIZES[et]}")
         elif et == "uuid":
-            o.emit(d, f"{t} = _uuid(buf[pos:pos + 16])")
+            o.emit(d, "if pos + 16 > blen: raise _bad('truncated uuid')")
+            o.emit(d, f"{t} = _new_uuid(_UUID)")
+            o.emit(d, f"_setattr({t}, 'int', _from_bytes(buf[pos:pos + 16], 'big'))")
+            o.emit(d, f"_setattr({t}, 'is_safe', _UNKNOWN_SAFE)")
             o.emit(d, "pos += 16")
         elif et in ("string", "bytes", "records"):
             n = self.tmp("n")
@@ -315,7 +325,7 @@ class _Compiler:
             if et == "string":
                 o.emit(d + 1, f"if {n} > {MAX_STRING}: raise _bad('{where}: string longer than {MAX_STRING}')")
             o.emit(d + 1, f"{e} = pos + {n}")
-            o.emit(d + 1, f"if {e} > len(buf): raise _bad('{where}: runs past the end')")
+            o.emit(d + 1, f"if {e} > blen: raise _bad('{where}: runs past the end')")
             if et == "string":
                 o.emit(d + 1, f"{t} = buf[pos:{e}].decode('utf-8', 'replace')")
             else:
@@ -355,7 +365,7 @@ class _Compiler:
             o.emit(d + 1, f"{t} = None")
         else:
             o.emit(d + 1, f"raise _bad('{where}: null or negative array length in a non-nullable field')")
-        o.emit(d, f"elif {n} > len(buf) - pos:")
+        o.emit(d, f"elif {n} > blen - pos:")
         o.emit(d + 1, f"raise _bad('{where}: array count exceeds the remaining bytes')")
         o.emit(d, "else:")
         d += 1
@@ -375,6 +385,7 @@ class _Compiler:
         o = self.out
         flexible = v in self.msg.flexible
         o.emit(0, f"def {self.fn('d', s, v)}(buf, pos):")
+        o.emit(1, "blen = len(buf)")
         present = [f for f in s.fields if v in f.versions]
         tagged = [f for f in present if v in f.tagged]
         regular = [f for f in present if v not in f.tagged]
@@ -405,12 +416,12 @@ class _Compiler:
             o.emit(1, "unk = None")
             self.dec_len_compact(1, "nt")
             o.emit(1, "if nt:")
-            o.emit(2, f"if nt > len(buf) - pos: raise _bad('{self.msg.name}: too many tagged fields')")
+            o.emit(2, f"if nt > blen - pos: raise _bad('{self.msg.name}: too many tagged fields')")
             o.emit(2, "for _ in range(nt):")
             o.emit(3, "tag, pos = _ruv(buf, pos)")
             o.emit(3, "sz, pos = _ruv(buf, pos)")
             o.emit(3, "end = pos + sz")
-            o.emit(3, f"if end > len(buf): raise _bad('{self.msg.name}: tagged field runs past the end')")
+            o.emit(3, f"if end > blen: raise _bad('{self.msg.name}: tagged field runs past the end')")
             kw = "if"
             for f in sorted(tagged, key=lambda t: t.tag or 0):
                 o.emit(3, f"{kw} tag == {f.tag}:")
@@ -461,6 +472,9 @@ class _Compiler:
                 self.gen_encoder(s, v)
                 self.gen_decoder(s, v)
         root = self.msg.root
+        if self.msg.type == "header":
+            for v in versions:
+                self.gen_encoder(root, v, args_mode=True)
         top = max(versions)
         enc = ", ".join(self.fn("e", root, v) if v in versions else "None" for v in range(top + 1))
         dec = ", ".join(self.fn("d", root, v) if v in versions else "None" for v in range(top + 1))
@@ -468,6 +482,9 @@ class _Compiler:
         o = self.out
         o.emit(0, f"{name}._encoders = ({enc},)")
         o.emit(0, f"{name}._decoders = ({dec},)")
+        if self.msg.type == "header":
+            args = ", ".join(self.fn("a", root, v) if v in versions else "None" for v in range(top + 1))
+            o.emit(0, f"{name}._arg_encoders = ({args},)")
         for s in structs:
             if s is not root:
                 o.emit(0, f"{name}.{s.name} = {self.cls_name(s)}")
@@ -495,6 +512,11 @@ def compile_message(msg: MessageSpec, base_message: type, base_struct: type) -> 
         "_ruv": _runtime.read_uvarint,
         "_wuv": _runtime.write_uvarint,
         "_uuid": _runtime.uuid_from_bytes,
+        "_new_uuid": object.__new__,
+        "_UUID": uuid.UUID,
+        "_setattr": object.__setattr__,
+        "_from_bytes": int.from_bytes,
+        "_UNKNOWN_SAFE": uuid.SafeUUID.unknown,
         "_write_unknown": _runtime.write_unknown_tags,
         "_write_tags": _runtime.write_tags,
         "_pack": struct.pack,

@@ -68,7 +68,7 @@ class ApiCodec:
         """A complete request frame, 4-byte size prefix included."""
         out = bytearray(b"\0\0\0\0")
         try:
-            self.enc_req_hdr(_REQ_HDR(self.api_key, self.version, correlation_id, client_id), out)
+            self.enc_req_hdr(out, self.api_key, self.version, correlation_id, client_id)
             self.enc_req(body, out)
         except CodecError:
             raise
@@ -90,7 +90,7 @@ class ApiCodec:
     def encode_response(self, body: Message, correlation_id: int) -> bytes:
         out = bytearray(b"\0\0\0\0")
         try:
-            self.enc_resp_hdr(_RESP_HDR(correlation_id), out)
+            self.enc_resp_hdr(out, correlation_id)
             self.enc_resp(body, out)
         except CodecError:
             raise
@@ -136,8 +136,8 @@ def api_codec(api_key: int, version: int) -> ApiCodec:
         api_key, version, rh, sh, req, resp,
         req._encoders[version], req._decoders[version],
         resp._encoders[version], resp._decoders[version],
-        req_hdr_cls._encoders[rh], req_hdr_cls._decoders[rh],
-        resp_hdr_cls._encoders[sh], resp_hdr_cls._decoders[sh],
+        req_hdr_cls._arg_encoders[rh], req_hdr_cls._decoders[rh],
+        resp_hdr_cls._arg_encoders[sh], resp_hdr_cls._decoders[sh],
     )
     _codecs[(api_key, version)] = c
     return c
@@ -163,18 +163,24 @@ def decode_request(frame: bytes) -> tuple[Message, Message]:
     """(header, body) of a request frame without its size prefix; DecodeError on anything wrong."""
     if type(frame) is not bytes:
         frame = bytes(frame)
-    key, version = peek_key_version(frame)
     try:
-        c = api_codec(key, version)
-    except KeyError as e:
-        raise DecodeError(f"unknown api key {key} or version {version}") from e
+        c = _codecs[_KEY_VERSION.unpack_from(frame, 0)]
+    except KeyError:
+        key, version = peek_key_version(frame)
+        try:
+            c = api_codec(key, version)
+        except KeyError as e:
+            raise DecodeError(f"unknown api key {key} or version {version}") from e
+    except struct.error as e:
+        raise DecodeError("request frame shorter than its api key and version") from e
     try:
         hdr, pos = c.dec_req_hdr(frame, 0)
+        body, _ = c.dec_req(frame, pos)
     except CodecError:
         raise
     except DECODE_FAILURES as e:
-        raise DecodeError(f"request header: {type(e).__name__}: {e}") from e
-    return hdr, c.decode_request_body(frame, pos)
+        raise DecodeError(f"api {c.api_key} v{c.version} request: {type(e).__name__}: {e}") from e
+    return hdr, body
 
 
 def encode_response(body: Message, version: int, correlation_id: int) -> bytes:

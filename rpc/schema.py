@@ -87,6 +87,7 @@ NONE = Versions(-1, -1)
 
 def snake_case(name: str) -> str:
     """Kafka field names to Python attribute names: ``ZkMigrationReady`` -> ``zk_migration_ready``."""
+    name = name.replace("KRaft", "Kraft")  # KRaftVersion -> kraft_version, not k_raft_version
     s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
     s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
     s = s.lower()

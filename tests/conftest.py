@@ -11,13 +11,14 @@ from collections.abc import AsyncIterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from rpc.dispatch import Dispatcher
+from rpc.server import KafkaServer
+
 # CI runs derandomized so a red build is reproducible; locally, hypothesis explores freely.
 settings.register_profile("ci", derandomize=True, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
-from rpc.dispatch import Dispatcher
-from rpc.server import KafkaServer
 
 
 def pytest_configure(config: pytest.Config) -> None:

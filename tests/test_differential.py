@@ -95,7 +95,7 @@ def test_request_headers_match(peer_name: str, client_id: str | None) -> None:
         req = registry.request_class(api_key)()
         codec = frames.api_codec(api_key, version)
         out = bytearray()
-        codec.enc_req_hdr(frames._REQ_HDR(api_key, version, 2**31 - 1, client_id), out)
+        codec.enc_req_hdr(out, api_key, version, 2**31 - 1, client_id)
         assert bytes(out) == peer.encode_request_header(api_key, version, 2**31 - 1, client_id), (api_key, version)
         hdr, pos = peer.decode_request_header(bytes(out))
         assert pos == len(out) and hdr["CorrelationId"] == 2**31 - 1
@@ -110,7 +110,7 @@ def test_response_headers_match(peer_name: str) -> None:
             continue
         codec = frames.api_codec(api_key, version)
         out = bytearray()
-        codec.enc_resp_hdr(frames._RESP_HDR(-7), out)
+        codec.enc_resp_hdr(out, -7)
         assert bytes(out) == peer.encode_response_header(api_key, version, -7), (api_key, version)
 
 

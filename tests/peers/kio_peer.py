@@ -193,7 +193,7 @@ def _check_struct(schema: Schema, fields: list[dict[str, Any]], cls: type, versi
     if len(ours) != len(theirs):
         return (f"{path}: field count differs ours={[f['name'] for f in ours]} "
                 f"kio={[f.name for f in theirs]}")
-    for f, kf in zip(ours, theirs):
+    for f, kf in zip(ours, theirs, strict=False):
         p = f"{path}.{f['name']}"
         if not _names_match(f["name"], kf.name):
             return f"{p}: name mismatch with kio field {kf.name!r}"
@@ -310,7 +310,7 @@ def _to_kio(schema: Schema, fields: list[dict[str, Any]], cls: type, version: in
     ours = fields_for_version(fields, version)
     flexible = bool(getattr(cls, "__flexible__", False))
     kwargs: dict[str, Any] = {}
-    for f, kf in zip(ours, dataclasses.fields(cls)):
+    for f, kf in zip(ours, dataclasses.fields(cls), strict=False):
         v = value[f["name"]]
         fc = classify_field(kf)
         if (is_tagged(f, version, flexible) and kf.default is not dataclasses.MISSING
@@ -366,7 +366,7 @@ def _from_kio_primitive(kf: dataclasses.Field[Any], value: Any, truncate: bool =
 def _from_kio(schema: Schema, fields: list[dict[str, Any]], obj: Any, version: int,
               truncate: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for f, kf in zip(fields_for_version(fields, version), dataclasses.fields(obj)):
+    for f, kf in zip(fields_for_version(fields, version), dataclasses.fields(obj), strict=False):
         v = getattr(obj, kf.name)
         fc = classify_field(kf)
         if isinstance(fc, EntityField):
