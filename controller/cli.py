@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 class UsageError(Exception):
@@ -19,6 +20,30 @@ def _random_uuid(args: argparse.Namespace) -> int:
     from rpc.uuids import random_uuid, to_str
 
     print(to_str(random_uuid()))
+    return 0
+
+
+def _format(args: argparse.Namespace) -> int:
+    from controller.storage import FormatError, format_storage
+
+    try:
+        for line in format_storage(Path(args.config), args.cluster_id, args.release_version,
+                                   args.ignore_formatted, args.override or []):
+            print(line)
+    except FormatError as e:
+        raise UsageError(f"kraftsim format: {e}") from e
+    return 0
+
+
+def _dump_log(args: argparse.Namespace) -> int:
+    from metadata.dumplog import DumpError, dump
+
+    try:
+        dump([Path(p) for p in args.files], as_json=args.json, legacy=args.legacy)
+    except DumpError as e:
+        raise UsageError(f"kraftsim dump-log: {e}") from e
+    except BrokenPipeError:
+        return 0
     return 0
 
 
@@ -33,6 +58,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("random-uuid", help="print a new base64 cluster id")
     r.set_defaults(func=_random_uuid)
+
+    f = sub.add_parser("format", help="format the metadata log directory (kafka-storage.sh format)")
+    f.add_argument("-t", "--cluster-id", required=True, help="the cluster id (kraftsim random-uuid)")
+    f.add_argument("-c", "--config", required=True, help="the controller's server.properties")
+    f.add_argument("-r", "--release-version", default="3.9", help="3.3 to 3.9 (default 3.9)")
+    f.add_argument("-g", "--ignore-formatted", action="store_true",
+                   help="skip directories that are already formatted")
+    f.add_argument("--override", action="append", metavar="K=V", help="a config line overriding the file")
+    f.set_defaults(func=_format)
+
+    d = sub.add_parser("dump-log", help="decode .log segments and .checkpoint snapshots (kafka-dump-log.sh)")
+    d.add_argument("files", nargs="+", metavar="PATH")
+    d.add_argument("--json", action="store_true", help="one JSON document per line")
+    d.add_argument("--legacy", action="store_true",
+                   help="also read Kafka 2.8 early-access records (frame version 0)")
+    d.add_argument("--cluster-metadata-decoder", action="store_true", help="accepted for kafka-dump-log.sh parity")
+    d.add_argument("--files", dest="files_opt", action="append", help=argparse.SUPPRESS)
+    d.set_defaults(func=_dump_log)
     return p
 
 

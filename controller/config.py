@@ -1,0 +1,264 @@
+"""``server.properties`` for a kraftsim controller: Kafka's keys, types, defaults and checks.
+
+Unknown keys get a warning naming the key (Kafka logs "The configuration 'x' was supplied but
+isn't a known config"); an invalid value is a :class:`ConfigError` whose message names the key,
+so ``kraftsim controller`` can exit at start-up with exactly one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metadata.files import parse_java_properties
+
+log = logging.getLogger("kraftsim.config")
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message names the key."""
+
+
+def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        n = int(v.strip())
+        if lo is not None and n < lo:
+            raise ValueError(f"must be at least {lo}")
+        if hi is not None and n > hi:
+            raise ValueError(f"must be at most {hi}")
+        return n
+    return parse
+
+
+def _bool(v: str) -> bool:
+    s = v.strip().lower()
+    if s not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return s == "true"
+
+
+def _str(v: str) -> str:
+    return v.strip()
+
+
+def _list(v: str) -> list[str]:
+    return [p.strip() for p in v.split(",") if p.strip()]
+
+
+def _roles(v: str) -> list[str]:
+    roles = _list(v)
+    for r in roles:
+        if r not in ("broker", "controller"):
+            raise ValueError(f"unknown role {r!r}")
+    if roles != ["controller"]:
+        raise ValueError("kraftsim runs controllers only: process.roles must be 'controller'")
+    return roles
+
+
+_VOTER = re.compile(r"^(\d+)@(\[[^\]]+\]|[^:@]+):(\d+)$")
+
+
+def _voters(v: str) -> list[tuple[int, str, int]]:
+    out = []
+    for part in _list(v):
+        m = _VOTER.match(part)
+        if not m:
+            raise ValueError(f"{part!r} is not of the form id@host:port")
+        out.append((int(m.group(1)), m.group(2).strip("[]"), int(m.group(3))))
+    return out
+
+
+_LISTENER = re.compile(r"^([A-Za-z0-9_\-]+)://(\[[^\]]*\]|[^:]*):(\d+)$")
+
+
+def _listeners(v: str) -> list[tuple[str, str, int]]:
+    out = []
+    for part in _list(v):
+        m = _LISTENER.match(part)
+        if not m:
+            raise ValueError(f"{part!r} is not of the form NAME://host:port")
+        port = int(m.group(3))
+        if port > 65535:
+            raise ValueError(f"port {port} out of range")
+        out.append((m.group(1).upper(), m.group(2).strip("[]"), port))
+    return out
+
+
+def _protocol_map(v: str) -> dict[str, str]:
+    out = {}
+    for part in _list(v):
+        if ":" not in part:
+            raise ValueError(f"{part!r} is not of the form LISTENER:PROTOCOL")
+        name, proto = part.split(":", 1)
+        proto = proto.strip().upper()
+        if proto not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(f"unknown security protocol {proto!r}")
+        out[name.strip().upper()] = proto
+    return out
+
+
+def _host_port(v: str) -> tuple[str, int]:
+    host, _, port = v.strip().rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError("must be host:port")
+    return host.strip("[]"), int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    name: str
+    parse: Callable[[str], Any]
+    default: str | None
+
+
+MIB = 1024 * 1024
+KEYS: dict[str, Key] = {k.name: k for k in [
+    Key("process.roles", _roles, None),
+    Key("node.id", _int(0), None),
+    Key("controller.quorum.voters", _voters, ""),
+    Key("controller.quorum.bootstrap.servers", _list, ""),
+    Key("listeners", _listeners, "CONTROLLER://127.0.0.1:9093"),
+    Key("controller.listener.names", _list, "CONTROLLER"),
+    Key("listener.security.protocol.map", _protocol_map,
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    Key("metadata.log.dir", _str, ""),
+    Key("log.dirs", _list, ""),
+    Key("log.dir", _str, "/tmp/kafka-logs"),
+    Key("broker.session.timeout.ms", _int(1), "9000"),
+    Key("broker.heartbeat.interval.ms", _int(1), "2000"),
+    Key("metadata.log.segment.bytes", _int(1), str(1024 * MIB)),
+    Key("metadata.log.segment.min.bytes", _int(1), str(8 * MIB)),
+    Key("metadata.log.segment.ms", _int(1), str(7 * 24 * 3600 * 1000)),
+    Key("metadata.max.retention.bytes", _int(-1), str(100 * MIB)),
+    Key("metadata.max.retention.ms", _int(-1), str(7 * 24 * 3600 * 1000)),
+    Key("metadata.log.max.record.bytes.between.snapshots", _int(1), str(20 * MIB)),
+    Key("metadata.log.max.snapshot.interval.ms", _int(0), "3600000"),
+    Key("metadata.max.idle.interval.ms", _int(0), "500"),
+    Key("controller.quorum.append.linger.ms", _int(0), "25"),
+    Key("num.partitions", _int(1), "1"),
+    Key("default.replication.factor", _int(1, 32767), "1"),
+    Key("delete.topic.enable", _bool, "true"),
+    Key("auto.create.topics.enable", _bool, "true"),
+    Key("zookeeper.connect", _str, ""),
+    Key("zookeeper.metadata.migration.enable", _bool, "false"),
+    Key("zookeeper.session.timeout.ms", _int(1), "18000"),
+    Key("super.users", lambda v: [p.strip() for p in v.split(";") if p.strip()], ""),
+    Key("authorizer.class.name", _str, ""),
+    Key("allow.everyone.if.no.acl.found", _bool, "false"),
+    Key("sasl.enabled.mechanisms", _list, "GSSAPI"),
+    Key("sasl.mechanism.controller.protocol", _str, "GSSAPI"),
+    Key("socket.request.max.bytes", _int(1), str(100 * MIB)),
+    Key("connections.max.idle.ms", _int(1), "600000"),
+    Key("socket.send.buffer.bytes", _int(-1), "102400"),
+    Key("socket.receive.buffer.bytes", _int(-1), "102400"),
+    Key("unstable.api.versions.enable", _bool, "false"),
+    Key("unstable.feature.versions.enable", _bool, "false"),
+    Key("min.insync.replicas", _int(1), "1"),
+    Key("unclean.leader.election.enable", _bool, "false"),
+    Key("auto.leader.rebalance.enable", _bool, "true"),
+    Key("leader.imbalance.check.interval.seconds", _int(1), "300"),
+    Key("delegation.token.secret.key", _str, ""),
+    Key("delegation.token.max.lifetime.ms", _int(1), "604800000"),
+    Key("delegation.token.expiry.time.ms", _int(1), "86400000"),
+    Key("offsets.topic.replication.factor", _int(1, 32767), "3"),
+    Key("kraftsim.http.listen", _host_port, "127.0.0.1:9464"),
+]}
+PASSTHROUGH_PREFIXES = ("ssl.", "listener.name.", "sasl.", "log4j.", "metric.reporters", "kraftsim.")
+
+
+class Config:
+    """Parsed, validated values by Kafka key; ``get`` returns the typed value or default."""
+
+    def __init__(self, raw: dict[str, str]) -> None:
+        self.raw = dict(raw)
+        self.values: dict[str, Any] = {}
+        self.unknown: list[str] = []
+        for name, text in self.raw.items():
+            key = KEYS.get(name)
+            if key is None:
+                if not name.startswith(PASSTHROUGH_PREFIXES) or name.startswith("kraftsim."):
+                    self.unknown.append(name)
+                continue
+            try:
+                self.values[name] = key.parse(text)
+            except (ValueError, TypeError) as e:
+                raise ConfigError(f"Invalid value {text!r} for configuration {name}: {e}") from e
+        for name in ("process.roles", "node.id"):
+            if name not in self.values:
+                raise ConfigError(f"Missing required configuration {name}")
+        for name, key in KEYS.items():
+            if name not in self.values and key.default is not None:
+                self.values[name] = key.parse(key.default)
+        self._cross_checks()
+
+    def _cross_checks(self) -> None:
+        names = self.values["controller.listener.names"]
+        listeners = self.values["listeners"]
+        if not names:
+            raise ConfigError("controller.listener.names must name at least one listener")
+        if not any(n == names[0] for n, _, _ in listeners):
+            raise ConfigError(f"listeners must contain the controller listener {names[0]} "
+                              f"(controller.listener.names)")
+        pmap = self.values["listener.security.protocol.map"]
+        for n, _, _ in listeners:
+            if n not in pmap:
+                raise ConfigError(f"listener.security.protocol.map has no entry for listener {n}")
+        voters = self.values["controller.quorum.voters"]
+        if voters and self.node_id not in {v[0] for v in voters}:
+            raise ConfigError(f"controller.quorum.voters does not contain node.id {self.node_id}")
+        if self.values["metadata.log.segment.bytes"] < self.values["metadata.log.segment.min.bytes"]:
+            raise ConfigError(f"metadata.log.segment.bytes must be at least "
+                              f"{self.values['metadata.log.segment.min.bytes']} (metadata.log.segment.min.bytes)")
+        if self.values["zookeeper.metadata.migration.enable"] and not self.values["zookeeper.connect"]:
+            raise ConfigError("zookeeper.connect is required when zookeeper.metadata.migration.enable=true")
+
+    def get(self, name: str) -> Any:
+        return self.values[name]
+
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    @property
+    def metadata_log_dir(self) -> Path:
+        d = self.values["metadata.log.dir"]
+        if d:
+            return Path(d)
+        dirs = self.values["log.dirs"]
+        return Path(dirs[0] if dirs else self.values["log.dir"])
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.values["log.dirs"] or [self.values["log.dir"]]
+        return [Path(d) for d in dirs]
+
+    @property
+    def controller_listener(self) -> tuple[str, str, int]:
+        name = self.values["controller.listener.names"][0]
+        for n, host, port in self.values["listeners"]:
+            if n == name:
+                return n, host, port
+        raise ConfigError(f"no listener named {name}")
+
+
+def load(path: Path | None, overrides: Iterable[str] = ()) -> Config:
+    """Read a properties file and ``k=v`` overrides (each behaves exactly like a file line)."""
+    raw: dict[str, str] = {}
+    if path is not None:
+        try:
+            text = path.read_text("latin-1")
+        except OSError as e:
+            raise ConfigError(f"cannot read {path}: {e.strerror or e}") from e
+        raw.update(parse_java_properties(text))
+    for ov in overrides:
+        if "=" not in ov:
+            raise ConfigError(f"--override {ov!r} is not of the form key=value")
+        raw.update(parse_java_properties(ov))
+    cfg = Config(raw)
+    for name in cfg.unknown:
+        log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+    return cfg

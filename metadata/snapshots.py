@@ -1,0 +1,174 @@
+"""KRaft snapshot files: ``<20-digit end offset>-<10-digit epoch>.checkpoint``.
+
+A snapshot is a plain run of RecordBatch v2 batches: a control batch with SnapshotHeaderRecord,
+data batches of framed metadata records (local offsets from 0), and a control batch with
+SnapshotFooterRecord. The same format holds ``bootstrap.checkpoint``. Files are written as
+``.checkpoint.part`` and renamed once complete and fsynced, so a reader never sees half of one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from metadata import records as recs
+from metadata.batch import (
+    BatchError,
+    ControlRecordType,
+    decode_control_record,
+    encode_batch_into,
+    encode_control_batch,
+)
+from metadata.files import fsync_dir
+from metadata.segments import iter_file_batches
+from rpc.errors import DecodeError
+from rpc.message import Message
+
+log = logging.getLogger("kraftsim.snapshot")
+
+RECORDS_PER_BATCH = 1024  # Kafka's snapshot writer batches
+
+
+class SnapshotError(Exception):
+    """A snapshot file that is incomplete or does not decode."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    end_offset: int  # exclusive: the last contained offset is end_offset - 1
+    epoch: int
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.end_offset:020d}-{self.epoch:010d}.checkpoint"
+
+    @staticmethod
+    def parse(name: str) -> SnapshotId | None:
+        if len(name) == 42 and name.endswith(".checkpoint") and name[20] == "-":
+            a, b = name[:20], name[21:31]
+            if a.isdigit() and b.isdigit():
+                return SnapshotId(int(a), int(b))
+        return None
+
+
+def list_snapshots(directory: Path) -> list[SnapshotId]:
+    ids = [SnapshotId.parse(p.name) for p in directory.glob("*.checkpoint")]
+    return sorted(i for i in ids if i is not None)
+
+
+def remove_partial(directory: Path) -> None:
+    for p in list(directory.glob("*.checkpoint.part")) + list(directory.glob("*.checkpoint.deleted")):
+        p.unlink(missing_ok=True)
+
+
+def write_snapshot_file(path: Path, items: Iterable[tuple[Message, int]], *, epoch: int, timestamp: int,
+                        last_contained_timestamp: int) -> int:
+    """Write a checkpoint atomically; returns the number of metadata records written."""
+    header_cls = recs.data_class("SnapshotHeaderRecord")
+    footer_cls = recs.data_class("SnapshotFooterRecord")
+    directory = path.parent
+    fd, tmp_name = tempfile.mkstemp(prefix=path.name.removesuffix(".checkpoint") + "-", suffix=".checkpoint.part",
+                                    dir=directory)
+    tmp = Path(tmp_name)
+    count = 0
+    try:
+        out = bytearray()
+        out += encode_control_batch(0, [(ControlRecordType.SNAPSHOT_HEADER,
+                                         header_cls(version=0, last_contained_log_timestamp=last_contained_timestamp))],
+                                    epoch=epoch, timestamp=timestamp)
+        offset = 1
+        values: list[bytes] = []
+
+        def flush() -> None:
+            nonlocal offset
+            if values:
+                encode_batch_into(out, offset, values, epoch=epoch, timestamp=timestamp)
+                offset += len(values)
+                values.clear()
+
+        for record, version in items:
+            values.append(recs.frame(record, version))
+            count += 1
+            if len(values) >= RECORDS_PER_BATCH:
+                flush()
+                if len(out) >= 1 << 20:
+                    _write_all(fd, out)
+                    out.clear()
+        flush()
+        out += encode_control_batch(offset, [(ControlRecordType.SNAPSHOT_FOOTER, footer_cls(version=0))],
+                                    epoch=epoch, timestamp=timestamp)
+        _write_all(fd, out)
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+        fsync_dir(directory)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    return count
+
+
+def _write_all(fd: int, data: bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+@dataclass(slots=True)
+class SnapshotContents:
+    last_contained_timestamp: int
+    records: list[tuple[Message, int]]
+
+
+def read_snapshot_file(path: Path, legacy: bool = False) -> Iterator[tuple[Message, int]]:
+    """Yield the metadata records of a checkpoint, validating header, CRCs, offsets and footer."""
+    from metadata.legacy import decode_value
+
+    saw_header = False
+    saw_footer = False
+    expected = 0
+    try:
+        for _, batch in iter_file_batches(path):
+            if saw_footer:
+                raise SnapshotError(f"{path.name}: batches after the footer")
+            if batch.base_offset != expected:
+                raise SnapshotError(f"{path.name}: batch at offset {batch.base_offset}, expected {expected}")
+            expected = batch.last_offset + 1
+            if batch.is_control:
+                for rec in batch.records():
+                    ctl = decode_control_record(rec)
+                    if ctl is None:
+                        continue
+                    kind, _ = ctl
+                    if kind == ControlRecordType.SNAPSHOT_HEADER:
+                        if saw_header:
+                            raise SnapshotError(f"{path.name}: two snapshot headers")
+                        saw_header = True
+                    elif kind == ControlRecordType.SNAPSHOT_FOOTER:
+                        saw_footer = True
+                continue
+            if not saw_header:
+                raise SnapshotError(f"{path.name}: data before the snapshot header")
+            for rec in batch.records():
+                if rec.value is None:
+                    raise SnapshotError(f"{path.name}: record at offset {rec.offset} has no value")
+                yield decode_value(rec.value, legacy)
+    except BatchError as e:
+        raise SnapshotError(f"{path.name}: {e}") from e
+    except DecodeError as e:
+        raise SnapshotError(f"{path.name}: {e}") from e
+    if not saw_header or not saw_footer:
+        raise SnapshotError(f"{path.name}: incomplete snapshot (header {saw_header}, footer {saw_footer})")
+
+
+def load_snapshot(path: Path, legacy: bool = False) -> list[tuple[Message, int]]:
+    """All records of a snapshot, or SnapshotError; nothing is returned from a bad file."""
+    return list(read_snapshot_file(path, legacy))

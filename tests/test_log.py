@@ -1,0 +1,268 @@
+"""The metadata log on real files: append, group commit, recovery of torn and corrupt tails,
+rolling, snapshots and retention."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from metadata import files
+from metadata import records as recs
+from metadata.batch import ControlRecordType, read_batches
+from metadata.log import LogConfig, MetadataLog
+from metadata.segments import LogFailedError, SegmentedLog, iter_file_batches
+from metadata.snapshots import SnapshotError, SnapshotId, list_snapshots, load_snapshot
+
+NOOP = recs.by_name("NoOpRecord")
+TOPIC = recs.by_name("TopicRecord")
+FEATURE = recs.by_name("FeatureLevelRecord")
+
+
+def topic(i: int) -> tuple[object, int]:
+    return TOPIC(name=f"t{i}", topic_id=uuid.UUID(int=i + 100)), 0
+
+
+def open_log(tmp_path: Path, **kw: int) -> MetadataLog:
+    cfg = LogConfig(linger_ms=0, **kw)
+    return MetadataLog.open(tmp_path, cfg)
+
+
+def all_offsets(log: MetadataLog) -> list[int]:
+    return [r.offset for b in log.batches(0, committed_only=False) for r in b.records()]
+
+
+def test_layout_matches_kafka(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_records([topic(0)], epoch=1, timestamp=1000)
+    log.commit_now()
+    d = tmp_path / "__cluster_metadata-0"
+    assert (d / "00000000000000000000.log").exists()
+    assert (d / "partition.metadata").read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
+    assert (d / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+    log.close()
+
+
+def test_append_assigns_offsets_and_splits_batches_of_ten_thousand(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    first, last = log.append_records([topic(i) for i in range(25_000)], epoch=3, timestamp=5)
+    assert (first, last) == (0, 24_999)
+    assert log.committed_offset == -1  # appended is not committed
+    log.commit_now()
+    batches = list(log.batches(0))
+    assert [b.records_count for b in batches] == [10_000, 10_000, 5_000]
+    assert {b.partition_leader_epoch for b in batches} == {3}
+    assert all(b.crc_valid() for b in batches)
+    log.close()
+
+
+async def test_group_commit_wakes_waiters_only_after_fsync(tmp_path: Path) -> None:
+    log = MetadataLog.open(tmp_path, LogConfig(linger_ms=5))
+    syncs = []
+    real_sync = log.segments.sync
+
+    def counting_sync() -> None:
+        syncs.append(log.end_offset)
+        real_sync()
+
+    log.segments.sync = counting_sync  # type: ignore[method-assign]
+    offsets = [log.append_records([topic(i)], epoch=1, timestamp=1)[1] for i in range(50)]
+    assert log.committed_offset == -1
+    await asyncio.wait_for(asyncio.gather(*(log.wait_committed(o) for o in offsets)), 10)
+    assert log.committed_offset == 49
+    assert len(syncs) < 5  # one fsync covered many appends
+    log.close()
+
+
+async def test_fsync_failure_fails_closed(tmp_path: Path) -> None:
+    log = MetadataLog.open(tmp_path, LogConfig(linger_ms=0))
+    _, ok = log.append_records([topic(0)], epoch=1, timestamp=1)
+    await log.wait_committed(ok)
+
+    def broken() -> None:
+        raise LogFailedError("injected fsync failure")
+
+    log.segments.sync = broken  # type: ignore[method-assign]
+    log.segments.failed = None
+    _, bad = log.append_records([topic(1)], epoch=1, timestamp=1)
+    with pytest.raises(LogFailedError):
+        await asyncio.wait_for(log.wait_committed(bad), 5)
+    assert log.committed_offset == ok
+    with pytest.raises(LogFailedError):
+        log.append_records([topic(2)], epoch=1, timestamp=1)
+
+
+def test_write_error_fails_closed(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_records([topic(0)], epoch=1, timestamp=1)
+    log.commit_now()
+    os.close(log.segments.fileno())  # the next write hits EBADF
+    with pytest.raises(LogFailedError):
+        log.append_records([topic(1)], epoch=1, timestamp=1)
+    with pytest.raises(LogFailedError):
+        log.append_records([topic(2)], epoch=1, timestamp=1)
+    log.segments._fd = None
+    reopened = open_log(tmp_path)
+    assert all_offsets(reopened) == [0]
+    reopened.close()
+
+
+def _three_batch_log(tmp_path: Path) -> tuple[Path, list[int]]:
+    log = open_log(tmp_path)
+    ends = []
+    for i in range(3):
+        log.append_records([topic(10 * i + j) for j in range(3)], epoch=1, timestamp=1)
+        ends.append(log.segments.segments[-1].size)
+    log.close()
+    return tmp_path / "__cluster_metadata-0" / "00000000000000000000.log", ends
+
+
+def test_every_cut_inside_the_last_batch_keeps_exactly_the_earlier_batches(tmp_path: Path) -> None:
+    seg, ends = _three_batch_log(tmp_path)
+    original = seg.read_bytes()
+    for cut in range(ends[1], ends[2]):
+        seg.write_bytes(original[:cut])
+        log = open_log(tmp_path)
+        assert all_offsets(log) == list(range(6)), cut
+        assert seg.stat().st_size == ends[1]
+        assert log.end_offset == 6
+        log.close()
+
+
+def test_every_byte_flip_inside_the_last_batch_keeps_exactly_the_earlier_batches(tmp_path: Path) -> None:
+    seg, ends = _three_batch_log(tmp_path)
+    original = seg.read_bytes()
+    for pos in range(ends[1], ends[2]):
+        if pos - ends[1] in range(0, 8) or pos - ends[1] in range(12, 16):
+            continue  # base offset and leader epoch are outside the CRC (checked separately below)
+        data = bytearray(original)
+        data[pos] ^= 0x5A
+        seg.write_bytes(bytes(data))
+        log = open_log(tmp_path)
+        assert all_offsets(log) == list(range(6)), pos
+        log.close()
+
+
+def test_wrong_base_offset_in_the_tail_is_truncated(tmp_path: Path) -> None:
+    seg, ends = _three_batch_log(tmp_path)
+    data = bytearray(seg.read_bytes())
+    data[ends[1] + 7] ^= 0x01  # base offset of the third batch: 6 -> 7
+    seg.write_bytes(bytes(data))
+    log = open_log(tmp_path)
+    assert all_offsets(log) == list(range(6))
+    log.close()
+
+
+def test_recovery_logs_what_it_truncated(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    seg, ends = _three_batch_log(tmp_path)
+    with open(seg, "r+b") as f:
+        f.truncate(ends[2] - 5)
+    with caplog.at_level("WARNING"):
+        open_log(tmp_path).close()
+    assert any("truncating" in r.message and "last valid offset 5" in r.message for r in caplog.records)
+
+
+def test_segments_roll_and_reading_spans_them(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=500)
+    for i in range(40):
+        log.append_records([topic(i)], epoch=1, timestamp=1)
+    log.commit_now()
+    names = sorted(p.name for p in (tmp_path / "__cluster_metadata-0").glob("*.log"))
+    assert len(names) > 3
+    assert names[0] == "00000000000000000000.log"
+    assert all(len(n) == 24 for n in names)
+    assert all_offsets(log) == list(range(40))
+    assert [r.offset for b in log.batches(17) for r in b.records()][0] == 17
+    log.close()
+    again = open_log(tmp_path, segment_bytes=500)
+    assert again.end_offset == 40 and all_offsets(again) == list(range(40))
+    again.close()
+
+
+def test_control_batches_are_kept_apart(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    lc = recs.data_class("LeaderChangeMessage")
+    voter = lc.Voter(voter_id=1)
+    off = log.append_control([(ControlRecordType.LEADER_CHANGE,
+                               lc(version=0, leader_id=1, voters=[voter], granting_voters=[voter]))],
+                             epoch=1, timestamp=1)
+    log.append_records([topic(0)], epoch=1, timestamp=1)
+    log.commit_now()
+    batches = list(log.batches(0))
+    assert off == 0 and [b.is_control for b in batches] == [True, False]
+    log.close()
+
+
+def test_snapshot_write_read_and_retention(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=1500, retention_bytes=0)
+    for i in range(60):
+        log.append_records([topic(i)], epoch=2, timestamp=1_000 + i)
+    log.commit_now()
+    items = [(FEATURE(name="metadata.version", feature_level=21), 0)] + [topic(i) for i in range(30)]
+    sid = log.write_snapshot(items, last_offset=29, timestamp=5, last_contained_timestamp=1_029)
+    assert sid == SnapshotId(30, 2)
+    path = log.snapshot_path(sid)
+    assert path.name == "00000000000000000030-0000000002.checkpoint"
+    back = load_snapshot(path)
+    assert [(type(r).__name__, v) for r, v in back][:2] == [("FeatureLevelRecord", 0), ("TopicRecord", 0)]
+    assert back == items
+    raw = path.read_bytes()
+    batches = list(read_batches(raw))
+    assert batches[0].is_control and batches[-1].is_control and batches[0].base_offset == 0
+    deleted = log.apply_retention(now_ms=10_000)
+    assert deleted > 0
+    assert log.start_offset <= 30  # never past the snapshot
+    assert all_offsets(log)[-1] == 59
+    log.close()
+    reopened = open_log(tmp_path, segment_bytes=1500)
+    assert reopened.start_offset == log.start_offset and reopened.end_offset == 60
+    reopened.close()
+
+
+def test_snapshot_files_are_atomic_and_validated(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_records([topic(0)], epoch=1, timestamp=1)
+    log.commit_now()
+    sid = log.write_snapshot([topic(0)], last_offset=0, timestamp=1, last_contained_timestamp=1)
+    d = tmp_path / "__cluster_metadata-0"
+    assert not list(d.glob("*.part"))
+    path = log.snapshot_path(sid)
+    good = path.read_bytes()
+    path.write_bytes(good[:-20])  # lost its footer
+    with pytest.raises(SnapshotError):
+        load_snapshot(path)
+    path.write_bytes(good[:30] + bytes([good[30] ^ 1]) + good[31:])
+    with pytest.raises(SnapshotError):
+        load_snapshot(path)
+    (d / "00000000000000000001-0000000001-123.checkpoint.part").write_bytes(b"junk")
+    log.close()
+    MetadataLog.open(tmp_path, LogConfig(linger_ms=0)).close()
+    assert not list(d.glob("*.part"))
+    assert list_snapshots(d) == [sid]
+
+
+def test_quorum_state_and_meta_properties_formats(tmp_path: Path) -> None:
+    qs = files.QuorumState(leader_id=3000, leader_epoch=5, voters=[3000])
+    qs.write(tmp_path / "quorum-state")
+    assert (tmp_path / "quorum-state").read_text() == (
+        '{"clusterId":"","leaderId":3000,"leaderEpoch":5,"votedId":-1,"appliedOffset":0,'
+        '"currentVoters":[{"voterId":3000}],"data_version":0}')
+    assert files.QuorumState.read(tmp_path / "quorum-state") == qs
+    mp = files.MetaProperties("MkU3OEVBNTcwNTJENDM2Qk", 3000, files.new_directory_id())
+    mp.write(tmp_path / "meta.properties")
+    text = (tmp_path / "meta.properties").read_text().splitlines()
+    assert text[0] == "#" and text[1].startswith("#")
+    assert sorted(text[2:]) == sorted(["node.id=3000", f"directory.id={mp.directory_id}", "version=1",
+                                       "cluster.id=MkU3OEVBNTcwNTJENDM2Qk"])
+    assert files.MetaProperties.read(tmp_path / "meta.properties") == mp
+
+
+def test_segmented_log_refuses_out_of_order_appends(tmp_path: Path) -> None:
+    seg = SegmentedLog.open(tmp_path, 1 << 20)
+    with pytest.raises(ValueError):
+        seg.append(b"x", 5, 6, 0)
+    seg.close()
+    assert list(iter_file_batches(tmp_path / "00000000000000000000.log")) == []
