@@ -115,7 +115,7 @@ class MetadataLog:
             chunk = values[i:i + MAX_RECORDS_PER_BATCH]
             encode_batch_into(out, base + i, chunk, epoch=epoch, timestamp=timestamp)
         last = base + len(values) - 1
-        self.segments.append(bytes(out), base, last + 1, timestamp)
+        self.segments.append(out, base, last + 1, timestamp)
         self._last_appended = last
         self._schedule_commit()
         return base, last

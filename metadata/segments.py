@@ -177,7 +177,7 @@ class SegmentedLog:
         if self.failed is not None:
             raise LogFailedError(f"the metadata log failed earlier and must be reopened: {self.failed}")
 
-    def append(self, data: bytes, base_offset: int, next_offset: int, max_timestamp: int) -> None:
+    def append(self, data: bytes | bytearray, base_offset: int, next_offset: int, max_timestamp: int) -> None:
         """Write one or more encoded batches starting at ``base_offset`` (not yet durable)."""
         self._check()
         if base_offset != self.end_offset:

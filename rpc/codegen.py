@@ -32,6 +32,8 @@ from rpc.schema import (
 )
 
 MAX_STRING = 0x7FFF
+# Precompiled structs for fixed-width arrays of up to 63 elements (replica lists, ISRs...).
+_ARRAY_STRUCTS = {c: [struct.Struct(f">{n}{c}") for n in range(64)] for c in set(FIXED_FORMATS.values())}
 
 
 @dataclass
@@ -212,7 +214,8 @@ class _Compiler:
         else:
             o.emit(d, f"{out} += _SI.pack(len({x}))")
         if et in FIXED_FORMATS:
-            o.emit(d, f"if {x}: {out} += _pack('>%d{FIXED_FORMATS[et]}' % len({x}), *{x})")
+            c = FIXED_FORMATS[et]
+            o.emit(d, f"if {x}: {out} += (_ARR['{c}'][len({x})] if len({x}) < 64 else _PyStruct('>%d{c}' % len({x}))).pack(*{x})")
         else:
             e = self.tmp("e")
             o.emit(d, f"for {e} in {x}:")
@@ -370,7 +373,8 @@ class _Compiler:
         o.emit(d, "else:")
         d += 1
         if et in FIXED_FORMATS:
-            o.emit(d, f"{t} = list(_unpack_from('>%d{FIXED_FORMATS[et]}' % {n}, buf, pos))")
+            c = FIXED_FORMATS[et]
+            o.emit(d, f"{t} = list((_ARR['{c}'][{n}] if {n} < 64 else _PyStruct('>%d{c}' % {n})).unpack_from(buf, pos))")
             o.emit(d, f"pos += {n} * {FIXED_SIZES[et]}")
         else:
             ap = self.tmp("ap")
@@ -520,6 +524,8 @@ def compile_message(msg: MessageSpec, base_message: type, base_struct: type) -> 
         "_write_unknown": _runtime.write_unknown_tags,
         "_write_tags": _runtime.write_tags,
         "_pack": struct.pack,
+        "_PyStruct": struct.Struct,
+        "_ARR": _ARRAY_STRUCTS,
         "_unpack_from": struct.unpack_from,
         "_SH": struct.Struct(">h"),
         "_SI": struct.Struct(">i"),

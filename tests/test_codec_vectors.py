@@ -160,3 +160,14 @@ def test_every_schema_compiles_and_round_trips_its_defaults() -> None:
             except EncodeError:
                 continue  # e.g. a field with no default that a version requires non-null
             assert cls.decode(raw, v) == obj, (name, v)
+
+
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 1000])
+def test_fixed_width_arrays_of_any_length(n: int) -> None:
+    from metadata import records
+
+    part = records.by_name("PartitionRecord")
+    rec = part(partition_id=1, topic_id=uuid.uuid4(), replicas=list(range(n)), isr=list(range(n)))
+    raw = rec.encode(1)
+    assert part.decode(raw, 1) == rec
+    assert raw[20:21] == bytes([n + 1]) if n < 127 else True  # compact array count after id + uuid
