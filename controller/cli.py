@@ -13,7 +13,11 @@ from pathlib import Path
 
 
 class UsageError(Exception):
-    """A user-facing error: printed as one line, exit status 1."""
+    """Bad command-line usage: one line on stderr, exit status 2 (as argparse)."""
+
+
+class CommandError(Exception):
+    """A command that could not do its job: one line on stderr, exit status 1."""
 
 
 def _random_uuid(args: argparse.Namespace) -> int:
@@ -31,7 +35,7 @@ def _format(args: argparse.Namespace) -> int:
                                    args.ignore_formatted, args.override or []):
             print(line)
     except FormatError as e:
-        raise UsageError(f"kraftsim format: {e}") from e
+        raise CommandError(f"kraftsim format: {e}") from e
     return 0
 
 
@@ -41,10 +45,27 @@ def _dump_log(args: argparse.Namespace) -> int:
     try:
         dump([Path(p) for p in args.files], as_json=args.json, legacy=args.legacy)
     except DumpError as e:
-        raise UsageError(f"kraftsim dump-log: {e}") from e
+        raise CommandError(f"kraftsim dump-log: {e}") from e
     except BrokenPipeError:
         return 0
     return 0
+
+
+def _controller(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from controller.config import ConfigError, load
+    from controller.daemon import StartupError, run, setup_logging
+
+    setup_logging()
+    try:
+        cfg = load(Path(args.config), args.override or [])
+    except ConfigError as e:
+        raise CommandError(f"kraftsim controller: {e}") from e
+    try:
+        return asyncio.run(run(cfg))
+    except StartupError as e:
+        raise CommandError(f"kraftsim controller: {e}") from e
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--override", action="append", metavar="K=V", help="a config line overriding the file")
     f.set_defaults(func=_format)
 
+    c = sub.add_parser("controller", help="run a controller in the foreground (kafka-server-start.sh)")
+    c.add_argument("config", help="server.properties")
+    c.add_argument("--override", action="append", metavar="K=V", help="a config line overriding the file")
+    c.set_defaults(func=_controller)
+
     d = sub.add_parser("dump-log", help="decode .log segments and .checkpoint snapshots (kafka-dump-log.sh)")
     d.add_argument("files", nargs="+", metavar="PATH")
     d.add_argument("--json", action="store_true", help="one JSON document per line")
@@ -76,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--cluster-metadata-decoder", action="store_true", help="accepted for kafka-dump-log.sh parity")
     d.add_argument("--files", dest="files_opt", action="append", help=argparse.SUPPRESS)
     d.set_defaults(func=_dump_log)
+
+    from controller import features_cli
+
+    features_cli.register(sub)
     return p
 
 
@@ -88,6 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(str(e), file=sys.stderr)
         return 2
+    except CommandError as e:
+        print(str(e), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -34,9 +34,12 @@ def format_storage(config_path: Path, cluster_id: str, release: str, ignore_form
     except ValueError as e:
         raise FormatError(f"Cluster ID string {cluster_id} does not appear to be a valid UUID: {e}") from e
     try:
-        level = versions.level_for_release(release)
-    except ValueError as e:
-        raise FormatError(str(e)) from e
+        level = versions.from_name(release)
+    except (KeyError, ValueError):
+        level = -1
+    if not (versions.MINIMUM_BOOTSTRAP <= level <= versions.LATEST_PRODUCTION) or not versions.get(level).production:
+        raise FormatError(f"Unsupported --release-version {release!r}: use a release from 3.3 to 3.9 "
+                          f"(or a metadata.version such as 3.9-IV0)")
     try:
         cfg = load(config_path, overrides)
     except ConfigError as e:

@@ -114,13 +114,16 @@ def dump(paths: list[Path], as_json: bool = False, legacy: bool = False, out: Te
         kind = ("segment" if parse_segment_name(path.name) is not None
                 else "snapshot" if SnapshotId.parse(path.name) is not None or path.name.endswith(".checkpoint")
                 else "file")
-        if not as_json:
-            print(f"Dumping {path}", file=out)
-            if kind == "segment":
-                print(f"Log starting offset: {parse_segment_name(path.name)}", file=out)
+        header = [f"Dumping {path}"]
+        if kind == "segment":
+            header.append(f"Log starting offset: {parse_segment_name(path.name)}")
+        if not as_json and path.stat().st_size == 0:
+            print("\n".join(header), file=out)
         n = 0
         try:
             for pos, batch in iter_file_batches(path, verify_crc=False):
+                if n == 0 and not as_json:
+                    print("\n".join(header), file=out)
                 n += 1
                 doc = _batch_doc(pos, batch)
                 if as_json:

@@ -74,6 +74,7 @@ def write_snapshot_file(path: Path, items: Iterable[tuple[Message, int]], *, epo
     fd, tmp_name = tempfile.mkstemp(prefix=path.name.removesuffix(".checkpoint") + "-", suffix=".checkpoint.part",
                                     dir=directory)
     tmp = Path(tmp_name)
+    os.fchmod(fd, 0o644)
     count = 0
     try:
         out = bytearray()

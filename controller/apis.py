@@ -1,0 +1,162 @@
+"""ControllerApis: the handler for each api key the controller serves.
+
+Each handler turns a decoded request into a write event on the :class:`QuorumController` and
+maps failures to the response Kafka sends for that API (``getErrorResponse``): ApiError keeps its
+code and message, an event that timed out in the queue is REQUEST_TIMED_OUT, a controller that
+is not active (or failed) is NOT_CONTROLLER.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from controller.events import EventTimeoutError
+from controller.quorum import FatalControllerError, QuorumController
+from controller.result import ApiError
+from rpc import registry
+from rpc.dispatch import Dispatcher, RequestContext
+from rpc.error_codes import ErrorCode
+from rpc.message import Message
+
+log = logging.getLogger("kraftsim.apis")
+
+ErrorBuilder = Callable[[Message, int, ErrorCode, str | None], Message]
+
+BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
+UPDATE_FEATURES, CREATE_TOPICS, DELETE_TOPICS = 57, 19, 20
+
+
+def _simple_error(api_key: int, with_message: bool = False) -> ErrorBuilder:
+    cls = registry.response_class(api_key)
+
+    def build(req: Message, version: int, code: ErrorCode, message: str | None) -> Message:
+        resp = cls(error_code=int(code))
+        if with_message:
+            resp.error_message = message  # type: ignore[attr-defined]
+        return resp
+    return build
+
+
+def _create_topics_error(req: Message, version: int, code: ErrorCode, message: str | None) -> Message:
+    cls = registry.response_class(CREATE_TOPICS)
+    return cls(topics=[cls.CreatableTopicResult(name=t.name, error_code=int(code), error_message=message)
+                       for t in req.topics])  # type: ignore[attr-defined]
+
+
+def _delete_topics_error(req: Message, version: int, code: ErrorCode, message: str | None) -> Message:
+    cls = registry.response_class(DELETE_TOPICS)
+    results = []
+    if version >= 6:
+        for t in req.topics:  # type: ignore[attr-defined]
+            results.append(cls.DeletableTopicResult(name=t.name, topic_id=t.topic_id, error_code=int(code),
+                                                    error_message=message))
+    else:
+        for name in req.topic_names:  # type: ignore[attr-defined]
+            results.append(cls.DeletableTopicResult(name=name, error_code=int(code), error_message=message))
+    return cls(responses=results)
+
+
+def _update_features_error(req: Message, version: int, code: ErrorCode, message: str | None) -> Message:
+    cls = registry.response_class(UPDATE_FEATURES)
+    resp = cls(error_code=int(code), error_message=message)
+    if version <= 1:
+        resp.results = [cls.UpdatableFeatureResult(feature=u.feature, error_code=int(code), error_message=message)
+                        for u in req.feature_updates]  # type: ignore[attr-defined]
+    return resp
+
+
+class ControllerApis:
+    def __init__(self, controller: QuorumController) -> None:
+        self.controller = controller
+
+    def install(self, dispatcher: Dispatcher) -> None:
+        dispatcher.features = self.controller  # ApiVersions: supported/finalized features
+        dispatcher.register(BROKER_REGISTRATION, self.broker_registration)
+        dispatcher.register(BROKER_HEARTBEAT, self.broker_heartbeat)
+        dispatcher.register(UNREGISTER_BROKER, self.unregister_broker)
+        dispatcher.register(UPDATE_FEATURES, self.update_features)
+        dispatcher.register(CREATE_TOPICS, self.create_topics)
+        dispatcher.register(DELETE_TOPICS, self.delete_topics)
+
+    # -- the generic path -----------------------------------------------------------------
+    def _call(self, req: Message, version: int, submit: Callable[[], Any], error: ErrorBuilder) -> Any:
+        try:
+            r = submit()
+        except BaseException as e:  # noqa: BLE001 - mapped to Kafka errors below
+            return self._error(req, version, e, error)
+        if inspect.isawaitable(r):
+            return self._await(req, version, r, error)
+        return r
+
+    async def _await(self, req: Message, version: int, r: Awaitable[Any], error: ErrorBuilder) -> Any:
+        try:
+            return await r
+        except BaseException as e:  # noqa: BLE001
+            return self._error(req, version, e, error)
+
+    @staticmethod
+    def _error(req: Message, version: int, e: BaseException, error: ErrorBuilder) -> Message:
+        if isinstance(e, ApiError):
+            return error(req, version, e.code, e.message)
+        if isinstance(e, EventTimeoutError):
+            return error(req, version, ErrorCode.REQUEST_TIMED_OUT, str(e))
+        if isinstance(e, FatalControllerError):
+            return error(req, version, ErrorCode.NOT_CONTROLLER, "The active controller appears to have failed.")
+        if isinstance(e, Exception):
+            log.exception("unexpected error handling %s", type(req).__name__)
+            return error(req, version, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        raise e
+
+    # -- handlers ---------------------------------------------------------------------------
+    def broker_registration(self, ctx: RequestContext, req: Message) -> Any:
+        c = self.controller
+        return self._call(req, ctx.api_version,
+                          lambda: c.submit("processBrokerRegistration",
+                                           lambda: c.cluster.register_broker(req, ctx.api_version, ctx)),
+                          _simple_error(BROKER_REGISTRATION))
+
+    def broker_heartbeat(self, ctx: RequestContext, req: Message) -> Any:
+        c = self.controller
+        deadline = c.clock.monotonic_ms() + c.config.get("broker.heartbeat.interval.ms") // 2
+        broker_id = req.broker_id  # type: ignore[attr-defined]
+
+        def on_timeout() -> None:
+            c.timed_out_heartbeats += 1
+            c.cluster.timed_out_heartbeat(broker_id)
+
+        return self._call(req, ctx.api_version,
+                          lambda: c.submit("processBrokerHeartbeat",
+                                           lambda: c.cluster.heartbeat(req, ctx.api_version), deadline, on_timeout),
+                          _simple_error(BROKER_HEARTBEAT))
+
+    def unregister_broker(self, ctx: RequestContext, req: Message) -> Any:
+        c = self.controller
+        return self._call(req, ctx.api_version,
+                          lambda: c.submit("unregisterBroker", lambda: c.cluster.unregister_broker(req)),
+                          _simple_error(UNREGISTER_BROKER, with_message=True))
+
+    def update_features(self, ctx: RequestContext, req: Message) -> Any:
+        c = self.controller
+        return self._call(req, ctx.api_version,
+                          lambda: c.submit("updateFeatures",
+                                           lambda: c.features.update_features(req, ctx.api_version, ctx)),
+                          _update_features_error)
+
+    def create_topics(self, ctx: RequestContext, req: Message) -> Any:
+        c = self.controller
+        deadline = c.clock.monotonic_ms() + max(0, req.timeout_ms)  # type: ignore[attr-defined]
+        return self._call(req, ctx.api_version,
+                          lambda: c.submit("createTopics",
+                                           lambda: c.replication.create_topics(req, ctx.api_version, ctx), deadline),
+                          _create_topics_error)
+
+    def delete_topics(self, ctx: RequestContext, req: Message) -> Any:
+        c = self.controller
+        deadline = c.clock.monotonic_ms() + max(0, req.timeout_ms)  # type: ignore[attr-defined]
+        return self._call(req, ctx.api_version,
+                          lambda: c.submit("deleteTopics",
+                                           lambda: c.replication.delete_topics(req, ctx.api_version, ctx), deadline),
+                          _delete_topics_error)

@@ -1,0 +1,27 @@
+"""What every control manager may read: the image, the configuration, time, and who we are.
+
+Managers hold a reference to one :class:`ControllerContext` and only read through it; the
+controller core owns the writes (append, replay, commit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from controller.config import Config
+from metadata.image.image import MetadataImage
+from rpc.clock import Clock
+
+
+@dataclass(slots=True)
+class ControllerContext:
+    image: MetadataImage
+    config: Config
+    clock: Clock
+    node_id: int
+    cluster_id: str
+    # The offset the next appended record will get (a new broker's epoch is its record's offset).
+    next_offset: Callable[[], int] = field(default=lambda: 0)
+    # Voter ids from controller.quorum.voters (UpdateFeatures checks every voter registered).
+    voters: list[int] = field(default_factory=list)

@@ -1,0 +1,126 @@
+"""The controller's single event queue (Kafka's ``KafkaEventQueue``): one writer, FIFO.
+
+Every operation is an event run to completion on the event loop thread, one at a time, in
+arrival order. When the queue is idle an event runs inline, in the caller's stack, so a request
+that writes nothing (most heartbeats) can be answered without a task switch; otherwise it waits
+its turn. Events carry an optional deadline: one still queued when it passes fails with a
+timeout, as Kafka's does. Queue time and processing time feed the two event-queue histograms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from rpc.clock import Clock
+
+log = logging.getLogger("kraftsim.controller")
+
+T = TypeVar("T")
+
+
+class EventTimeoutError(Exception):
+    """An event whose deadline passed while it waited in the queue (REQUEST_TIMED_OUT)."""
+
+
+@dataclass(slots=True)
+class Event(Generic[T]):
+    name: str
+    run: Callable[[], T]
+    deadline_ms: int | None
+    enqueued_ms: float
+    future: asyncio.Future[T] | None = None
+    on_timeout: Callable[[], None] | None = None
+
+
+class EventQueue:
+    def __init__(self, clock: Clock, observe_queue_ms: Callable[[float], None] | None = None,
+                 observe_processing_ms: Callable[[float], None] | None = None,
+                 on_timeout: Callable[[str], None] | None = None) -> None:
+        self.clock = clock
+        self._queue: deque[Event[Any]] = deque()
+        self._scheduled = False
+        self._running = False
+        self._observe_queue = observe_queue_ms or (lambda ms: None)
+        self._observe_processing = observe_processing_ms or (lambda ms: None)
+        self._on_timeout = on_timeout or (lambda name: None)
+        self.closed = False
+        self._now = time.perf_counter
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def submit(self, name: str, run: Callable[[], T], deadline_ms: int | None = None,
+               on_timeout: Callable[[], None] | None = None) -> T | asyncio.Future[T]:
+        """Run ``run`` as the next event: inline (returning its value) when nothing is queued or
+        running, else queued (returning a future)."""
+        if self.closed:
+            raise EventTimeoutError("the controller is shutting down")
+        if not self._queue and not self._running:
+            t0 = self._now()
+            self._observe_queue(0.0)
+            self._running = True
+            try:
+                return run()
+            finally:
+                self._running = False
+                self._observe_processing((self._now() - t0) * 1000)
+                if self._queue:
+                    self._schedule()
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._queue.append(Event(name, run, deadline_ms, self._now(), fut, on_timeout))
+        self._schedule()
+        return fut
+
+    def prepend(self, name: str, run: Callable[[], T]) -> asyncio.Future[T]:
+        """Queue ahead of everything else (activation events)."""
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._queue.appendleft(Event(name, run, None, self._now(), fut))
+        self._schedule()
+        return fut
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._scheduled = False
+        budget = 256  # then yield to I/O so sockets keep being served
+        while self._queue and budget:
+            budget -= 1
+            ev = self._queue.popleft()
+            fut = ev.future
+            assert fut is not None
+            if fut.done():
+                continue
+            start = self._now()
+            self._observe_queue((start - ev.enqueued_ms) * 1000)
+            if ev.deadline_ms is not None and self.clock.monotonic_ms() > ev.deadline_ms:
+                self._on_timeout(ev.name)
+                if ev.on_timeout is not None:
+                    ev.on_timeout()
+                fut.set_exception(EventTimeoutError(f"{ev.name} timed out in the controller queue"))
+                continue
+            self._running = True
+            try:
+                fut.set_result(ev.run())
+            except BaseException as e:  # noqa: BLE001 - delivered to the waiter
+                fut.set_exception(e)
+            finally:
+                self._running = False
+                self._observe_processing((self._now() - start) * 1000)
+        if self._queue:
+            self._schedule()
+
+    def close(self) -> None:
+        self.closed = True
+        while self._queue:
+            ev = self._queue.popleft()
+            if ev.future is not None and not ev.future.done():
+                ev.future.set_exception(EventTimeoutError("the controller is shutting down"))

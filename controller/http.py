@@ -1,0 +1,41 @@
+"""The HTTP side (``kraftsim.http.listen``): Prometheus ``/metrics`` and ``/healthz``."""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from controller.quorum import QuorumController
+
+
+def make_app(controller: QuorumController) -> web.Application:
+    async def metrics(request: web.Request) -> web.Response:
+        body = controller.metrics.render()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(request: web.Request) -> web.Response:
+        mlog = controller.mlog
+        doc = {
+            "status": "active" if controller.active else ("failed" if controller.fatal else "starting"),
+            "nodeId": controller.node_id,
+            "clusterId": controller.cluster_id,
+            "leaderEpoch": controller.epoch,
+            "committedOffset": mlog.committed_offset if mlog else -1,
+        }
+        return web.Response(text=json.dumps(doc), status=200 if controller.active else 503,
+                            content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    return app
+
+
+async def start_http(controller: QuorumController, host: str, port: int) -> web.AppRunner:
+    runner = web.AppRunner(make_app(controller), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    return runner

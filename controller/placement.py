@@ -1,0 +1,230 @@
+"""Replica placement: Kafka 3.9's ``StripedReplicaPlacer``, and which brokers it may use.
+
+Why striped: partition ``p`` starts one rack (and, within a rack, one broker) further along than
+partition ``p-1``, so leaders spread evenly and the replicas of a partition land on distinct
+racks whenever there are enough racks. Racks and brokers start at random offsets so many small
+topics do not all put their leaders on the same broker; after one full round over the unfenced
+brokers the rack and broker orders are shuffled so the same pattern does not repeat.
+
+Usable brokers are every registered broker *not in controlled shutdown*; fenced brokers are
+usable too, but only as followers and only once the unfenced brokers of a rack are exhausted
+(the leader, the first replica, is always unfenced). This is Kafka's behaviour, not the
+"unfenced only" simplification; the ISR of a new partition then excludes the fenced replicas.
+
+The placer's error messages are Kafka's bare InvalidReplicationFactorException messages; the
+caller (CreateTopics, CreatePartitions) prefixes "Unable to replicate the partition N time(s): ".
+Randomness comes from an injectable :class:`random.Random` so tests are deterministic. The
+random sequence is not Java's, so concrete placements differ from a real Kafka; the properties
+(striping, rack spread, leader balance) are the same.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from controller.result import ApiError
+from metadata import versions
+from metadata.image.image import MetadataImage
+from metadata.image.topics import MIGRATING, UNASSIGNED
+from rpc.error_codes import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class UsableBroker:
+    id: int
+    rack: str | None
+    fenced: bool
+
+
+class InvalidReplicationFactor(ApiError):
+    """INVALID_REPLICATION_FACTOR with the placer's bare message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.INVALID_REPLICATION_FACTOR, message)
+
+
+def usable_brokers(image: MetadataImage,
+                   shutting_down: Callable[[int], bool] | None = None) -> Iterator[UsableBroker]:
+    """Registered brokers not in controlled shutdown (BrokerHeartbeatManager.usableBrokers).
+
+    ``shutting_down`` lets the caller add the heartbeat manager's soft state (before MV 3.3-IV3
+    controlled shutdown is not in the image)."""
+    for b in image.cluster.brokers.values():
+        if b.in_controlled_shutdown or (shutting_down is not None and shutting_down(b.id)):
+            continue
+        yield UsableBroker(b.id, b.rack, b.fenced)
+
+
+def default_dir(image: MetadataImage, broker_id: int) -> uuid.UUID:
+    """The log directory a new replica on ``broker_id`` is assigned (ClusterControlManager.defaultDir
+    behind KRaftClusterDescriber): MIGRATING before directory assignment exists; then the
+    broker's only directory, MIGRATING if it registered none, UNASSIGNED if it has several (the
+    broker picks one and reports it with AssignReplicasToDirs) or is not registered."""
+    if not versions.directory_assignment_supported(image.metadata_version):
+        return MIGRATING
+    reg = image.cluster.brokers.get(broker_id)
+    if reg is None:
+        return UNASSIGNED
+    if not reg.directories:
+        return MIGRATING
+    if len(reg.directories) == 1:
+        return reg.directories[0]
+    return UNASSIGNED
+
+
+class _BrokerList:
+    """The brokers of one rack (fenced or unfenced), walked round-robin from a moving offset."""
+
+    __slots__ = ("brokers", "index", "offset", "epoch")
+
+    def __init__(self) -> None:
+        self.brokers: list[int] = []
+        self.index = 0
+        self.offset = 0
+        self.epoch = 0
+
+    def initialize(self, rng: random.Random) -> None:
+        if self.brokers:
+            self.brokers.sort()
+            self.offset = rng.randrange(len(self.brokers))
+
+    def shuffle(self, rng: random.Random) -> None:
+        rng.shuffle(self.brokers)
+
+    def next(self, epoch: int) -> int:
+        """The next broker for this placement round, or -1 once every broker was handed out."""
+        brokers = self.brokers
+        n = len(brokers)
+        if not n:
+            return -1
+        if self.epoch != epoch:
+            self.epoch = epoch
+            self.index = 0
+            self.offset = (self.offset + 1) % n
+        if self.index >= n:
+            return -1
+        broker = brokers[(self.index + self.offset) % n]
+        self.index += 1
+        return broker
+
+
+class _Rack:
+    __slots__ = ("fenced", "unfenced")
+
+    def __init__(self) -> None:
+        self.fenced = _BrokerList()
+        self.unfenced = _BrokerList()
+
+    def next(self, epoch: int) -> int:
+        """Followers come from unfenced brokers first, then fenced ones."""
+        b = self.unfenced.next(epoch)
+        return b if b >= 0 else self.fenced.next(epoch)
+
+
+def _rack_order(name: str | None) -> tuple[int, str]:
+    """OptionalStringComparator: brokers without a rack sort before every named rack."""
+    return (0, "") if name is None else (1, name)
+
+
+class _RackList:
+    """One topic's placement state: created per CreateTopics topic, as Kafka does."""
+
+    def __init__(self, rng: random.Random, brokers: Iterable[UsableBroker]) -> None:
+        self.rng = rng
+        self.racks: dict[str | None, _Rack] = {}
+        total = unfenced = 0
+        for b in brokers:
+            rack = self.racks.get(b.rack)
+            if rack is None:
+                rack = self.racks[b.rack] = _Rack()
+            if b.fenced:
+                rack.fenced.brokers.append(b.id)
+            else:
+                rack.unfenced.brokers.append(b.id)
+                unfenced += 1
+            total += 1
+        self.rack_names: list[str | None] = sorted(self.racks, key=_rack_order)
+        for name in self.rack_names:  # deterministic for a seeded rng (Kafka: HashMap order)
+            rack = self.racks[name]
+            rack.fenced.initialize(rng)
+            rack.unfenced.initialize(rng)
+        self.num_total = total
+        self.num_unfenced = unfenced
+        self.epoch = 0
+        self.offset = rng.randrange(len(self.rack_names)) if self.rack_names else 0
+
+    def shuffle(self) -> None:
+        self.rng.shuffle(self.rack_names)
+        for name in sorted(self.racks, key=_rack_order):
+            rack = self.racks[name]
+            rack.fenced.shuffle(self.rng)
+            rack.unfenced.shuffle(self.rng)
+
+    def place(self, replication_factor: int) -> list[int]:
+        check_replication_factor(replication_factor, self.num_total, self.num_unfenced)
+        # After as many partitions as there are unfenced brokers, reshuffle so the next round
+        # does not repeat the same assignments (never for a single unfenced broker: that loops).
+        if self.epoch == self.num_unfenced and self.num_unfenced > 1:
+            self.shuffle()
+            self.epoch = 0
+        names = self.rack_names
+        nracks = len(names)
+        racks = self.racks
+        if self.offset == nracks:
+            self.offset = 0
+        epoch = self.epoch
+        # The leader: the first unfenced broker found walking the racks from the offset.
+        first = self.offset
+        while True:
+            leader = racks[names[first]].unfenced.next(epoch)
+            if leader >= 0:
+                break
+            first += 1
+            if first == nracks:
+                first = 0
+        out = [leader]
+        # Followers: one per rack in turn, skipping the leader's rack once.
+        rack_index = self.offset
+        for _ in range(1, replication_factor):
+            result = -1
+            while result < 0:
+                if rack_index == first:
+                    first = -1
+                else:
+                    result = racks[names[rack_index]].next(epoch)
+                rack_index += 1
+                if rack_index == nracks:
+                    rack_index = 0
+            out.append(result)
+        self.epoch += 1
+        self.offset += 1
+        return out
+
+
+def check_replication_factor(replication_factor: int, num_total: int, num_unfenced: int) -> None:
+    """The placer's three refusals, in StripedReplicaPlacer.place's order."""
+    if replication_factor <= 0:
+        raise InvalidReplicationFactor(f"Invalid replication factor {replication_factor}: "
+                                       f"the replication factor must be positive.")
+    if num_unfenced == 0:
+        raise InvalidReplicationFactor("All brokers are currently fenced.")
+    if replication_factor > num_total:
+        raise InvalidReplicationFactor(f"The target replication factor of {replication_factor} cannot be "
+                                       f"reached because only {num_total} broker(s) are registered.")
+
+
+class StripedReplicaPlacer:
+    """Places one topic's partitions; keep one instance (and its rng) per controller."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self.rng = rng if rng is not None else random.Random()
+
+    def place(self, num_partitions: int, replication_factor: int,
+              brokers: Iterable[UsableBroker]) -> list[list[int]]:
+        """Replica lists for partitions 0..num_partitions-1; the first replica is the leader."""
+        racks = _RackList(self.rng, brokers)
+        check_replication_factor(replication_factor, racks.num_total, racks.num_unfenced)
+        return [racks.place(replication_factor) for _ in range(num_partitions)]

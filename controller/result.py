@@ -1,0 +1,38 @@
+"""What a controller operation produces, and how it fails.
+
+Handlers never mutate state: they read the image and return a :class:`ControllerResult`
+(the records to append, the response to send once they commit). Business errors are
+:class:`ApiError` carrying Kafka's error code and message, exactly what the client sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from rpc.error_codes import ErrorCode
+from rpc.message import Message
+
+T = TypeVar("T")
+RecordAndVersion = tuple[Message, int]
+
+
+@dataclass(slots=True)
+class ControllerResult(Generic[T]):
+    records: list[RecordAndVersion] = field(default_factory=list)
+    response: T | None = None
+    atomic: bool = True  # all records in one batch (Kafka: at most 10,000 records)
+
+
+class ApiError(Exception):
+    """A Kafka ApiException: the code and message go back to the client unchanged."""
+
+    def __init__(self, code: ErrorCode | int, message: str | None = None) -> None:
+        super().__init__(message or ErrorCode(code).name)
+        self.code = ErrorCode(code)
+        self.message = message
+
+
+class NotControllerError(ApiError):
+    def __init__(self, message: str = "No controller appears to be active.") -> None:
+        super().__init__(ErrorCode.NOT_CONTROLLER, message)

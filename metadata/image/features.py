@@ -1,0 +1,85 @@
+"""Finalized feature levels (FeatureLevelRecord): metadata.version and the other features.
+
+Replay follows Kafka's FeatureControlManager: a level outside this controller's supported range
+is a fatal replay error, metadata.version is never removed, any other feature at level 0 is
+removed rather than stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from metadata import versions
+from metadata.image.errors import ReplayError, UnwritableMetadataError
+from metadata.records import by_name
+from rpc.message import Message
+
+FeatureLevelRecord: Any = by_name("FeatureLevelRecord")
+
+
+class FeaturesImage:
+    """metadata.version (None until the first FeatureLevelRecord for it) plus other features."""
+
+    __slots__ = ("metadata_version", "finalized")
+
+    def __init__(self) -> None:
+        self.metadata_version: int | None = None
+        self.finalized: dict[str, int] = {}
+
+    def level(self, feature: str) -> int:
+        """Finalized level, 0 when not set (what UpdateFeatures and ApiVersions treat as unset)."""
+        if feature == versions.FEATURE_NAME:
+            return self.metadata_version or 0
+        return self.finalized.get(feature, 0)
+
+    def effective_metadata_version(self) -> int:
+        """The level writers must use; an image that has not seen one behaves as 3.0-IV1, as
+        Kafka's empty FeaturesImage does."""
+        mv = self.metadata_version
+        return versions.MINIMUM_KRAFT if mv is None else mv
+
+    def all_levels(self) -> dict[str, int]:
+        """Every finalized feature including metadata.version (ApiVersions' FinalizedFeatures)."""
+        out = dict(self.finalized)
+        if self.metadata_version is not None:
+            out[versions.FEATURE_NAME] = self.metadata_version
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FeaturesImage):
+            return NotImplemented
+        return self.metadata_version == other.metadata_version and self.finalized == other.finalized
+
+    def __repr__(self) -> str:
+        return f"FeaturesImage(metadata_version={self.metadata_version}, finalized={self.finalized})"
+
+    def records(self, mv: int) -> Iterator[tuple[Message, int]]:
+        """metadata.version first (readers need it to decode what follows), then by name."""
+        if mv < versions.MINIMUM_BOOTSTRAP:
+            if self.finalized:
+                raise UnwritableMetadataError(
+                    f"feature flag(s) {', '.join(sorted(self.finalized))} cannot be written "
+                    f"at metadata.version {versions.name(mv)}")
+            return
+        yield FeatureLevelRecord(name=versions.FEATURE_NAME, feature_level=mv), 0
+        for feature in sorted(self.finalized):
+            yield FeatureLevelRecord(name=feature, feature_level=self.finalized[feature]), 0
+
+
+def replay_feature_level(image: FeaturesImage, record: Any,
+                         supported: dict[str, tuple[int, int]]) -> None:
+    feature: str = record.name
+    level: int = record.feature_level
+    lo, hi = versions.supported_range(supported, feature)
+    if not lo <= level <= hi:
+        raise ReplayError(f"Tried to apply FeatureLevelRecord {record}, but this controller only "
+                          f"supports versions {lo}-{hi}")
+    if feature == versions.FEATURE_NAME:
+        if not versions.is_known(level):
+            raise ReplayError(f"No MetadataVersion with feature level {level}")
+        image.metadata_version = level
+    elif level == 0:
+        image.finalized.pop(feature, None)
+    else:
+        image.finalized[feature] = level

@@ -1,0 +1,411 @@
+"""Topics and partitions (TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord).
+
+Replay follows Kafka 3.9's ReplicationControlManager and PartitionRegistration.merge:
+
+* PartitionRecord creates a partition, or replaces an existing one wholesale.
+* PartitionChangeRecord is a delta: null lists and Leader = -2 / LeaderRecoveryState = -1 mean
+  "unchanged". Any Leader other than -2 bumps the leader epoch (even if it names the current
+  leader: that is how the controller forces a bump); every record bumps the partition epoch.
+* Directories that are absent or all MIGRATING become MIGRATING for every replica, so a
+  partition always has one directory per replica.
+* RemoveTopicRecord drops the topic, its partitions and their index entries. Its topic configs
+  live in the configs slice; MetadataImage removes them in the same replay.
+
+The secondary indexes the controller reads on hot paths are maintained here, by replay only:
+per-broker ISR (and ELR) membership, leaderless partitions (Kafka's OfflinePartitionsCount is
+"leader == -1"), partitions whose leader is not replicas[0] (PreferredReplicaImbalanceCount),
+partitions being reassigned, and the global partition count. Index entries use a small
+per-topic int key instead of (uuid, partition) tuples to stay compact.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from metadata import versions
+from metadata.image import interning
+from metadata.image.errors import ReplayError, UnwritableMetadataError
+from metadata.image.partition_sets import PartitionSet
+from metadata.records import by_name
+from rpc.message import Message
+
+TopicRecord: Any = by_name("TopicRecord")
+PartitionRecord: Any = by_name("PartitionRecord")
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+RECOVERED = 0
+RECOVERING = 1
+LRS_NO_CHANGE = -1
+
+MIGRATING = uuid.UUID(int=0)   # DirectoryId.MIGRATING: replica predates directory assignment
+UNASSIGNED = uuid.UUID(int=1)  # DirectoryId.UNASSIGNED
+LOST = uuid.UUID(int=2)        # DirectoryId.LOST
+
+_EMPTY: tuple = interning.EMPTY
+_migrating: list[tuple[uuid.UUID, ...]] = []
+
+
+def migrating_dirs(n: int) -> tuple[uuid.UUID, ...]:
+    """The shared all-MIGRATING directory tuple for ``n`` replicas."""
+    while len(_migrating) <= n:
+        _migrating.append(interning.uuids((MIGRATING,) * len(_migrating)))
+    return _migrating[n]
+
+
+def _dirs(dirs: list[uuid.UUID] | tuple[uuid.UUID, ...] | None, n: int) -> tuple[uuid.UUID, ...]:
+    """Kafka's defaultToMigrating: absent or all-MIGRATING lists become MIGRATING x n."""
+    if not dirs:
+        return migrating_dirs(n)
+    for d in dirs:
+        if d.int:  # not MIGRATING (uuid 0); .int avoids UUID.__eq__'s Python-level cost
+            return interning.uuids(dirs)
+    return migrating_dirs(n)
+
+
+def has_collision_chars(name: str) -> bool:
+    return "." in name or "_" in name
+
+
+def unify_collision_chars(name: str) -> str:
+    """'.' and '_' collide in metric names, so Kafka refuses topics that differ only there."""
+    return name.replace(".", "_")
+
+
+@dataclass(slots=True)
+class Partition:
+    """One partition's registration. Lists are shared interned tuples: never mutate them."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    directories: tuple[uuid.UUID, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    leader_recovery_state: int = RECOVERED
+    removing_replicas: tuple[int, ...] = _EMPTY
+    adding_replicas: tuple[int, ...] = _EMPTY
+    elr: tuple[int, ...] = _EMPTY
+    last_known_elr: tuple[int, ...] = _EMPTY
+
+    @property
+    def preferred_replica(self) -> int:
+        return self.replicas[0] if self.replicas else NO_LEADER
+
+    def has_leader(self) -> bool:
+        return self.leader != NO_LEADER
+
+    def has_preferred_leader(self) -> bool:
+        return self.leader == (self.replicas[0] if self.replicas else NO_LEADER)
+
+    def is_reassigning(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
+
+    def directory(self, replica: int) -> uuid.UUID:
+        for r, d in zip(self.replicas, self.directories, strict=True):
+            if r == replica:
+                return d
+        raise KeyError(f"Replica {replica} is not assigned to this partition.")
+
+    def to_record(self, topic_id: uuid.UUID, partition_id: int, mv: int) -> tuple[Message, int]:
+        rec = PartitionRecord(
+            partition_id=partition_id, topic_id=topic_id, replicas=list(self.replicas),
+            isr=list(self.isr), removing_replicas=list(self.removing_replicas),
+            adding_replicas=list(self.adding_replicas), leader=self.leader,
+            leader_recovery_state=self.leader_recovery_state, leader_epoch=self.leader_epoch,
+            partition_epoch=self.partition_epoch)
+        if versions.is_elr_supported(mv):
+            if self.elr:
+                rec.eligible_leader_replicas = list(self.elr)
+            if self.last_known_elr:
+                rec.last_known_elr = list(self.last_known_elr)
+        elif self.elr or self.last_known_elr:
+            raise UnwritableMetadataError("the eligible leader replicas of one or more partitions")
+        if versions.directory_assignment_supported(mv):
+            rec.directories = list(self.directories)
+        elif any(d != MIGRATING for d in self.directories):
+            raise UnwritableMetadataError("the directory assignment state of one or more replicas")
+        return rec, versions.partition_record_version(mv)
+
+
+@dataclass(slots=True, eq=False)
+class Topic:
+    """``key`` is a process-local small int naming the topic in the indexes; never reused."""
+
+    id: uuid.UUID
+    name: str
+    key: int
+    partitions: dict[int, Partition]
+
+    def same_state(self, other: Topic) -> bool:
+        return self.id == other.id and self.name == other.name and self.partitions == other.partitions
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name!r}, {self.id}, {len(self.partitions)} partitions)"
+
+
+class TopicsImage:
+    __slots__ = ("by_id", "by_name", "by_key", "by_id_bytes", "colliding", "isr_index", "elr_index", "leaderless",
+                 "imbalanced", "reassigning", "partition_count", "_next_key")
+
+    def __init__(self) -> None:
+        self.by_id: dict[uuid.UUID, Topic] = {}
+        self.by_name: dict[str, Topic] = {}
+        self.by_key: dict[int, Topic] = {}
+        self.by_id_bytes: dict[bytes, Topic] = {}  # for the fast decode path (fast_replay.py)
+        # normalized name -> names with '.'/'_' that map to it (CreateTopics collision check)
+        self.colliding: dict[str, set[str]] = {}
+        self.isr_index: dict[int, PartitionSet] = {}
+        self.elr_index: dict[int, PartitionSet] = {}
+        self.leaderless = PartitionSet()
+        self.imbalanced = PartitionSet()
+        self.reassigning = PartitionSet()
+        self.partition_count = 0
+        self._next_key = 0
+
+    # ----- reads -------------------------------------------------------------------------
+
+    @property
+    def topic_count(self) -> int:
+        return len(self.by_id)
+
+    @property
+    def offline_partition_count(self) -> int:
+        return len(self.leaderless)
+
+    @property
+    def preferred_replica_imbalance_count(self) -> int:
+        return len(self.imbalanced)
+
+    def partition(self, topic_id: uuid.UUID, partition_id: int) -> Partition | None:
+        t = self.by_id.get(topic_id)
+        return None if t is None else t.partitions.get(partition_id)
+
+    def _resolve(self, pairs: Iterator[tuple[int, int]] | PartitionSet) -> Iterator[tuple[Topic, int, Partition]]:
+        by_key = self.by_key
+        for key, pid in pairs:
+            t = by_key[key]
+            yield t, pid, t.partitions[pid]
+
+    def partitions_with_isr_member(self, broker_id: int) -> list[tuple[Topic, int, Partition]]:
+        """A list (not a live iterator) so callers may replay changes while walking it."""
+        s = self.isr_index.get(broker_id)
+        return [] if s is None else list(self._resolve(s))
+
+    def isr_membership_count(self, broker_id: int) -> int:
+        s = self.isr_index.get(broker_id)
+        return 0 if s is None else len(s)
+
+    def partitions_with_elr_member(self, broker_id: int) -> list[tuple[Topic, int, Partition]]:
+        s = self.elr_index.get(broker_id)
+        return [] if s is None else list(self._resolve(s))
+
+    def leaderless_partitions(self) -> list[tuple[Topic, int, Partition]]:
+        return list(self._resolve(self.leaderless))
+
+    def imbalanced_partitions(self) -> list[tuple[Topic, int, Partition]]:
+        return list(self._resolve(self.imbalanced))
+
+    def reassigning_partitions(self) -> list[tuple[Topic, int, Partition]]:
+        return list(self._resolve(self.reassigning))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TopicsImage):
+            return NotImplemented
+        if self.by_id.keys() != other.by_id.keys():
+            return False
+        return all(t.same_state(other.by_id[tid]) for tid, t in self.by_id.items())
+
+    def __repr__(self) -> str:
+        return f"TopicsImage({list(self.by_id.values())})"
+
+    def records(self, mv: int) -> Iterator[tuple[Message, int]]:
+        for t in self.by_id.values():
+            yield TopicRecord(name=t.name, topic_id=t.id), 0
+            parts = t.partitions
+            for pid in sorted(parts):
+                yield parts[pid].to_record(t.id, pid, mv)
+
+    # ----- index maintenance -------------------------------------------------------------
+
+    def _index(self, key: int, pid: int, prev: Partition | None, new: Partition) -> None:
+        if prev is None:
+            self.partition_count += 1
+            isr_index = self.isr_index
+            for b in new.isr:
+                s = isr_index.get(b)
+                if s is None:
+                    s = isr_index[b] = PartitionSet()
+                s.add(key, pid)
+            if new.elr:
+                _index_members(self.elr_index, key, pid, _EMPTY, new.elr)
+            if new.leader == NO_LEADER:
+                self.leaderless.add(key, pid)
+            if new.leader != (new.replicas[0] if new.replicas else NO_LEADER):
+                self.imbalanced.add(key, pid)
+            if new.removing_replicas or new.adding_replicas:
+                self.reassigning.add(key, pid)
+            return
+        if prev.isr is not new.isr:
+            _index_members(self.isr_index, key, pid, prev.isr, new.isr)
+        if prev.elr is not new.elr:
+            _index_members(self.elr_index, key, pid, prev.elr, new.elr)
+        _flag(self.leaderless, key, pid, new.leader == NO_LEADER)
+        _flag(self.imbalanced, key, pid, new.leader != (new.replicas[0] if new.replicas else NO_LEADER))
+        _flag(self.reassigning, key, pid, bool(new.removing_replicas or new.adding_replicas))
+
+    def _unindex(self, key: int, pid: int, p: Partition) -> None:
+        self.partition_count -= 1
+        _index_members(self.isr_index, key, pid, p.isr, _EMPTY)
+        if p.elr:
+            _index_members(self.elr_index, key, pid, p.elr, _EMPTY)
+        self.leaderless.discard(key, pid)
+        self.imbalanced.discard(key, pid)
+        self.reassigning.discard(key, pid)
+
+
+def _flag(s: PartitionSet, key: int, pid: int, on: bool) -> None:
+    if on:
+        s.add(key, pid)
+    else:
+        s.discard(key, pid)
+
+
+def _index_members(index: dict[int, PartitionSet], key: int, pid: int,
+                   old: tuple[int, ...], new: tuple[int, ...]) -> None:
+    for b in old:
+        if b not in new:
+            s = index.get(b)
+            if s is not None:
+                s.discard(key, pid)
+                if not s:
+                    del index[b]
+    for b in new:
+        if b not in old:
+            s = index.get(b)
+            if s is None:
+                s = index[b] = PartitionSet()
+            s.add(key, pid)
+
+
+# ----- replay ------------------------------------------------------------------------------
+
+def replay_topic(topics: TopicsImage, record: Any) -> None:
+    name: str = record.name
+    tid: uuid.UUID = record.topic_id
+    existing = topics.by_name.get(name)
+    if existing is not None:
+        if existing.id == tid:
+            raise ReplayError(f"Found duplicate TopicRecord for {name} with topic ID {tid}")
+        raise ReplayError(f"Found duplicate TopicRecord for {name} with a different ID than before. "
+                          f"Previous ID was {existing.id} and new ID is {tid}")
+    if tid in topics.by_id:
+        # Kafka would silently re-point the id; no controller writes this, so refuse it.
+        raise ReplayError(f"Found TopicRecord for {name} reusing the ID {tid} of topic {topics.by_id[tid].name}")
+    key = topics._next_key
+    topics._next_key = key + 1
+    t = Topic(tid, name, key, {})
+    topics.by_id[tid] = t
+    topics.by_name[name] = t
+    topics.by_key[key] = t
+    topics.by_id_bytes[tid.bytes] = t
+    if has_collision_chars(name):
+        topics.colliding.setdefault(unify_collision_chars(name), set()).add(name)
+
+
+def _check_lrs(value: int, record: Any) -> None:
+    if value != RECOVERED and value != RECOVERING:
+        raise ReplayError(f"Value {value} is not a valid leader recovery state in {record}")
+
+
+def replay_partition(topics: TopicsImage, record: Any) -> None:
+    t = topics.by_id.get(record.topic_id)
+    pid: int = record.partition_id
+    if t is None:
+        raise ReplayError(f"Tried to create partition {record.topic_id}:{pid}, but no topic with that ID was found.")
+    if pid < 0:
+        raise ReplayError(f"Partition id {pid} in {record} is negative")
+    replicas = interning.ints(record.replicas)
+    raw_dirs = record.directories
+    if raw_dirs and len(raw_dirs) != len(replicas):
+        raise ReplayError(f"The lengths for replicas and directories do not match: {record}")
+    lrs: int = record.leader_recovery_state
+    if lrs != RECOVERED:
+        _check_lrs(lrs, record)
+    elr = record.eligible_leader_replicas
+    lke = record.last_known_elr
+    new = Partition(replicas, interning.ints(record.isr), _dirs(raw_dirs, len(replicas)), record.leader,
+                    record.leader_epoch, record.partition_epoch, lrs,
+                    interning.ints(record.removing_replicas) if record.removing_replicas else _EMPTY,
+                    interning.ints(record.adding_replicas) if record.adding_replicas else _EMPTY,
+                    interning.ints(elr) if elr else _EMPTY, interning.ints(lke) if lke else _EMPTY)
+    parts = t.partitions
+    topics._index(t.key, pid, parts.get(pid), new)
+    parts[pid] = new
+
+
+def replay_partition_change(topics: TopicsImage, record: Any) -> None:
+    """PartitionRegistration.merge, validated before anything changes."""
+    t = topics.by_id.get(record.topic_id)
+    pid: int = record.partition_id
+    if t is None:
+        raise ReplayError(f"Tried to create partition {record.topic_id}:{pid}, but no topic with that ID was found.")
+    p = t.partitions.get(pid)
+    if p is None:
+        raise ReplayError(f"Tried to create partition {record.topic_id}:{pid}, but no partition with that id was found.")
+    replicas = p.replicas if record.replicas is None else interning.ints(record.replicas)
+    raw_dirs = record.directories
+    if record.replicas is not None and raw_dirs and len(raw_dirs) != len(replicas):
+        raise ReplayError(f"The lengths for replicas and directories do not match: {record}")
+    dirs = _dirs(p.directories if raw_dirs is None else raw_dirs, len(replicas))
+    if dirs and len(dirs) != len(replicas):
+        raise ReplayError(f"The lengths for replicas and directories do not match after {record}")
+    lrs = record.leader_recovery_state
+    if lrs == LRS_NO_CHANGE:
+        lrs = p.leader_recovery_state
+    else:
+        _check_lrs(lrs, record)
+    new = Partition(
+        replicas,
+        p.isr if record.isr is None else interning.ints(record.isr),
+        dirs,
+        p.leader if record.leader == NO_LEADER_CHANGE else record.leader,
+        p.leader_epoch if record.leader == NO_LEADER_CHANGE else p.leader_epoch + 1,
+        p.partition_epoch + 1,
+        lrs,
+        p.removing_replicas if record.removing_replicas is None else interning.ints(record.removing_replicas),
+        p.adding_replicas if record.adding_replicas is None else interning.ints(record.adding_replicas),
+        p.elr if record.eligible_leader_replicas is None else interning.ints(record.eligible_leader_replicas),
+        p.last_known_elr if record.last_known_elr is None else interning.ints(record.last_known_elr),
+    )
+    topics._index(t.key, pid, p, new)
+    t.partitions[pid] = new
+
+
+def check_remove_topic(topics: TopicsImage, record: Any) -> Topic:
+    t = topics.by_id.get(record.topic_id)
+    if t is None:
+        raise ReplayError(f"Can't find topic with ID {record.topic_id} to remove.")
+    return t
+
+
+def replay_remove_topic(topics: TopicsImage, record: Any) -> Topic:
+    """Removes the topic and its index entries; returns it so the caller can drop its configs."""
+    t = check_remove_topic(topics, record)
+    for pid, p in t.partitions.items():
+        topics._unindex(t.key, pid, p)
+    del topics.by_id[t.id]
+    del topics.by_name[t.name]
+    del topics.by_key[t.key]
+    del topics.by_id_bytes[t.id.bytes]
+    if has_collision_chars(t.name):
+        norm = unify_collision_chars(t.name)
+        names = topics.colliding.get(norm)
+        if names is not None:
+            names.discard(t.name)
+            if not names:
+                del topics.colliding[norm]
+    return t

@@ -1,0 +1,452 @@
+"""FeatureControlManager against images built by replaying records (reference §4.1-4.4).
+
+Every rejection is checked with Kafka 3.9's exact message, because operators and scripts match
+on those strings; the order of the checks matters as much, since only the first failure is
+reported.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+import pytest
+
+from controller.config import Config
+from controller.context import ControllerContext
+from controller.features import (
+    MAX_RECORDS_PER_USER_OP,
+    FeatureControlManager,
+    UpgradeType,
+    range_to_string,
+    reason_not_supported,
+)
+from controller.result import ApiError, ControllerResult
+from metadata import versions
+from metadata.image.image import MetadataImage
+from metadata.image.migration import ZkMigrationState
+from metadata.records import by_name
+from rpc import registry
+from rpc.clock import ManualClock
+from rpc.error_codes import ErrorCode
+from rpc.message import Message
+
+FeatureLevelRecord = by_name("FeatureLevelRecord")
+RegisterBrokerRecord = by_name("RegisterBrokerRecord")
+RegisterControllerRecord = by_name("RegisterControllerRecord")
+ZkMigrationStateRecord = by_name("ZkMigrationStateRecord")
+Req = registry.request_class(57)
+Resp = registry.response_class(57)
+
+NODE = 3000
+MV = versions.FEATURE_NAME
+KV = versions.KRAFT_VERSION
+INVALID = ErrorCode.INVALID_UPDATE_VERSION
+# What a 3.9 broker or controller advertises.
+FULL: dict[str, tuple[int, int]] = {MV: (1, 21), KV: (0, 1)}
+
+
+# ----- builders (shared with test_features_cli) ---------------------------------------------
+
+def mv(level: int) -> Message:
+    return FeatureLevelRecord(name=MV, feature_level=level)
+
+
+def feature(name: str, level: int) -> Message:
+    return FeatureLevelRecord(name=name, feature_level=level)
+
+
+def broker(broker_id: int, features: dict[str, tuple[int, int]]) -> Message:
+    return RegisterBrokerRecord(
+        broker_id=broker_id, incarnation_id=uuid.uuid4(), broker_epoch=100 + broker_id,
+        end_points=[RegisterBrokerRecord.BrokerEndpoint(name="PLAINTEXT", host="localhost",
+                                                        port=9092 + broker_id, security_protocol=0)],
+        features=[RegisterBrokerRecord.BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
+                  for n, (lo, hi) in features.items()])
+
+
+def controller(controller_id: int, features: dict[str, tuple[int, int]]) -> Message:
+    return RegisterControllerRecord(
+        controller_id=controller_id, incarnation_id=uuid.uuid4(),
+        end_points=[RegisterControllerRecord.ControllerEndpoint(name="CONTROLLER", host="localhost",
+                                                                port=9093, security_protocol=0)],
+        features=[RegisterControllerRecord.ControllerFeature(name=n, min_supported_version=lo,
+                                                             max_supported_version=hi)
+                  for n, (lo, hi) in features.items()])
+
+
+def migration(state: ZkMigrationState) -> Message:
+    return ZkMigrationStateRecord(zk_migration_state=int(state))
+
+
+def config(**extra: str) -> Config:
+    raw = {"process.roles": "controller", "node.id": str(NODE),
+           "controller.quorum.voters": f"{NODE}@127.0.0.1:9093",
+           "listeners": "CONTROLLER://127.0.0.1:9093", "controller.listener.names": "CONTROLLER",
+           "listener.security.protocol.map": "CONTROLLER:PLAINTEXT"}
+    raw.update({k.replace("_", "."): v for k, v in extra.items()})
+    return Config(raw)
+
+
+def context(records: Iterable[Message], voters: Iterable[int] = (NODE,),
+            cfg: Config | None = None) -> ControllerContext:
+    image = MetadataImage()
+    for offset, rec in enumerate(records):
+        image.replay(rec, offset)
+    return ControllerContext(image=image, config=cfg or config(), clock=ManualClock(), node_id=NODE,
+                             cluster_id="AAAAAAAAAAAAAAAAAAAAAA", voters=list(voters))
+
+
+def manager(records: Iterable[Message] = (mv(21),), voters: Iterable[int] = (NODE,),
+            supported: dict[str, tuple[int, int]] | None = None) -> FeatureControlManager:
+    return FeatureControlManager(context(records, voters), supported)
+
+
+def request(*updates: tuple[str, int, int], validate_only: bool = False) -> Message:
+    return Req(feature_updates=[Req.FeatureUpdateKey(feature=n, max_version_level=lv, upgrade_type=t)
+                                for n, lv, t in updates], validate_only=validate_only)
+
+
+def results(result: ControllerResult[Message]) -> list[tuple[str, int, str | None]]:
+    assert result.response is not None
+    return [(r.feature, r.error_code, r.error_message) for r in result.response.results]
+
+
+def one(m: FeatureControlManager, name: str, level: int,
+        utype: UpgradeType = UpgradeType.UPGRADE) -> tuple[int, str | None, list[tuple[str, int]]]:
+    """Update one feature; (error code, message, [(name, level)] of the records written)."""
+    res = m.update_features(request((name, level, int(utype))), 1)
+    [(got, code, msg)] = results(res)
+    assert got == name
+    return code, msg, [(r.name, r.feature_level) for r, v in res.records]
+
+
+def apply(m: FeatureControlManager, res: ControllerResult[Message]) -> None:
+    """What the controller core does with the result: replay each record at the next offset."""
+    for rec, _ in res.records:
+        m.ctx.image.replay(rec, m.ctx.image.offset + 1)
+
+
+def invalid(level: int, name: str, reason: str) -> tuple[int, str, list[tuple[str, int]]]:
+    return INVALID, f"Invalid update version {level} for feature {name}. {reason}", []
+
+
+def invalid_mv(level: int, reason: str) -> tuple[int, str, list[tuple[str, int]]]:
+    return INVALID, f"Invalid metadata.version {level}. {reason}", []
+
+
+# ----- ApiVersions view ---------------------------------------------------------------------
+
+def test_supported_features_production_and_unstable() -> None:
+    assert manager().supported_features() == {MV: (1, 21), KV: (0, 1)}
+    unstable = FeatureControlManager(context([mv(21)], cfg=config(unstable_feature_versions_enable="true")))
+    assert unstable.supported_features() == {MV: (1, 23), KV: (0, 1), versions.TRANSACTION_VERSION: (0, 2)}
+
+
+def test_finalized_features_epoch_is_the_image_offset_and_mv_is_always_listed() -> None:
+    m = manager([mv(21), broker(1, FULL), feature(KV, 1)])
+    assert m.finalized_features() == (2, {MV: 21, KV: 1})
+    empty = manager([])
+    assert empty.finalized_features() == (-1, {MV: versions.MINIMUM_KRAFT})
+
+
+def test_zk_migration_ready_follows_config() -> None:
+    assert manager().zk_migration_ready() is False
+    cfg = config(zookeeper_metadata_migration_enable="true", zookeeper_connect="localhost:2181")
+    assert FeatureControlManager(context([mv(21)], cfg=cfg)).zk_migration_ready() is True
+
+
+# ----- §4.2 per-feature checks, in order ----------------------------------------------------
+
+@pytest.mark.parametrize("code", [0, 4, 127, -1])
+def test_unknown_upgrade_type(code: int) -> None:
+    m = manager()
+    res = m.update_features(request((KV, 1, code)), 1)
+    assert results(res) == [(KV, INVALID, f"Invalid update version 1 for feature {KV}. "
+                                          "The controller does not support the given upgrade type.")]
+    assert res.records == []
+
+
+def test_unknown_upgrade_type_is_checked_before_a_negative_level() -> None:
+    assert one(manager(), KV, -1, UpgradeType.UNKNOWN) == invalid(
+        -1, KV, "The controller does not support the given upgrade type.")
+
+
+def test_negative_level() -> None:
+    assert one(manager(), KV, -3) == invalid(-3, KV, "A feature version cannot be less than 0.")
+    assert one(manager(), MV, -1, UpgradeType.SAFE_DOWNGRADE) == invalid(
+        -1, MV, "A feature version cannot be less than 0.")
+
+
+def test_local_controller_range() -> None:
+    m = manager()
+    assert one(m, KV, 2) == invalid(2, KV, f"Local controller {NODE} only supports versions 0-1")
+    assert one(m, MV, 22) == invalid(22, MV, f"Local controller {NODE} only supports versions 1-21")
+    assert one(m, "group.version", 1) == invalid(1, "group.version",
+                                                 f"Local controller {NODE} does not support this feature.")
+    # metadata.version can never be removed: 0 is outside every node's range.
+    assert one(m, MV, 0, UpgradeType.SAFE_DOWNGRADE) == invalid(
+        0, MV, f"Local controller {NODE} only supports versions 1-21")
+
+
+def test_range_rendering() -> None:
+    assert range_to_string(1, 21) == "1-21"
+    assert range_to_string(3, 3) == "3"
+    assert range_to_string(2, 32767) == "2+"
+    assert reason_not_supported(5, "Broker 1", (2, 32767)) is None
+    assert reason_not_supported(1, "Broker 1", (2, 32767)) == "Broker 1 only supports versions 2+"
+    assert reason_not_supported(1, "Broker 1", (0, 0)) == "Broker 1 does not support this feature."
+    assert reason_not_supported(0, "Broker 1", (0, 0)) is None
+    m = manager(supported={MV: (1, 21), KV: (1, 1)})
+    assert one(m, KV, 0, UpgradeType.SAFE_DOWNGRADE) == invalid(0, KV, f"Local controller {NODE} only supports versions 1")
+
+
+def test_every_registered_broker_range_first_failure_in_id_order() -> None:
+    m = manager([mv(20), broker(2, {MV: (1, 20), KV: (0, 1)}), broker(1, {MV: (1, 19)})])
+    assert one(m, MV, 21) == invalid(21, MV, "Broker 1 only supports versions 1-19")
+    # A feature the broker does not list counts as [0, 0].
+    assert one(m, KV, 1) == invalid(1, KV, "Broker 1 does not support this feature.")
+    assert one(m, MV, 19, UpgradeType.SAFE_DOWNGRADE)[0] == 0
+
+
+def test_fenced_brokers_count_too() -> None:
+    # RegisterBrokerRecord starts fenced: Kafka checks every registration, fenced or not.
+    m = manager([mv(21), broker(5, {MV: (1, 21)})])
+    assert m.ctx.image.cluster.brokers[5].fenced
+    assert one(m, KV, 1) == invalid(1, KV, "Broker 5 does not support this feature.")
+
+
+def test_registered_controllers_checked_from_3_7() -> None:
+    recs = [mv(versions.IBP_3_7_IV0), controller(NODE, {MV: (1, 15)}),
+            controller(3001, {MV: (1, 20), KV: (0, 1)}), controller(3002, {MV: (1, 21), KV: (0, 1)})]
+    m = manager(recs, voters=(NODE, 3001, 3002))
+    assert one(m, MV, 21) == invalid(21, MV, "Controller 3001 only supports versions 1-20")
+    # The local controller's own registration is skipped: its software range was checked.
+    assert one(m, MV, 20) == (0, None, [(MV, 20)])
+    m2 = manager(recs[:2] + [controller(3001, {MV: (1, 21)})], voters=(NODE, 3001))
+    assert one(m2, KV, 1) == invalid(1, KV, "Controller 3001 does not support this feature.")
+
+
+def test_every_voter_must_have_registered_from_3_7() -> None:
+    recs = [mv(versions.IBP_3_7_IV0), controller(3001, FULL)]
+    m = manager(recs, voters=(NODE, 3001, 3002, 3003))
+    assert one(m, MV, 21) == invalid(
+        21, MV, "controller 3002 has not registered, and may not support this feature")
+    # The local node never needs a registration of its own.
+    assert one(manager(recs, voters=(NODE, 3001)), MV, 21) == (0, None, [(MV, 21)])
+
+
+def test_brokers_are_checked_before_controllers() -> None:
+    m = manager([mv(21), broker(1, {MV: (1, 20)})], voters=(NODE, 3009))
+    assert one(m, MV, 21, UpgradeType.UPGRADE)[1] == f"Invalid update version 21 for feature {MV}. " \
+        "Broker 1 only supports versions 1-20"
+
+
+def test_controller_checks_skipped_below_3_7() -> None:
+    recs = [mv(versions.IBP_3_6_IV2), controller(3001, {MV: (1, 14)})]
+    m = manager(recs, voters=(NODE, 3001, 3002))
+    assert one(m, MV, 21) == (0, None, [(MV, 21)])
+
+
+def test_downgrade_needs_a_downgrade_type() -> None:
+    m = manager([mv(21), feature(KV, 1)])
+    assert one(m, KV, 0) == invalid(0, KV, "Can't downgrade the version of this feature without setting "
+                                           "the upgrade type to either safe or unsafe downgrade.")
+    assert one(m, MV, 20) == invalid(20, MV, "Can't downgrade the version of this feature without setting "
+                                             "the upgrade type to either safe or unsafe downgrade.")
+
+
+@pytest.mark.parametrize("utype", [UpgradeType.SAFE_DOWNGRADE, UpgradeType.UNSAFE_DOWNGRADE])
+def test_cannot_downgrade_to_a_newer_version(utype: UpgradeType) -> None:
+    m = manager([mv(20)])
+    assert one(m, KV, 1, utype) == invalid(1, KV, "Can't downgrade to a newer version.")
+    assert one(m, MV, 21, utype) == invalid(21, MV, "Can't downgrade to a newer version.")
+
+
+@pytest.mark.parametrize("utype", list(UpgradeType)[1:])
+def test_same_level_is_allowed_with_any_type_and_still_written(utype: UpgradeType) -> None:
+    m = manager([mv(21), feature(KV, 1)])
+    assert one(m, KV, 1, utype) == (0, None, [(KV, 1)])
+    assert one(m, MV, 21, utype) == (0, None, [(MV, 21)])
+
+
+def test_support_checks_come_before_the_direction_checks() -> None:
+    # Downgrading to an unsupported level names the support problem, not the upgrade type.
+    m = manager([mv(21), broker(1, {MV: (10, 21)})])
+    assert one(m, MV, 9) == invalid(9, MV, "Broker 1 only supports versions 10-21")
+
+
+# ----- §4.3 metadata.version ------------------------------------------------------------------
+
+def test_unknown_metadata_version() -> None:
+    m = manager(supported={MV: (1, 40)})
+    assert one(m, MV, 30) == invalid_mv(30, "Unknown metadata.version.")
+
+
+@pytest.mark.parametrize("state", [ZkMigrationState.PRE_MIGRATION, ZkMigrationState.MIGRATION])
+def test_no_metadata_version_change_during_zk_migration(state: ZkMigrationState) -> None:
+    m = manager([mv(20), migration(state)])
+    assert one(m, MV, 21) == invalid_mv(21, "Unable to modify metadata.version while a ZK migration is in progress.")
+    # Other features are not gated by the migration.
+    assert one(m, KV, 1) == (0, None, [(KV, 1)])
+
+
+@pytest.mark.parametrize("state", [ZkMigrationState.NONE, ZkMigrationState.POST_MIGRATION])
+def test_metadata_version_change_allowed_outside_migration(state: ZkMigrationState) -> None:
+    assert one(manager([mv(20), migration(state)]), MV, 21) == (0, None, [(MV, 21)])
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_metadata_version_below_3_3_iv0(level: int) -> None:
+    m = manager([mv(21)])
+    assert one(m, MV, level, UpgradeType.SAFE_DOWNGRADE) == invalid_mv(
+        level, "Unable to set a metadata.version less than 3.3-IV0")
+
+
+def test_minimum_bootstrap_is_allowed_when_nothing_changed_on_the_way() -> None:
+    # 3.3-IV0 (4) from 3.2... is impossible; from 4 itself it is a same-level write.
+    assert one(manager([mv(4)]), MV, 4) == (0, None, [(MV, 4)])
+
+
+def test_downgrade_across_a_metadata_change() -> None:
+    m = manager([mv(21)])
+    # 3.7-IV2 (17) changed records; 21 -> 16 crosses it.
+    assert one(m, MV, 16, UpgradeType.SAFE_DOWNGRADE) == invalid_mv(
+        16, "Refusing to perform the requested downgrade because it might delete metadata information.")
+    assert one(m, MV, 16, UpgradeType.UNSAFE_DOWNGRADE) == invalid_mv(
+        16, "Unsafe metadata downgrade is not supported in this version.")
+
+
+@pytest.mark.parametrize("utype", [UpgradeType.SAFE_DOWNGRADE, UpgradeType.UNSAFE_DOWNGRADE])
+def test_downgrade_without_a_metadata_change(utype: UpgradeType) -> None:
+    # 3.7-IV3 (18) .. 3.9-IV0 (21) changed no record format.
+    m = manager([mv(21)])
+    assert one(m, MV, 17, utype) == (0, None, [(MV, 17)])  # 17 itself changed; crossing 18..21 did not
+    assert one(m, MV, 18, utype) == (0, None, [(MV, 18)])
+
+
+def test_metadata_version_upgrade_record_and_replay() -> None:
+    m = manager([mv(versions.IBP_3_3_IV0)])
+    res = m.update_features(request((MV, 21, 1)), 1)
+    assert results(res) == [(MV, 0, None)]
+    assert [(r.name, r.feature_level, v) for r, v in res.records] == [(MV, 21, 0)]
+    apply(m, res)
+    assert m.ctx.image.metadata_version == 21
+
+
+# ----- §4.4 records and response --------------------------------------------------------------
+
+def test_partial_success_is_one_atomic_batch() -> None:
+    m = manager([mv(20), broker(1, FULL)])
+    res = m.update_features(request((MV, 21, 1), (KV, 2, 1), ("group.version", 1, 1), (KV + "x", 0, 2)), 1)
+    assert results(res) == [  # ordered by name, as Kafka's TreeMap orders them
+        ("group.version", INVALID, f"Invalid update version 1 for feature group.version. "
+                                   f"Local controller {NODE} does not support this feature."),
+        (KV, INVALID, f"Invalid update version 2 for feature {KV}. Local controller {NODE} only supports versions 0-1"),
+        (KV + "x", 0, None),  # disabling an unknown feature passes every [0, 0] range
+        (MV, 0, None),
+    ]
+    assert res.atomic is True
+    assert [(r.name, r.feature_level) for r, _ in res.records] == [(KV + "x", 0), (MV, 21)]
+    assert res.response.error_code == 0
+
+
+def test_validate_only_writes_nothing_and_reports_the_same() -> None:
+    m = manager([mv(20)])
+    req = request((MV, 21, 1), (KV, 2, 1))
+    real = m.update_features(req, 1)
+    dry = m.update_features(request((MV, 21, 1), (KV, 2, 1), validate_only=True), 1)
+    assert dry.records == []
+    assert results(dry) == results(real)
+    assert len(real.records) == 1
+
+
+def test_level_zero_removes_a_feature() -> None:
+    m = manager([mv(21), feature(KV, 1)])
+    assert m.finalized_features()[1] == {MV: 21, KV: 1}
+    res = m.update_features(request((KV, 0, int(UpgradeType.SAFE_DOWNGRADE))), 1)
+    assert results(res) == [(KV, 0, None)]
+    assert [(r.name, r.feature_level) for r, _ in res.records] == [(KV, 0)]
+    apply(m, res)
+    assert m.finalized_features() == (2, {MV: 21})
+    assert m.ctx.image.features.level(KV) == 0
+
+
+def test_duplicate_feature_names_last_entry_wins() -> None:
+    m = manager([mv(21)])
+    res = m.update_features(request((KV, 1, 1), (KV, 5, 1)), 1)
+    assert results(res) == [(KV, INVALID, f"Invalid update version 5 for feature {KV}. "
+                                          f"Local controller {NODE} only supports versions 0-1")]
+    res = m.update_features(request((KV, 5, 1), (KV, 1, 1)), 1)
+    assert results(res) == [(KV, 0, None)]
+    assert len(res.records) == 1
+
+
+def test_empty_request_is_an_empty_success() -> None:
+    res = manager().update_features(request(), 1)
+    assert res.records == [] and results(res) == []
+
+
+def test_oversized_batch_fails_the_whole_request() -> None:
+    m = manager()
+    req = request(*[(f"f{i}", 0, int(UpgradeType.SAFE_DOWNGRADE)) for i in range(MAX_RECORDS_PER_USER_OP + 1)])
+    with pytest.raises(ApiError) as e:
+        m.update_features(req, 1)
+    assert e.value.code == ErrorCode.POLICY_VIOLATION
+    assert e.value.message == "Unable to perform excessively large batch operation."
+    resp = FeatureControlManager.error_response(e.value)
+    assert (resp.error_code, resp.error_message, resp.results) == (44, e.value.message, [])
+
+
+# ----- v0: AllowDowngrade (the one deliberate deviation from the 3.9 controller) -------------
+
+def v0_request(*updates: tuple[str, int, bool]) -> Message:
+    return Req(feature_updates=[Req.FeatureUpdateKey(feature=n, max_version_level=lv, allow_downgrade=a)
+                                for n, lv, a in updates])
+
+
+def test_v0_allow_downgrade_maps_to_safe_downgrade() -> None:
+    m = manager([mv(21), feature(KV, 1)])
+    # Round-trip through the wire so the request is exactly what a v0 client sends.
+    req = Req.decode(v0_request((KV, 0, True), (MV, 16, True)).encode(0), 0)
+    res = m.update_features(req, 0)
+    assert results(res) == [
+        (KV, 0, None),
+        (MV, INVALID, "Invalid metadata.version 16. Refusing to perform the requested downgrade "
+                      "because it might delete metadata information."),  # safe, not unsafe
+    ]
+    assert [(r.name, r.feature_level) for r, _ in res.records] == [(KV, 0)]
+
+
+def test_v0_without_allow_downgrade_is_an_upgrade() -> None:
+    m = manager([mv(21), feature(KV, 1)])
+    req = Req.decode(v0_request((KV, 0, False), (MV, 21, False)).encode(0), 0)
+    res = m.update_features(req, 0)
+    assert results(res) == [
+        (KV, INVALID, f"Invalid update version 0 for feature {KV}. Can't downgrade the version of this "
+                      "feature without setting the upgrade type to either safe or unsafe downgrade."),
+        (MV, 0, None),
+    ]
+    # With AllowDowngrade, an upgrade is "a downgrade to a newer version".
+    req = Req.decode(v0_request((MV, 21, True)).encode(0), 0)
+    assert results(manager([mv(20)]).update_features(req, 0)) == [
+        (MV, INVALID, f"Invalid update version 21 for feature {MV}. Can't downgrade to a newer version.")]
+
+
+def test_v1_ignores_allow_downgrade_and_v0_has_no_validate_only() -> None:
+    req = request((KV, 1, 1), validate_only=True)
+    decoded = Req.decode(req.replace(validate_only=False).encode(0), 0)
+    assert decoded.validate_only is False
+    res = manager().update_features(decoded, 0)
+    assert len(res.records) == 1
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_response_encodes_at_every_version(version: int) -> None:
+    m = manager([mv(20)])
+    res = m.update_features(request((MV, 21, 1), (KV, 9, 1)), 1)
+    assert res.response is not None
+    back = Resp.decode(res.response.encode(version), version)
+    assert [(r.feature, r.error_code, r.error_message) for r in back.results] == results(res)
+    assert back.error_code == 0
+    assert Req.highest_version() == 1  # the 3.9 schema: no v2 (top-level-only errors) to serve

@@ -1,0 +1,56 @@
+"""metadata.version table and the gates/record versions derived from it (Kafka 3.9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from metadata import versions as v
+
+
+def test_table_names_and_releases() -> None:
+    assert [x.level for x in v.VERSIONS] == list(range(1, 24))
+    assert v.name(1) == "3.0-IV1" and v.name(7) == "3.3-IV3" and v.name(21) == "3.9-IV0"
+    assert v.level_for_release("3.8") == 20 and v.level_for_release("3.7") == 19
+    assert v.level_for_release("3.3") == 7 and v.from_name("3.6-IV1") == 13 and v.from_name("3.9") == 21
+    with pytest.raises(KeyError):
+        v.level_for_release("4.0")  # unstable in 3.9, so not a release it can name
+    assert (v.MINIMUM_KRAFT, v.MINIMUM_BOOTSTRAP, v.LATEST_PRODUCTION) == (1, 4, 21)
+    assert v.get(21).production and not v.get(22).production
+
+
+def test_metadata_changed() -> None:
+    assert v.get(7).metadata_changed and not v.get(12).metadata_changed
+    assert not v.metadata_changed_between(17, 21)  # 3.7-IV3 .. 3.9-IV0 changed nothing
+    assert v.metadata_changed_between(16, 21)  # crosses 3.7-IV2
+
+
+@pytest.mark.parametrize("level,rb,pr", [(6, 0, 0), (7, 1, 0), (8, 2, 0), (16, 2, 0), (17, 3, 1), (21, 3, 1), (22, 3, 2)])
+def test_record_versions(level: int, rb: int, pr: int) -> None:
+    assert v.register_broker_record_version(level) == rb
+    assert v.partition_record_version(level) == pr == v.partition_change_record_version(level)
+
+
+def test_gates() -> None:
+    assert not v.is_noop_supported(4) and v.is_noop_supported(5)
+    assert not v.is_migration_supported(7) and v.is_migration_supported(8)
+    assert not v.is_scram_supported(10) and v.is_scram_supported(11)
+    assert v.is_leader_epoch_bump_required_on_isr_shrink(11) and not v.is_leader_epoch_bump_required_on_isr_shrink(12)
+    assert not v.metadata_transactions_supported(12) and v.metadata_transactions_supported(13)
+    assert not v.delegation_tokens_supported(13) and v.delegation_tokens_supported(14)
+    assert not v.controller_registration_supported(14) and v.controller_registration_supported(15)
+    assert not v.directory_assignment_supported(16) and v.directory_assignment_supported(17)
+    assert not v.is_elr_supported(21)
+    with pytest.raises(ValueError):
+        v.register_controller_record_version(14)
+    assert v.broker_registration_change_record_version() == 0
+    assert v.broker_registration_change_record_version(in_controlled_shutdown=True) == 1
+    assert v.broker_registration_change_record_version(log_dirs=True) == 2
+
+
+def test_other_features() -> None:
+    assert v.supported_features() == {"metadata.version": (1, 21), "kraft.version": (0, 1)}
+    assert v.supported_features(enable_unstable=True) == {
+        "metadata.version": (1, 23), "kraft.version": (0, 1), "transaction.version": (0, 2)}
+    assert v.default_level("kraft.version", 20) == 0 and v.default_level("kraft.version", 21) == 1
+    assert v.latest_testing("group.version") == 1 and v.latest_production("group.version") == 0
+    assert v.supported_range({}, "x") == (0, 0)

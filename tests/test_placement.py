@@ -1,0 +1,85 @@
+"""StripedReplicaPlacer: rack spread, striping, leader balance, errors, determinism."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from controller.placement import InvalidReplicationFactor, StripedReplicaPlacer, UsableBroker
+from rpc.error_codes import ErrorCode
+
+
+def brokers(n: int, racks: int = 0, fenced: tuple[int, ...] = ()) -> list[UsableBroker]:
+    return [UsableBroker(i, f"r{i % racks}" if racks else None, i in fenced) for i in range(n)]
+
+
+def place(n: int, rf: int, bs: list[UsableBroker], seed: int = 1) -> list[list[int]]:
+    return StripedReplicaPlacer(random.Random(seed)).place(n, rf, bs)
+
+
+def test_replication_factor_and_distinct_replicas() -> None:
+    for p in place(100, 3, brokers(7)):
+        assert len(p) == 3 and len(set(p)) == 3
+
+
+def test_replicas_spread_over_racks() -> None:
+    bs = brokers(12, racks=3)
+    rack = {b.id: b.rack for b in bs}
+    for p in place(200, 3, bs):
+        assert len({rack[b] for b in p}) == 3
+    for p in place(200, 5, bs):  # more replicas than racks: every rack still used
+        assert len({rack[b] for b in p}) == 3
+
+
+def test_leaders_spread_evenly() -> None:
+    parts = place(3000, 3, brokers(30, racks=3))
+    leaders = Counter(p[0] for p in parts)
+    assert set(leaders) == set(range(30))
+    assert max(leaders.values()) - min(leaders.values()) <= 2
+    replicas = Counter(b for p in parts for b in p)
+    assert max(replicas.values()) - min(replicas.values()) <= 3
+
+
+def test_leaders_spread_without_racks() -> None:
+    leaders = Counter(p[0] for p in place(600, 2, brokers(6)))
+    assert set(leaders.values()) == {100}
+
+
+def test_deterministic_with_seed_and_different_without() -> None:
+    bs = brokers(9, racks=3)
+    assert place(50, 3, bs, seed=42) == place(50, 3, bs, seed=42)
+    assert any(place(50, 3, bs, seed=s) != place(50, 3, bs, seed=42) for s in range(5))
+
+
+def test_fenced_brokers_only_as_followers_after_unfenced() -> None:
+    bs = brokers(4, fenced=(2, 3))
+    for p in place(50, 3, bs):
+        assert p[0] in (0, 1)
+        assert set(p[:2]) == {0, 1}  # unfenced first, then a fenced one
+    for p in place(50, 2, bs):
+        assert set(p) == {0, 1}
+
+
+def test_single_unfenced_broker_does_not_loop() -> None:
+    assert place(5, 1, brokers(1)) == [[0]] * 5
+
+
+@pytest.mark.parametrize("n,rf,bs,message", [
+    (1, 0, brokers(3), "Invalid replication factor 0: the replication factor must be positive."),
+    (1, 4, brokers(3), "The target replication factor of 4 cannot be reached because only 3 broker(s) are "
+                       "registered."),
+    (1, 1, brokers(2, fenced=(0, 1)), "All brokers are currently fenced."),
+    (1, 1, [], "All brokers are currently fenced."),
+])
+def test_errors(n: int, rf: int, bs: list[UsableBroker], message: str) -> None:
+    with pytest.raises(InvalidReplicationFactor) as e:
+        place(n, rf, bs)
+    assert (e.value.code, e.value.message) == (ErrorCode.INVALID_REPLICATION_FACTOR, message)
+
+
+def test_no_rack_sorts_first_and_mixed_racks_work() -> None:
+    bs = [UsableBroker(1, None, False), UsableBroker(2, "a", False), UsableBroker(3, "b", False)]
+    for p in place(30, 3, bs):
+        assert sorted(p) == [1, 2, 3]
