@@ -121,11 +121,10 @@ class ControllerApis:
     def broker_heartbeat(self, ctx: RequestContext, req: Message) -> Any:
         c = self.controller
         deadline = c.clock.monotonic_ms() + c.config.get("broker.heartbeat.interval.ms") // 2
-        broker_id = req.broker_id  # type: ignore[attr-defined]
 
         def on_timeout() -> None:
             c.timed_out_heartbeats += 1
-            c.cluster.timed_out_heartbeat(broker_id)
+            c.cluster.timed_out_heartbeat(req)
 
         return self._call(req, ctx.api_version,
                           lambda: c.submit("processBrokerHeartbeat",

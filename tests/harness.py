@@ -1,0 +1,105 @@
+"""Running real controllers for tests: in-process (same event loop) or as a `kraftsim`
+subprocess, always on loopback with ports chosen by the OS."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from controller.config import load
+from controller.daemon import RunningController, start
+from controller.storage import format_storage
+from rpc.client import KafkaClient
+from rpc.clock import Clock
+from rpc.uuids import random_uuid, to_str
+
+NODE_ID = 3000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_config(directory: Path, port: int = 0, http_port: int = 0, **extra: object) -> Path:
+    data = directory / "data"
+    lines = {
+        "process.roles": "controller",
+        "node.id": str(NODE_ID),
+        "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:{port or 9093}",
+        "listeners": f"CONTROLLER://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+        "metadata.log.dir": str(data),
+        "log.dirs": str(data),
+        "kraftsim.http.listen": f"127.0.0.1:{http_port}",
+        "controller.quorum.append.linger.ms": "0",
+        "metadata.max.idle.interval.ms": "0",
+    }
+    lines.update({k.replace("_", "."): str(v) for k, v in extra.items()})
+    path = directory / "controller.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    return path
+
+
+def format_dir(config: Path, release: str = "3.9", cluster_id: str | None = None) -> str:
+    cid = cluster_id or to_str(random_uuid())
+    format_storage(config, cid, release, ignore_formatted=True)
+    return cid
+
+
+async def start_controller(config: Path, overrides: list[str] | None = None,
+                           clock: Clock | None = None) -> RunningController:
+    return await start(load(config, overrides or []), clock)
+
+
+async def connect(running: RunningController, client_id: str = "test") -> KafkaClient:
+    return await KafkaClient.connect("127.0.0.1", running.server.port, client_id=client_id)
+
+
+async def poll_until(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.01) -> object:
+    """Poll with a deadline (never a bare sleep as synchronisation)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
+
+
+def kraftsim(*args: str, timeout: float = 60, **kw: object) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("kraftsim")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"}, **kw)  # type: ignore[call-overload]
+
+
+def spawn_controller(config: Path) -> subprocess.Popen[str]:
+    exe = Path(sys.executable).with_name("kraftsim")
+    return subprocess.Popen([str(exe), "controller", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def wait_http(port: int, path: str = "/healthz", timeout: float = 30.0, want: int = 200) -> str:
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+                if r.status == want:
+                    return r.read().decode()
+        except (urllib.error.URLError, ConnectionError, OSError) as e:
+            last = e
+        time.sleep(0.05)
+    raise AssertionError(f"no HTTP {want} from {path} within {timeout}s ({last})")
