@@ -13,16 +13,18 @@ def to_str(u: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(u.bytes).decode("ascii").rstrip("=")
 
 
+_B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
 def from_str(text: str) -> uuid.UUID:
-    """Parse the 22-character form; ValueError on anything else."""
-    if len(text) != 22:
-        raise ValueError(f"a Kafka uuid has 22 base64 characters, not {len(text)}: {text!r}")
-    try:
-        raw = base64.urlsafe_b64decode(text + "==")
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"not a base64 uuid: {text!r}") from e
-    if len(raw) != 16 or to_str(uuid.UUID(bytes=raw)) != text:
-        raise ValueError(f"not a canonical Kafka uuid: {text!r}")
+    """Parse as ``Uuid.fromString``: URL-safe base64 of 16 bytes (22 chars, or 24 with "==").
+
+    Like Java's decoder this ignores the unused low bits of the last character, which is why
+    the documentation's example cluster id ``MkU3OEVBNTcwNTJENDM2Qk`` is accepted."""
+    body = text[:-2] if len(text) == 24 and text.endswith("==") else text
+    if len(body) != 22 or not set(body) <= _B64URL:
+        raise ValueError(f"a Kafka uuid is 22 URL-safe base64 characters: {text!r}")
+    raw = base64.urlsafe_b64decode(body + "==")
     return uuid.UUID(bytes=raw)
 
 
