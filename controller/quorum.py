@@ -41,6 +41,34 @@ log = logging.getLogger("kraftsim.controller")
 T = TypeVar("T")
 
 
+def _fence_text(r: Any) -> str:
+    parts = []
+    if r.fenced == 1:
+        parts.append(f"Fenced broker {r.broker_id}")
+    elif r.fenced == -1:
+        parts.append(f"Unfenced broker {r.broker_id}")
+    if r.in_controlled_shutdown == 1:
+        parts.append(f"Broker {r.broker_id} entered controlled shutdown")
+    if r.log_dirs:
+        parts.append(f"Broker {r.broker_id} now has online log dirs {len(r.log_dirs)}")
+    return "; ".join(parts) or f"Updated the registration of broker {r.broker_id}"
+
+
+# One log line per state change that matters, Kafka-like; keyed by record api key.
+_STATE_CHANGE_LOGS: dict[int, Callable[[Any], str]] = {
+    0: lambda r: f"Registered broker {r.broker_id} with epoch {r.broker_epoch} and incarnation {r.incarnation_id}"
+                 f"{' (fenced)' if r.fenced else ''}",
+    1: lambda r: f"Unregistered broker {r.broker_id} (epoch {r.broker_epoch})",
+    2: lambda r: f"Created topic {r.name} with topic id {r.topic_id}",
+    7: lambda r: f"Fenced broker {r.id}",
+    8: lambda r: f"Unfenced broker {r.id}",
+    9: lambda r: f"Removed topic with id {r.topic_id}",
+    12: lambda r: f"Finalized feature {r.name} at level {r.feature_level}",
+    17: _fence_text,
+    21: lambda r: f"ZK migration state is now {r.zk_migration_state}",
+}
+
+
 class FatalControllerError(Exception):
     """A fault the controller cannot continue after (replay or log failure)."""
 
@@ -346,6 +374,9 @@ class QuorumController:
         try:
             for i, (r, _) in enumerate(records):
                 replay(r, base + i, now)
+                describe = _STATE_CHANGE_LOGS.get(r.api_key())
+                if describe is not None:
+                    log.info("%s (offset %d)", describe(r), base + i)
         except Exception as e:
             self.metadata_errors += 1
             self._fail(e)
