@@ -8,7 +8,6 @@ is not active (or failed) is NOT_CONTROLLER.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -71,6 +70,10 @@ def _update_features_error(req: Message, version: int, code: ErrorCode, message:
 class ControllerApis:
     def __init__(self, controller: QuorumController) -> None:
         self.controller = controller
+        self._errors = {BROKER_REGISTRATION: _simple_error(BROKER_REGISTRATION),
+                        BROKER_HEARTBEAT: _simple_error(BROKER_HEARTBEAT),
+                        UNREGISTER_BROKER: _simple_error(UNREGISTER_BROKER, with_message=True)}
+        self._hb_timeout_ms = controller.config.get("broker.heartbeat.interval.ms") // 2
 
     def install(self, dispatcher: Dispatcher) -> None:
         dispatcher.features = self.controller  # ApiVersions: supported/finalized features
@@ -87,9 +90,9 @@ class ControllerApis:
             r = submit()
         except BaseException as e:  # noqa: BLE001 - mapped to Kafka errors below
             return self._error(req, version, e, error)
-        if inspect.isawaitable(r):
-            return self._await(req, version, r, error)
-        return r
+        if isinstance(r, Message):
+            return r
+        return self._await(req, version, r, error)
 
     async def _await(self, req: Message, version: int, r: Awaitable[Any], error: ErrorBuilder) -> Any:
         try:
@@ -116,26 +119,30 @@ class ControllerApis:
         return self._call(req, ctx.api_version,
                           lambda: c.submit("processBrokerRegistration",
                                            lambda: c.cluster.register_broker(req, ctx.api_version, ctx)),
-                          _simple_error(BROKER_REGISTRATION))
+                          self._errors[BROKER_REGISTRATION])
 
     def broker_heartbeat(self, ctx: RequestContext, req: Message) -> Any:
         c = self.controller
-        deadline = c.clock.monotonic_ms() + c.config.get("broker.heartbeat.interval.ms") // 2
+        deadline = c.clock.monotonic_ms() + self._hb_timeout_ms
 
         def on_timeout() -> None:
             c.timed_out_heartbeats += 1
             c.cluster.timed_out_heartbeat(req)
 
-        return self._call(req, ctx.api_version,
-                          lambda: c.submit("processBrokerHeartbeat",
-                                           lambda: c.cluster.heartbeat(req, ctx.api_version), deadline, on_timeout),
-                          _simple_error(BROKER_HEARTBEAT))
+        version = ctx.api_version
+        try:  # the hot path, without the generic wrapper's closures
+            r = c.submit("processBrokerHeartbeat", lambda: c.cluster.heartbeat(req, version), deadline, on_timeout)
+        except BaseException as e:  # noqa: BLE001 - mapped to Kafka errors
+            return self._error(req, version, e, self._errors[BROKER_HEARTBEAT])
+        if isinstance(r, Message):
+            return r
+        return self._await(req, version, r, self._errors[BROKER_HEARTBEAT])
 
     def unregister_broker(self, ctx: RequestContext, req: Message) -> Any:
         c = self.controller
         return self._call(req, ctx.api_version,
                           lambda: c.submit("unregisterBroker", lambda: c.cluster.unregister_broker(req)),
-                          _simple_error(UNREGISTER_BROKER, with_message=True))
+                          self._errors[UNREGISTER_BROKER])
 
     def update_features(self, ctx: RequestContext, req: Message) -> Any:
         c = self.controller

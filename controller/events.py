@@ -22,6 +22,7 @@ from rpc.clock import Clock
 log = logging.getLogger("kraftsim.controller")
 
 T = TypeVar("T")
+_NO_ARG: Any = object()
 
 
 class EventTimeoutError(Exception):
@@ -55,10 +56,10 @@ class EventQueue:
     def __len__(self) -> int:
         return len(self._queue)
 
-    def submit(self, name: str, run: Callable[[], T], deadline_ms: int | None = None,
-               on_timeout: Callable[[], None] | None = None) -> T | asyncio.Future[T]:
-        """Run ``run`` as the next event: inline (returning its value) when nothing is queued or
-        running, else queued (returning a future)."""
+    def submit(self, name: str, run: Callable[..., T], deadline_ms: int | None = None,
+               on_timeout: Callable[[], None] | None = None, arg: Any = _NO_ARG) -> T | asyncio.Future[T]:
+        """Run ``run`` (or ``run(arg)``) as the next event: inline, returning its value, when
+        nothing is queued or running; else queued, returning a future."""
         if self.closed:
             raise EventTimeoutError("the controller is shutting down")
         if not self._queue and not self._running:
@@ -66,13 +67,16 @@ class EventQueue:
             self._observe_queue(0.0)
             self._running = True
             try:
-                return run()
+                return run() if arg is _NO_ARG else run(arg)
             finally:
                 self._running = False
                 self._observe_processing((self._now() - t0) * 1000)
                 if self._queue:
                     self._schedule()
         fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        if arg is not _NO_ARG:
+            bound = run
+            run = lambda: bound(arg)  # noqa: E731
         self._queue.append(Event(name, run, deadline_ms, self._now(), fut, on_timeout))
         self._schedule()
         return fut

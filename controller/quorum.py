@@ -315,9 +315,9 @@ class QuorumController:
                on_timeout: Callable[[], None] | None = None) -> T | Awaitable[T]:
         """Run ``op`` as a write event; returns the response now when nothing needs to commit,
         else an awaitable of it. ApiError propagates (now or from the awaitable)."""
-        r = self.queue.submit(name, lambda: self._run(op), deadline_ms, on_timeout)
-        if isinstance(r, asyncio.Future):
-            return self._await_nested(r)
+        r = self.queue.submit(name, self._run, deadline_ms, on_timeout, op)
+        if r.__class__ is asyncio.Future:
+            return self._await_nested(r)  # type: ignore[arg-type]
         return r  # type: ignore[return-value]
 
     async def write(self, name: str, op: Callable[[], ControllerResult[T]], deadline_ms: int | None = None) -> T:

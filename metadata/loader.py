@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from metadata.batch import ControlRecordType, decode_control_record
 from metadata.legacy import decode_value
 from metadata.log import MetadataLog
-from metadata.snapshots import SnapshotError, SnapshotId, read_snapshot_file
+from metadata.snapshots import SnapshotError, SnapshotId, iter_snapshot_values, read_snapshot_file
 from rpc.errors import DecodeError
 from rpc.message import Message
 
@@ -43,8 +44,7 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], object], *, legacy: bo
     for sid in reversed(mlog.snapshots()):
         candidate = new_image()
         try:
-            candidate.load_snapshot(read_snapshot_file(mlog.snapshot_path(sid), legacy),  # type: ignore[attr-defined]
-                                    sid.end_offset - 1)
+            _load_snapshot(candidate, mlog.snapshot_path(sid), sid.end_offset - 1, legacy)
         except SnapshotError as e:
             log.warning("skipping unreadable snapshot %s: %s", sid.file_name, e)
             continue
@@ -98,6 +98,24 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], object], *, legacy: bo
         result.last_offset = batch.last_offset
         result.last_timestamp = ts
     return image, result
+
+
+def _load_snapshot(image: object, path: Path, last_offset: int, legacy: bool) -> None:
+    """Replay a checkpoint into a fresh image, on the fast path when the image allows it."""
+    from metadata.image.image import MetadataImage
+
+    if legacy or not isinstance(image, MetadataImage):
+        image.load_snapshot(read_snapshot_file(path, legacy), last_offset)  # type: ignore[attr-defined]
+        return
+    from metadata.image.fast_replay import replay_framed
+
+    image._loading_snapshot = True  # transaction records are refused inside a snapshot
+    try:
+        for value in iter_snapshot_values(path):
+            replay_framed(image, value, last_offset)
+    finally:
+        image._loading_snapshot = False
+    image.offset = last_offset
 
 
 def replay_values(image: object, items: list[tuple[Message, int]], base_offset: int, timestamp: int) -> None:

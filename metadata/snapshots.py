@@ -129,10 +129,9 @@ class SnapshotContents:
     records: list[tuple[Message, int]]
 
 
-def read_snapshot_file(path: Path, legacy: bool = False) -> Iterator[tuple[Message, int]]:
-    """Yield the metadata records of a checkpoint, validating header, CRCs, offsets and footer."""
-    from metadata.legacy import decode_value
-
+def iter_snapshot_values(path: Path) -> Iterator[bytes]:
+    """The framed metadata record values of a checkpoint, validating header, CRCs, offsets
+    and footer (SnapshotError on anything wrong, possibly after some values were yielded)."""
     saw_header = False
     saw_footer = False
     expected = 0
@@ -161,13 +160,24 @@ def read_snapshot_file(path: Path, legacy: bool = False) -> Iterator[tuple[Messa
             for rec in batch.records():
                 if rec.value is None:
                     raise SnapshotError(f"{path.name}: record at offset {rec.offset} has no value")
-                yield decode_value(rec.value, legacy)
+                yield rec.value
     except BatchError as e:
         raise SnapshotError(f"{path.name}: {e}") from e
     except DecodeError as e:
         raise SnapshotError(f"{path.name}: {e}") from e
     if not saw_header or not saw_footer:
         raise SnapshotError(f"{path.name}: incomplete snapshot (header {saw_header}, footer {saw_footer})")
+
+
+def read_snapshot_file(path: Path, legacy: bool = False) -> Iterator[tuple[Message, int]]:
+    """Yield the decoded metadata records of a checkpoint (see :func:`iter_snapshot_values`)."""
+    from metadata.legacy import decode_value
+
+    for value in iter_snapshot_values(path):
+        try:
+            yield decode_value(value, legacy)
+        except DecodeError as e:
+            raise SnapshotError(f"{path.name}: {e}") from e
 
 
 def load_snapshot(path: Path, legacy: bool = False) -> list[tuple[Message, int]]:

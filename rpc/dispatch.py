@@ -68,6 +68,7 @@ class NoFeatures:
 class Dispatcher:
     routes: dict[int, Route] = field(default_factory=dict)
     features: FeatureSource = field(default_factory=NoFeatures)
+    _caches: list[dict] = field(default_factory=list)  # servers' route caches, cleared on change
 
     def register(self, api_key: int, handler: Handler, min_version: int | None = None,
                  max_version: int | None = None) -> None:
@@ -78,6 +79,8 @@ class Dispatcher:
         if lo < cls.lowest_version() or hi > cls.highest_version() or lo > hi:
             raise ValueError(f"api {api_key}: versions {lo}-{hi} outside the schema's range")
         self.routes[api_key] = Route(handler, lo, hi)
+        for cache in self._caches:
+            cache.clear()
 
     def route(self, api_key: int, version: int) -> Route | None:
         r = self.routes.get(api_key)

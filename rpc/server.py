@@ -10,7 +10,6 @@ is closed with one log line, as Kafka's SocketServer does; nobody else notices.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import socket
 import struct
@@ -19,7 +18,7 @@ from typing import Any
 
 from rpc import apiversions
 from rpc.clock import Clock, SystemClock
-from rpc.dispatch import Dispatcher, RequestContext
+from rpc.dispatch import ANONYMOUS, Dispatcher, RequestContext
 from rpc.error_codes import ErrorCode
 from rpc.errors import CodecError
 from rpc.frames import api_codec
@@ -53,11 +52,11 @@ class Connection(asyncio.Protocol):
         self._read_paused = False
         self._write_paused = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._out: list[bytes] | None = None  # responses coalesced while a read is processed
 
     # -- asyncio callbacks --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
@@ -84,10 +83,17 @@ class Connection(asyncio.Protocol):
         except FrameError as e:
             self.close(str(e))
             return
-        for frame in frames:
-            if self.closed:
-                return
-            self._handle(frame)
+        # Responses produced while handling this read go out in one write (one syscall).
+        self._out = out = []
+        try:
+            for frame in frames:
+                if self.closed:
+                    return
+                self._handle(frame)
+        finally:
+            self._out = None
+            if out and not self.closed and self.transport is not None:
+                self.transport.write(b"".join(out) if len(out) > 1 else out[0])
         self._update_reading()
 
     # -- requests -----------------------------------------------------------------------
@@ -100,27 +106,29 @@ class Connection(asyncio.Protocol):
         if api_key == apiversions.API_KEY:
             self._api_versions(frame, version, correlation_id)
             return
-        route = server.dispatcher.route(api_key, version)
-        if route is None:
-            self.close(f"unsupported api key {api_key} version {version}")
-            return
-        codec = api_codec(api_key, version)
+        hit = server.routes_cache.get((api_key << 16) | version)
+        if hit is None:
+            route = server.dispatcher.route(api_key, version)
+            if route is None:
+                self.close(f"unsupported api key {api_key} version {version}")
+                return
+            hit = server.routes_cache[(api_key << 16) | version] = (route.handler, api_codec(api_key, version))
+        handler, codec = hit
         try:
             hdr, pos = codec.dec_req_hdr(frame, 0)
-            body = codec.decode_request_body(frame, pos)
-        except (CodecError, IndexError, struct.error, ValueError) as e:
+            body, _ = codec.dec_req(frame, pos)
+        except (CodecError, IndexError, struct.error, ValueError, TypeError, OverflowError, MemoryError) as e:
             self.close(f"malformed request (api key {api_key} v{version}): {e}")
             return
-        ctx = RequestContext(api_key, version, correlation_id, hdr.client_id or "",
-                             listener=server.listener_name, client_address=self.peer[0],
-                             client_port=self.peer[1])
+        ctx = RequestContext(api_key, version, correlation_id, hdr.client_id or "", ANONYMOUS,
+                             server.listener_name, "PLAINTEXT", self.peer[0], self.peer[1])
         try:
-            result = route.handler(ctx, body)
+            result = handler(ctx, body)
         except Exception as e:  # noqa: BLE001 - a handler bug must not take the server down
             result = self._failure(api_key, version, e)
             if result is None:
                 return
-        if inspect.isawaitable(result):
+        if not isinstance(result, Message):  # a coroutine or future: answer when it completes
             slot = _Slot()
             self.pending.append(slot)
             task = asyncio.ensure_future(result)
@@ -164,16 +172,23 @@ class Connection(asyncio.Protocol):
             self.pending.append(slot)
             self._flush()
         elif self.transport is not None and not self.closed:
-            self.transport.write(data)
+            if self._out is not None:
+                self._out.append(data)
+            else:
+                self.transport.write(data)
             self.last_active = self.server.clock.monotonic_ms()
 
     def _flush(self) -> None:
         pending = self.pending
         transport = self.transport
+        ready = []
         while pending and pending[0].data is not None:
-            data = pending.popleft().data
-            if transport is not None and not self.closed:
-                transport.write(data)  # type: ignore[arg-type]
+            ready.append(pending.popleft().data)
+        if ready and transport is not None and not self.closed:
+            if self._out is not None:
+                self._out.extend(ready)  # type: ignore[arg-type]
+            else:
+                transport.write(b"".join(ready) if len(ready) > 1 else ready[0])  # type: ignore[arg-type]
         self.last_active = self.server.clock.monotonic_ms()
         self._update_reading()
 
@@ -229,6 +244,9 @@ class KafkaServer:
         self.connections_max_idle_ms = connections_max_idle_ms
         self.clock: Clock = clock or SystemClock()
         self.connections: set[Connection] = set()
+        # (api key << 16 | version) -> (handler, codec); cleared when the dispatcher changes
+        self.routes_cache: dict[int, tuple[Any, Any]] = {}
+        dispatcher._caches.append(self.routes_cache)
         self._server: asyncio.base_events.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
 

@@ -83,9 +83,25 @@ def kraftsim(*args: str, timeout: float = 60, **kw: object) -> subprocess.Comple
 
 
 def spawn_controller(config: Path) -> subprocess.Popen[str]:
+    """``kraftsim controller`` in the background; its stdout/stderr go to files beside the config
+    (a pipe nobody reads would block the controller once its log fills the pipe)."""
     exe = Path(sys.executable).with_name("kraftsim")
-    return subprocess.Popen([str(exe), "controller", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    out = open(config.with_name("controller.out"), "a")  # noqa: SIM115 - owned by the child
+    err = open(config.with_name("controller.err"), "a")  # noqa: SIM115
+    try:
+        return subprocess.Popen([str(exe), "controller", str(config)], stdout=out, stderr=err, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    finally:
+        out.close()
+        err.close()
+
+
+def controller_output(config: Path) -> tuple[str, str]:
+    """(stdout, stderr) written so far by controllers spawned with this config."""
+    def read(name: str) -> str:
+        p = config.with_name(name)
+        return p.read_text() if p.exists() else ""
+    return read("controller.out"), read("controller.err")
 
 
 def wait_http(port: int, path: str = "/healthz", timeout: float = 30.0, want: int = 200) -> str:

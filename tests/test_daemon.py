@@ -24,8 +24,8 @@ def _start(tmp_path: Path) -> tuple[Path, int, int, str, object]:
         harness.wait_http(http_port)
     except AssertionError:
         proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"controller did not start: {err[-2000:]}") from None
+        proc.communicate()
+        raise AssertionError(f"controller did not start: {harness.controller_output(cfg)[1][-2000:]}") from None
     return cfg, port, http_port, cid, proc
 
 
@@ -41,7 +41,8 @@ def test_new_user_path_describe_metrics_and_clean_shutdown(tmp_path: Path) -> No
         assert "kafka_controller_kafkacontroller_globalpartitioncount 0.0" in metrics
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        proc.communicate(timeout=30)
+    out, err = harness.controller_output(cfg)
     assert proc.returncode == 0, err
     assert "shut down cleanly" in out
 
@@ -112,7 +113,8 @@ def test_unknown_key_warns_naming_it(tmp_path: Path) -> None:
         harness.wait_http(http_port)
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        proc.communicate(timeout=30)
+    out, _ = harness.controller_output(cfg)
     assert "The configuration 'no.such.key' was supplied but isn't a known config." in out
 
 
