@@ -1,0 +1,120 @@
+"""Loading an image from snapshot + log with fallbacks; the event queue's deadlines;
+dump-log on live segments."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from controller.events import EventQueue, EventTimeoutError
+from metadata import records as recs
+from metadata.image.image import MetadataImage
+from metadata.loader import LoadError, load_image
+from metadata.log import LogConfig, MetadataLog
+from rpc.clock import ManualClock
+from tests import harness
+
+FEATURE = recs.by_name("FeatureLevelRecord")
+TOPIC = recs.by_name("TopicRecord")
+
+
+def _log_with_topics(tmp: Path, n: int) -> MetadataLog:
+    mlog = MetadataLog.open(tmp, LogConfig(linger_ms=0, segment_bytes=600, retention_bytes=0))
+    mlog.append_records([(FEATURE(name="metadata.version", feature_level=21), 0)], epoch=1, timestamp=1)
+    for i in range(n):
+        mlog.append_records([(TOPIC(name=f"t{i}", topic_id=uuid.UUID(int=i + 10)), 0)], epoch=1, timestamp=1)
+    mlog.commit_now()
+    return mlog
+
+
+def _snapshot_now(mlog: MetadataLog) -> None:
+    image, _ = load_image(mlog, MetadataImage)
+    assert isinstance(image, MetadataImage)
+    mlog.write_snapshot(image.records(), image.offset, 1, 1)
+
+
+def test_a_corrupt_newest_snapshot_falls_back_to_an_older_one(tmp_path: Path) -> None:
+    mlog = _log_with_topics(tmp_path, 5)
+    _snapshot_now(mlog)
+    for i in range(5, 8):
+        mlog.append_records([(TOPIC(name=f"t{i}", topic_id=uuid.UUID(int=i + 10)), 0)], epoch=1, timestamp=1)
+    mlog.commit_now()
+    _snapshot_now(mlog)
+    newest = mlog.latest_snapshot()
+    assert newest is not None and len(mlog.snapshots()) == 2
+    path = mlog.snapshot_path(newest)
+    path.write_bytes(path.read_bytes()[:-30])
+    image, result = load_image(mlog, MetadataImage)
+    assert result.snapshot == mlog.snapshots()[0]
+    assert isinstance(image, MetadataImage) and set(image.topics.by_name) == {f"t{i}" for i in range(8)}
+
+
+def test_no_readable_snapshot_and_a_truncated_log_start_is_a_load_error(tmp_path: Path) -> None:
+    mlog = _log_with_topics(tmp_path, 20)
+    _snapshot_now(mlog)
+    mlog.append_records([(TOPIC(name="late", topic_id=uuid.UUID(int=999)), 0)], epoch=1, timestamp=1)
+    mlog.commit_now()
+    assert mlog.apply_retention(now_ms=10**12) > 0 and mlog.start_offset > 0
+    for sid in mlog.snapshots():
+        mlog.snapshot_path(sid).write_bytes(b"garbage")
+    with pytest.raises(LoadError):
+        load_image(mlog, MetadataImage)
+
+
+def test_snapshot_ahead_of_the_log_truncates_the_log_to_it(tmp_path: Path) -> None:
+    mlog = _log_with_topics(tmp_path, 6)
+    _snapshot_now(mlog)
+    sid = mlog.latest_snapshot()
+    assert sid is not None
+    mlog.close()
+    seg_dir = tmp_path / "__cluster_metadata-0"
+    for seg in seg_dir.glob("*.log"):
+        seg.unlink()
+    reopened = MetadataLog.open(tmp_path, LogConfig(linger_ms=0))
+    image, result = load_image(reopened, MetadataImage)
+    assert reopened.end_offset == sid.end_offset
+    assert isinstance(image, MetadataImage) and len(image.topics.by_name) == 6
+
+
+async def test_queued_events_past_their_deadline_time_out() -> None:
+    clock = ManualClock()
+    timeouts: list[str] = []
+    q = EventQueue(clock, on_timeout=timeouts.append)
+    first = q.submit("first", lambda: "inline")
+    assert first == "inline"  # an idle queue runs the event in the caller's stack
+
+    # Hold the queue: queue an event, and a second one with a deadline that passes meanwhile.
+    q._running = True  # the first event is "running" (as if awaited by a long handler)
+    late = q.submit("late", lambda: "never", deadline_ms=clock.monotonic_ms() + 100)
+    ok = q.submit("ok", lambda: "fine")
+    clock.advance(500)
+    q._running = False
+    q._schedule()
+    with pytest.raises(EventTimeoutError):
+        await late  # type: ignore[misc]
+    assert await ok == "fine"  # type: ignore[misc]
+    assert timeouts == ["late"]
+
+
+def test_dump_log_reads_a_live_controllers_segment(tmp_path: Path) -> None:
+    cfg = harness.write_config(tmp_path)
+    harness.format_dir(cfg)
+
+    async def run() -> None:
+        running = await harness.start_controller(cfg)
+        await running.stop()
+
+    asyncio.run(run())
+    seg = tmp_path / "data" / "__cluster_metadata-0" / "00000000000000000000.log"
+    r = harness.kraftsim("dump-log", "--json", str(seg))
+    assert r.returncode == 0, r.stderr
+    docs = [json.loads(line) for line in r.stdout.splitlines()]
+    kinds = [d["record"].get("recordType") or d["record"].get("controlType") for d in docs if "record" in d]
+    assert kinds[:5] == ["LeaderChange", "BeginTransactionRecord", "FeatureLevelRecord", "ZkMigrationStateRecord",
+                         "EndTransactionRecord"]
+    text = harness.kraftsim("dump-log", str(seg))
+    assert text.returncode == 0 and text.stdout.startswith(f"Dumping {seg}\nLog starting offset: 0\nbaseOffset: 0")
