@@ -56,6 +56,11 @@ class EventQueue:
     def __len__(self) -> int:
         return len(self._queue)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing queued or running: the next event runs inline and cannot time out."""
+        return not self._queue and not self._running
+
     def submit(self, name: str, run: Callable[..., T], deadline_ms: int | None = None,
                on_timeout: Callable[[], None] | None = None, arg: Any = _NO_ARG) -> T | asyncio.Future[T]:
         """Run ``run`` (or ``run(arg)``) as the next event: inline, returning its value, when

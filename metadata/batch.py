@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from metadata.crc import crc32c
+from rpc._runtime import read_varint, read_varlong
 from rpc.errors import DecodeError
 from rpc.message import Message
 
@@ -277,33 +278,19 @@ def _gunzip(raw: bytes, pos: int) -> bytes:
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Zig-zag varint (int32, at most 5 bytes) — the slow path for values outside -64..63."""
-    raw = 0
-    shift = 0
-    for i in range(5):
-        b = data[pos + i]
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            if raw > 0xFFFFFFFF:
-                raise CorruptBatchError("varint out of int32 range")
-            return (raw >> 1) ^ -(raw & 1), pos + i + 1
-        shift += 7
-    raise CorruptBatchError("varint longer than 5 bytes")
+    """Zig-zag varint (int32) — the slow path for values outside -64..63."""
+    try:
+        return read_varint(data, pos)
+    except DecodeError as e:
+        raise CorruptBatchError(str(e)) from e
 
 
 def _varlong(data: bytes, pos: int) -> tuple[int, int]:
-    """Zig-zag varlong (int64, at most 10 bytes)."""
-    raw = 0
-    shift = 0
-    for i in range(10):
-        b = data[pos + i]
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            if raw >> 64:
-                raise CorruptBatchError("varlong out of int64 range")
-            return (raw >> 1) ^ -(raw & 1), pos + i + 1
-        shift += 7
-    raise CorruptBatchError("varlong longer than 10 bytes")
+    """Zig-zag varlong (int64)."""
+    try:
+        return read_varlong(data, pos)
+    except DecodeError as e:
+        raise CorruptBatchError(str(e)) from e
 
 
 def _nullable_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
