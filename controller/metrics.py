@@ -58,7 +58,7 @@ class FastHistogram:
         self.n += 1
 
     def cumulative(self) -> list[tuple[str, float]]:
-        out = []
+        out: list[tuple[str, float]] = []
         acc = 0
         for b, c in zip(self.buckets, self.counts, strict=False):
             acc += c

@@ -343,9 +343,9 @@ class QuorumController:
             after = getattr(result, "after_append", None)
             if after is not None:
                 after(last)
-            return self._reply_after(last, result.response)
+            return self._reply_after(last, result.response)  # type: ignore[arg-type]
         if mlog.committed_offset < self.image.offset:
-            return self._reply_after(self.image.offset, result.response)
+            return self._reply_after(self.image.offset, result.response)  # type: ignore[arg-type]
         return result.response  # type: ignore[return-value]
 
     async def _reply_after(self, offset: int, response: T) -> T:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from metadata.batch import ControlRecordType, decode_control_record
+from metadata.image.image import MetadataImage
 from metadata.legacy import decode_value
 from metadata.log import MetadataLog
 from metadata.snapshots import SnapshotError, SnapshotId, iter_snapshot_values, read_snapshot_file
@@ -64,11 +65,11 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], object], *, legacy: bo
                         f"the offsets before it")
     result = LoadResult(chosen, start - 1, 0)
     replay = image.replay  # type: ignore[attr-defined]
-    fast = None
-    from metadata.image.image import MetadataImage
-
+    fast: Callable[[MetadataImage, bytes, int, int], None] | None = None
     if isinstance(image, MetadataImage):
-        from metadata.image.fast_replay import replay_framed as fast
+        from metadata.image.fast_replay import replay_framed
+
+        fast = replay_framed
     for batch in mlog.batches(start, committed_only=committed_only):
         records = batch.records()
         if batch.is_control:
@@ -91,7 +92,7 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], object], *, legacy: bo
                     msg, _ = decode_value(rec.value, legacy)
                     replay(msg, rec.offset, ts)
                 else:
-                    fast(image, rec.value, rec.offset, ts)
+                    fast(image, rec.value, rec.offset, ts)  # type: ignore[arg-type]
             except DecodeError as e:
                 raise LoadError(f"record at offset {rec.offset} does not decode: {e}") from e
             result.records_replayed += 1

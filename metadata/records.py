@@ -9,6 +9,7 @@ the schema files in ``metadata/schemas`` through the same code generator as the 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rpc import _runtime, registry
 from rpc.errors import DecodeError
@@ -47,11 +48,11 @@ RECORD_NAMES: dict[int, str] = {
 }
 RECORD_KEYS: dict[str, int] = {v: k for k, v in RECORD_NAMES.items()}
 
-_classes: dict[int, type[Message]] = {}
+_classes: dict[int, Any] = {}
 _decoders: dict[tuple[int, int], object] = {}
 
 
-def record_class(api_key: int) -> type[Message]:
+def record_class(api_key: int) -> Any:
     cls = _classes.get(api_key)
     if cls is None:
         name = RECORD_NAMES.get(api_key)
@@ -62,12 +63,12 @@ def record_class(api_key: int) -> type[Message]:
     return cls
 
 
-def by_name(name: str) -> type[Message]:
+def by_name(name: str) -> Any:
     """A record class by schema name, e.g. ``by_name("PartitionRecord")``."""
     return record_class(RECORD_KEYS[name])
 
 
-def data_class(name: str) -> type[Message]:
+def data_class(name: str) -> Any:
     """Non-record schemas kept beside the records: Raft control records and QuorumStateData."""
     return registry.message_class(name, SCHEMAS)
 

@@ -117,7 +117,7 @@ def write_tags(out: bytearray, tags: list[tuple[int, bytes | bytearray]], unknow
         out += data
 
 
-def _first(t: tuple[int, bytes]) -> int:
+def _first(t: tuple[int, bytes | bytearray]) -> int:
     return t[0]
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 import struct
+from typing import Any
 
 from rpc import registry
 from rpc.dispatch import Dispatcher
 from rpc.error_codes import ErrorCode
-from rpc.message import Message
 
 API_KEY = 18
 API_VERSIONS_RANGE = (0, 4)
@@ -21,7 +21,7 @@ _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 _I32 = struct.Struct(">i")
 
 
-def response_class() -> type[Message]:
+def response_class() -> Any:
     return registry.response_class(API_KEY)
 
 
@@ -38,7 +38,7 @@ def unsupported_version_response(correlation_id: int) -> bytes:
     return bytes(out)
 
 
-def build_response(dispatcher: Dispatcher, version: int, request: Message) -> Message:
+def build_response(dispatcher: Dispatcher, version: int, request: Any) -> Any:
     resp_cls = response_class()
     if version >= 3:
         name = request.client_software_name  # type: ignore[attr-defined]

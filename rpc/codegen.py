@@ -77,7 +77,7 @@ class _Compiler:
         """An expression producing a fresh default value for the field."""
         d = f.default_value()
         if d is STRUCT_DEFAULT:
-            return f"{self.cls_name(f.struct)}()"
+            return f"{self.cls_name(f.struct)}()"  # type: ignore[arg-type]
         if isinstance(d, list):
             return "[]"
         if d is ZERO_UUID_MARK:
@@ -102,7 +102,7 @@ class _Compiler:
                 return f"({x} is None or len({x}) > 0)"
             return f"len({x}) > 0"
         if d is STRUCT_DEFAULT:
-            return f"{x} != {self.cls_name(f.struct)}()"
+            return f"{x} != {self.cls_name(f.struct)}()"  # type: ignore[arg-type]
         if d is None:
             return f"{x} is not None"
         if d is ZERO_UUID_MARK:
@@ -125,7 +125,7 @@ class _Compiler:
         for f in s.fields:
             d = f.default_value()
             if d is STRUCT_DEFAULT:
-                o.emit(2, f"self.{f.attr} = {self.cls_name(f.struct)}() if {f.attr} is _MISSING else {f.attr}")
+                o.emit(2, f"self.{f.attr} = {self.cls_name(f.struct)}() if {f.attr} is _MISSING else {f.attr}")  # type: ignore[arg-type]
             elif isinstance(d, list):
                 o.emit(2, f"self.{f.attr} = [] if {f.attr} is _MISSING else {f.attr}")
             else:

@@ -40,7 +40,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if registry.response_class(api_key).is_flexible(api_version) else 0
 
 
-def _header_classes() -> tuple[type[Message], type[Message]]:
+def _header_classes() -> tuple[Any, Any]:
     return registry.message_class("RequestHeader"), registry.message_class("ResponseHeader")
 
 

@@ -15,7 +15,7 @@ ENCODE_FAILURES = (AttributeError, TypeError, struct.error, ValueError, Overflow
 class Struct:
     """A schema struct: slotted attributes named in snake_case after the schema fields."""
 
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
     _struct_spec: ClassVar[Any]
 
     def __eq__(self, other: object) -> bool:

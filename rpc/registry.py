@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 from rpc.codegen import compile_message
 from rpc.message import Message, Struct
@@ -34,8 +35,11 @@ def spec(name: str, directory: Path = RPC_SCHEMAS) -> MessageSpec:
     return load_file(_files(directory)[name])
 
 
-def message_class(name: str, directory: Path = RPC_SCHEMAS) -> type[Message]:
-    """The compiled class of the schema whose message ``name`` is given (e.g. ``FetchRequest``)."""
+def message_class(name: str, directory: Path = RPC_SCHEMAS) -> Any:
+    """The compiled class of the schema whose message ``name`` is given (e.g. ``FetchRequest``).
+
+    Typed ``Any``: the classes are generated at run time, so their fields are not known to a
+    static checker (their attributes are the schema's fields in snake_case)."""
     key = (directory, name)
     cls = _classes.get(key)
     if cls is None:
@@ -66,11 +70,11 @@ def _key_index() -> dict[tuple[int, str], str]:
     return _by_key
 
 
-def request_class(api_key: int) -> type[Message]:
+def request_class(api_key: int) -> Any:
     return message_class(_key_index()[(api_key, "request")])
 
 
-def response_class(api_key: int) -> type[Message]:
+def response_class(api_key: int) -> Any:
     return message_class(_key_index()[(api_key, "response")])
 
 

@@ -84,7 +84,8 @@ class Connection(asyncio.Protocol):
             self.close(str(e))
             return
         # Responses produced while handling this read go out in one write (one syscall).
-        self._out = out = []
+        out: list[bytes] = []
+        self._out = out
         try:
             for frame in frames:
                 if self.closed:
@@ -140,7 +141,7 @@ class Connection(asyncio.Protocol):
     def _failure(self, api_key: int, version: int, e: BaseException) -> Message | None:
         """UNKNOWN_SERVER_ERROR where the response has a top-level error code, else close."""
         log.error("handler for api key %d v%d failed: %r", api_key, version, e, exc_info=e)
-        cls = api_codec(api_key, version).response_cls
+        cls: Any = api_codec(api_key, version).response_cls
         if "error_code" in cls.__slots__:
             return cls(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
         self.close(f"internal error handling api key {api_key}")
