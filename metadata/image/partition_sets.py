@@ -14,6 +14,7 @@ from collections.abc import Iterator
 CHUNK_BITS = 12
 CHUNK_SIZE = 1 << CHUNK_BITS
 _LOW = CHUNK_SIZE - 1
+CHUNK_LOW = _LOW
 TOPIC_SHIFT = 20  # room for partition ids < 2**32 in the chunk index
 
 

@@ -28,7 +28,8 @@ from typing import Any
 from metadata import versions
 from metadata.image import interning
 from metadata.image.errors import ReplayError, UnwritableMetadataError
-from metadata.image.partition_sets import PartitionSet
+from metadata.image.partition_sets import CHUNK_BITS, CHUNK_LOW, TOPIC_SHIFT, PartitionSet
+
 from metadata.records import by_name
 from rpc.message import Message
 
@@ -235,11 +236,18 @@ class TopicsImage:
         if prev is None:
             self.partition_count += 1
             isr_index = self.isr_index
+            # PartitionSet.add inlined: this loop runs RF times per partition on every load.
+            ck = (key << TOPIC_SHIFT) | (pid >> CHUNK_BITS)
+            bit = 1 << (pid & CHUNK_LOW)
             for b in new.isr:
                 s = isr_index.get(b)
                 if s is None:
                     s = isr_index[b] = PartitionSet()
-                s.add(key, pid)
+                chunks = s._chunks
+                mask = chunks.get(ck, 0)
+                if not mask & bit:
+                    chunks[ck] = mask | bit
+                    s._count += 1
             if new.elr:
                 _index_members(self.elr_index, key, pid, _EMPTY, new.elr)
             if new.leader == NO_LEADER:
