@@ -93,6 +93,7 @@ class QuorumController:
         self.queue = EventQueue(self.clock, self.metrics.queue_time.observe, self.metrics.processing_time.observe,
                                 self._on_event_timeout)
         self._tasks: list[asyncio.Task[Any]] = []
+        self._snapshot_task: asyncio.Task[None] | None = None
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = 0
         self._stopped = asyncio.Event()
@@ -278,10 +279,11 @@ class QuorumController:
         return result if result is not None else ControllerResult([], None)
 
     def _snapshot_tick(self) -> None:
-        self.maybe_snapshot()
+        if self._snapshot_task is None or self._snapshot_task.done():
+            if self._snapshot_due():
+                self._snapshot_task = asyncio.create_task(self._write_snapshot(), name="kraftsim-snapshot")
 
-    def maybe_snapshot(self, force: bool = False) -> bool:
-        """Write a snapshot of the committed image when a limit is reached (or ``force``)."""
+    def _snapshot_due(self, force: bool = False) -> bool:
         mlog = self.mlog
         if mlog is None or self.fatal is not None:
             return False
@@ -290,14 +292,35 @@ class QuorumController:
         latest = mlog.latest_snapshot()
         if latest is not None and latest.end_offset > self.image.offset:
             return False
+        if getattr(self.image.transaction, "start_offset", -1) != -1:
+            return False  # never snapshot inside a metadata transaction
         interval = self.config.get("metadata.log.max.snapshot.interval.ms")
         by_bytes = self._bytes_since_snapshot >= self.config.get("metadata.log.max.record.bytes.between.snapshots")
         by_time = interval > 0 and self._bytes_since_snapshot > 0 and \
             self.clock.monotonic_ms() - self._last_snapshot_ms >= interval
-        if not (force or by_bytes or by_time):
+        return force or by_bytes or by_time
+
+    async def _write_snapshot(self) -> None:
+        """Snapshot the committed image without stopping the controller: the records are taken
+        from a frozen view, then written a batch at a time between events."""
+        mlog = self.mlog
+        assert mlog is not None
+        offset = self.image.offset
+        items = self.image.frozen_records()
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = self.clock.monotonic_ms()
+        t0 = self.clock.monotonic_ms()
+        sid = await mlog.write_snapshot_async(items, offset, self.clock.wall_ms(), self.image.last_timestamp_ms)
+        mlog.apply_retention(self.clock.wall_ms())
+        log.info("generated snapshot %s at offset %d in %d ms", sid.file_name, offset,
+                 self.clock.monotonic_ms() - t0)
+
+    def maybe_snapshot(self, force: bool = False) -> bool:
+        """Write a snapshot of the committed image now, synchronously, if one is due (tools, tests)."""
+        if not self._snapshot_due(force):
             return False
-        if getattr(self.image.transaction, "start_offset", -1) != -1:
-            return False  # never snapshot inside a metadata transaction
+        mlog = self.mlog
+        assert mlog is not None
         sid = mlog.write_snapshot(self.image.records(), self.image.offset, self.clock.wall_ms(),
                                   self.image.last_timestamp_ms)
         self._bytes_since_snapshot = 0
@@ -440,6 +463,8 @@ class QuorumController:
     # ==== shutdown =======================================================================
     async def stop(self) -> None:
         self.active = False
+        if self._snapshot_task is not None:
+            self._tasks.append(self._snapshot_task)
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

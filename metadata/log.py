@@ -21,7 +21,13 @@ from metadata import files
 from metadata import records as recs
 from metadata.batch import Batch, ControlRecordType, encode_batch_into, encode_control_batch
 from metadata.segments import LogFailedError, SegmentedLog
-from metadata.snapshots import SnapshotId, list_snapshots, remove_partial, write_snapshot_file
+from metadata.snapshots import (
+    SnapshotId,
+    list_snapshots,
+    remove_partial,
+    write_snapshot_file,
+    write_snapshot_file_async,
+)
 from rpc.message import Message
 
 log = logging.getLogger("kraftsim.log")
@@ -244,6 +250,18 @@ class MetadataLog:
         sid = SnapshotId(last_offset + 1, self.epoch_for_offset(last_offset))
         n = write_snapshot_file(self.snapshot_path(sid), items, epoch=sid.epoch, timestamp=timestamp,
                                 last_contained_timestamp=last_contained_timestamp)
+        log.info("wrote snapshot %s with %d records", sid.file_name, n)
+        return sid
+
+    async def write_snapshot_async(self, items: Iterator[tuple[Message, int]], last_offset: int, timestamp: int,
+                                   last_contained_timestamp: int) -> SnapshotId:
+        """:meth:`write_snapshot`, yielding to the event loop between batches; ``items`` must
+        not change meanwhile (``MetadataImage.frozen_records``)."""
+        if last_offset > self.committed_offset:
+            raise ValueError(f"snapshot at {last_offset} beyond the committed offset {self.committed_offset}")
+        sid = SnapshotId(last_offset + 1, self.epoch_for_offset(last_offset))
+        n = await write_snapshot_file_async(self.snapshot_path(sid), items, epoch=sid.epoch, timestamp=timestamp,
+                                            last_contained_timestamp=last_contained_timestamp)
         log.info("wrote snapshot %s with %d records", sid.file_name, n)
         return sid
 

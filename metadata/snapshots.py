@@ -68,6 +68,34 @@ def remove_partial(directory: Path) -> None:
 def write_snapshot_file(path: Path, items: Iterable[tuple[Message, int]], *, epoch: int, timestamp: int,
                         last_contained_timestamp: int) -> int:
     """Write a checkpoint atomically; returns the number of metadata records written."""
+    steps = _snapshot_steps(path, items, epoch=epoch, timestamp=timestamp,
+                            last_contained_timestamp=last_contained_timestamp)
+    for count in steps:
+        pass
+    return count
+
+
+async def write_snapshot_file_async(path: Path, items: Iterable[tuple[Message, int]], *, epoch: int,
+                                    timestamp: int, last_contained_timestamp: int) -> int:
+    """The same, yielding to the event loop after every batch of records, so a controller
+    keeps serving while it writes a large snapshot."""
+    import asyncio
+
+    count = 0
+    steps = _snapshot_steps(path, items, epoch=epoch, timestamp=timestamp,
+                            last_contained_timestamp=last_contained_timestamp)
+    try:
+        for count in steps:
+            await asyncio.sleep(0)
+    finally:
+        steps.close()  # on cancellation: removes the .part file
+    return count
+
+
+def _snapshot_steps(path: Path, items: Iterable[tuple[Message, int]], *, epoch: int, timestamp: int,
+                    last_contained_timestamp: int) -> Iterator[int]:
+    """Write the checkpoint, yielding the record count after each batch; renames the
+    ``.checkpoint.part`` into place only once everything is written and fsynced."""
     header_cls = recs.data_class("SnapshotHeaderRecord")
     footer_cls = recs.data_class("SnapshotFooterRecord")
     directory = path.parent
@@ -76,6 +104,7 @@ def write_snapshot_file(path: Path, items: Iterable[tuple[Message, int]], *, epo
     tmp = Path(tmp_name)
     os.fchmod(fd, 0o644)
     count = 0
+    done = False
     try:
         out = bytearray()
         out += encode_control_batch(0, [(ControlRecordType.SNAPSHOT_HEADER,
@@ -83,23 +112,20 @@ def write_snapshot_file(path: Path, items: Iterable[tuple[Message, int]], *, epo
                                     epoch=epoch, timestamp=timestamp)
         offset = 1
         values: list[bytes] = []
-
-        def flush() -> None:
-            nonlocal offset
-            if values:
-                encode_batch_into(out, offset, values, epoch=epoch, timestamp=timestamp)
-                offset += len(values)
-                values.clear()
-
         for record, version in items:
             values.append(recs.frame(record, version))
             count += 1
             if len(values) >= RECORDS_PER_BATCH:
-                flush()
+                encode_batch_into(out, offset, values, epoch=epoch, timestamp=timestamp)
+                offset += len(values)
+                values.clear()
                 if len(out) >= 1 << 20:
                     _write_all(fd, out)
                     out.clear()
-        flush()
+                yield count
+        if values:
+            encode_batch_into(out, offset, values, epoch=epoch, timestamp=timestamp)
+            offset += len(values)
         out += encode_control_batch(offset, [(ControlRecordType.SNAPSHOT_FOOTER, footer_cls(version=0))],
                                     epoch=epoch, timestamp=timestamp)
         _write_all(fd, out)
@@ -108,12 +134,13 @@ def write_snapshot_file(path: Path, items: Iterable[tuple[Message, int]], *, epo
         fd = -1
         os.replace(tmp, path)
         fsync_dir(directory)
-    except BaseException:
+        done = True
+        yield count
+    finally:
         if fd >= 0:
             os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    return count
+        if not done:
+            tmp.unlink(missing_ok=True)
 
 
 def _write_all(fd: int, data: bytearray) -> None:

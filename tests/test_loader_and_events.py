@@ -118,3 +118,45 @@ def test_dump_log_reads_a_live_controllers_segment(tmp_path: Path) -> None:
                          "EndTransactionRecord"]
     text = harness.kraftsim("dump-log", str(seg))
     assert text.returncode == 0 and text.stdout.startswith(f"Dumping {seg}\nLog starting offset: 0\nbaseOffset: 0")
+
+
+def test_frozen_records_do_not_see_later_replays(tmp_path: Path) -> None:
+    part = recs.by_name("PartitionRecord")
+    change = recs.by_name("PartitionChangeRecord")
+    image = MetadataImage()
+    image.replay(FEATURE(name="metadata.version", feature_level=21), 0)
+    tid = uuid.UUID(int=77)
+    image.replay(TOPIC(name="t", topic_id=tid), 1)
+    for p in range(3):
+        image.replay(part(partition_id=p, topic_id=tid, replicas=[1, 2], isr=[1, 2], leader=1), 2 + p)
+    expected = list(image.records())
+    frozen = image.frozen_records()
+    image.replay(change(partition_id=0, topic_id=tid, isr=[2], leader=2), 10)
+    image.replay(TOPIC(name="u", topic_id=uuid.UUID(int=78)), 11)
+    got = list(frozen)
+    assert [(type(r).__name__, r.encode(v)) for r, v in got] == [(type(r).__name__, r.encode(v)) for r, v in expected]
+
+
+async def test_the_controller_snapshots_in_the_background_while_serving(tmp_path: Path) -> None:
+    from tests.test_controller import CT, HB, Cluster
+
+    c = Cluster(tmp_path, **{"metadata_log_max_record_bytes_between_snapshots": "1"})
+    await c.start()
+    try:
+        epoch, _ = await c.register(1)
+        await c.unfence(1, epoch)
+        r = await c.req(CT(topics=[CT.CreatableTopic(name=f"t{i}", num_partitions=10, replication_factor=1)
+                                   for i in range(50)], timeout_ms=5000), 7)
+        assert all(t.error_code == 0 for t in r.topics)
+        mlog = c.controller.mlog
+        await harness.poll_until(lambda: mlog.latest_snapshot() is not None, timeout=15)
+        r = await c.req(HB(broker_id=1, broker_epoch=epoch, current_metadata_offset=mlog.end_offset), 1)
+        assert r.error_code == 0 and r.is_fenced is False
+        sid = mlog.latest_snapshot()
+        assert sid is not None
+        from metadata.snapshots import load_snapshot
+
+        names = [type(rec).__name__ for rec, _ in load_snapshot(mlog.snapshot_path(sid))]
+        assert names.count("TopicRecord") == 50 and names.count("PartitionRecord") == 500
+    finally:
+        await c.stop()

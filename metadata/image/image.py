@@ -115,6 +115,27 @@ class MetadataImage:
         yield from self.scram.records(mv)
         yield from self.tokens.records(mv)
 
+    def frozen_records(self) -> Iterator[tuple[Message, int]]:
+        """``records()`` of the image as it is *now*, safe to consume while replay goes on.
+
+        Lets the controller write a snapshot a chunk at a time between events instead of
+        stopping for seconds at a million partitions. Everything but the partitions is turned
+        into records at once (small); each topic's partition dict is copied, which is enough
+        because replay replaces Partition objects and never mutates them.
+        """
+        mv = self.features.effective_metadata_version()
+        head = [*self.features.records(mv), *self.migration.records(mv), *self.cluster.records(mv)]
+        topics = self.topics.frozen_records(mv)
+        tail = [*self.configs.records(), *self.quotas.records(), *self.producer_ids.records(),
+                *self.acls.records(), *self.scram.records(mv), *self.tokens.records(mv)]
+
+        def generate() -> Iterator[tuple[Message, int]]:
+            yield from head
+            yield from topics
+            yield from tail
+
+        return generate()
+
     # ----- reads used everywhere ---------------------------------------------------------
 
     @property

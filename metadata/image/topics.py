@@ -29,7 +29,6 @@ from metadata import versions
 from metadata.image import interning
 from metadata.image.errors import ReplayError, UnwritableMetadataError
 from metadata.image.partition_sets import CHUNK_BITS, CHUNK_LOW, TOPIC_SHIFT, PartitionSet
-
 from metadata.records import by_name
 from rpc.message import Message
 
@@ -229,6 +228,18 @@ class TopicsImage:
             parts = t.partitions
             for pid in sorted(parts):
                 yield parts[pid].to_record(t.id, pid, mv)
+
+    def frozen_records(self, mv: int) -> Iterator[tuple[Message, int]]:
+        """Like :meth:`records`, over copies of the partition dicts taken now."""
+        frozen = [(t.id, t.name, dict(t.partitions)) for t in self.by_id.values()]
+
+        def generate() -> Iterator[tuple[Message, int]]:
+            for tid, name, parts in frozen:
+                yield TopicRecord(name=name, topic_id=tid), 0
+                for pid in sorted(parts):
+                    yield parts[pid].to_record(tid, pid, mv)
+
+        return generate()
 
     # ----- index maintenance -------------------------------------------------------------
 
