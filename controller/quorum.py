@@ -175,7 +175,9 @@ class QuorumController:
                                      voters=list(self.voters))
         self.heartbeats = BrokerHeartbeatManager(self.ctx)
         self.cluster = ClusterControlManager(self.ctx, self.heartbeats)
-        self.replication = ReplicationControlManager(self.ctx)
+        hb = self.heartbeats
+        self.replication = ReplicationControlManager(
+            self.ctx, shutting_down=lambda b: hb.controlled_shutdown_offset(b) is not None)
         self.features = FeatureControlManager(self.ctx)
 
     async def _activate(self) -> None:
