@@ -114,12 +114,17 @@ class ControllerApis:
         raise e
 
     # -- handlers ---------------------------------------------------------------------------
-    def broker_registration(self, ctx: RequestContext, req: Message) -> Any:
+    def _write(self, ctx: RequestContext, req: Message, name: str, op: Callable[[], Any], error: ErrorBuilder,
+               timeout_ms: int | None = None) -> Any:
+        """A write event for one request; ``timeout_ms`` sets its deadline in the queue."""
         c = self.controller
-        return self._call(req, ctx.api_version,
-                          lambda: c.submit("processBrokerRegistration",
-                                           lambda: c.cluster.register_broker(req, ctx.api_version, ctx)),
-                          self._errors[BROKER_REGISTRATION])
+        deadline = None if timeout_ms is None else c.clock.monotonic_ms() + max(0, timeout_ms)
+        return self._call(req, ctx.api_version, lambda: c.submit(name, op, deadline), error)
+
+    def broker_registration(self, ctx: RequestContext, req: Message) -> Any:
+        return self._write(ctx, req, "processBrokerRegistration",
+                           lambda: self.controller.cluster.register_broker(req, ctx.api_version, ctx),
+                           self._errors[BROKER_REGISTRATION])
 
     def broker_heartbeat(self, ctx: RequestContext, req: Message) -> Any:
         c = self.controller
@@ -141,30 +146,20 @@ class ControllerApis:
         return self._await(req, version, r, self._errors[BROKER_HEARTBEAT])
 
     def unregister_broker(self, ctx: RequestContext, req: Message) -> Any:
-        c = self.controller
-        return self._call(req, ctx.api_version,
-                          lambda: c.submit("unregisterBroker", lambda: c.cluster.unregister_broker(req)),
-                          self._errors[UNREGISTER_BROKER])
+        return self._write(ctx, req, "unregisterBroker", lambda: self.controller.cluster.unregister_broker(req),
+                           self._errors[UNREGISTER_BROKER])
 
     def update_features(self, ctx: RequestContext, req: Message) -> Any:
-        c = self.controller
-        return self._call(req, ctx.api_version,
-                          lambda: c.submit("updateFeatures",
-                                           lambda: c.features.update_features(req, ctx.api_version, ctx)),
-                          _update_features_error)
+        return self._write(ctx, req, "updateFeatures",
+                           lambda: self.controller.features.update_features(req, ctx.api_version, ctx),
+                           _update_features_error)
 
     def create_topics(self, ctx: RequestContext, req: Message) -> Any:
-        c = self.controller
-        deadline = c.clock.monotonic_ms() + max(0, req.timeout_ms)  # type: ignore[attr-defined]
-        return self._call(req, ctx.api_version,
-                          lambda: c.submit("createTopics",
-                                           lambda: c.replication.create_topics(req, ctx.api_version, ctx), deadline),
-                          _create_topics_error)
+        return self._write(ctx, req, "createTopics",
+                           lambda: self.controller.replication.create_topics(req, ctx.api_version, ctx),
+                           _create_topics_error, req.timeout_ms)  # type: ignore[attr-defined]
 
     def delete_topics(self, ctx: RequestContext, req: Message) -> Any:
-        c = self.controller
-        deadline = c.clock.monotonic_ms() + max(0, req.timeout_ms)  # type: ignore[attr-defined]
-        return self._call(req, ctx.api_version,
-                          lambda: c.submit("deleteTopics",
-                                           lambda: c.replication.delete_topics(req, ctx.api_version, ctx), deadline),
-                          _delete_topics_error)
+        return self._write(ctx, req, "deleteTopics",
+                           lambda: self.controller.replication.delete_topics(req, ctx.api_version, ctx),
+                           _delete_topics_error, req.timeout_ms)  # type: ignore[attr-defined]

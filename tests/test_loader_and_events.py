@@ -84,19 +84,19 @@ async def test_queued_events_past_their_deadline_time_out() -> None:
     clock = ManualClock()
     timeouts: list[str] = []
     q = EventQueue(clock, on_timeout=timeouts.append)
-    first = q.submit("first", lambda: "inline")
-    assert first == "inline"  # an idle queue runs the event in the caller's stack
+    queued: dict[str, object] = {}
 
-    # Hold the queue: queue an event, and a second one with a deadline that passes meanwhile.
-    q._running = True  # the first event is "running" (as if awaited by a long handler)
-    late = q.submit("late", lambda: "never", deadline_ms=clock.monotonic_ms() + 100)
-    ok = q.submit("ok", lambda: "fine")
-    clock.advance(500)
-    q._running = False
-    q._schedule()
+    def long_event() -> str:
+        # While this event runs, two more arrive and must wait; time passes meanwhile.
+        queued["late"] = q.submit("late", lambda: "never", deadline_ms=clock.monotonic_ms() + 100)
+        queued["ok"] = q.submit("ok", lambda: "fine")
+        clock.advance(500)
+        return "inline"
+
+    assert q.submit("first", long_event) == "inline"  # an idle queue runs the event in the caller's stack
     with pytest.raises(EventTimeoutError):
-        await late  # type: ignore[misc]
-    assert await ok == "fine"  # type: ignore[misc]
+        await queued["late"]  # type: ignore[misc]
+    assert await queued["ok"] == "fine"  # type: ignore[misc]
     assert timeouts == ["late"]
 
 

@@ -103,20 +103,10 @@ class MetadataImage:
     def records(self) -> Iterator[tuple[Message, int]]:
         """(record, version) pairs that rebuild this image; raises UnwritableMetadataError if
         the metadata.version cannot express some state (Kafka's default loss handler)."""
-        mv = self.features.effective_metadata_version()
-        yield from self.features.records(mv)
-        yield from self.migration.records(mv)
-        yield from self.cluster.records(mv)
-        yield from self.topics.records(mv)
-        yield from self.configs.records()
-        yield from self.quotas.records()
-        yield from self.producer_ids.records()
-        yield from self.acls.records()
-        yield from self.scram.records(mv)
-        yield from self.tokens.records(mv)
+        return self.frozen_records()
 
     def frozen_records(self) -> Iterator[tuple[Message, int]]:
-        """``records()`` of the image as it is *now*, safe to consume while replay goes on.
+        """The image's records as it is *now*, safe to consume while replay goes on.
 
         Lets the controller write a snapshot a chunk at a time between events instead of
         stopping for seconds at a million partitions. Everything but the partitions is turned

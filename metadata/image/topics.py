@@ -223,11 +223,7 @@ class TopicsImage:
         return f"TopicsImage({list(self.by_id.values())})"
 
     def records(self, mv: int) -> Iterator[tuple[Message, int]]:
-        for t in self.by_id.values():
-            yield TopicRecord(name=t.name, topic_id=t.id), 0
-            parts = t.partitions
-            for pid in sorted(parts):
-                yield parts[pid].to_record(t.id, pid, mv)
+        return self.frozen_records(mv)
 
     def frozen_records(self, mv: int) -> Iterator[tuple[Message, int]]:
         """Like :meth:`records`, over copies of the partition dicts taken now."""
