@@ -5,12 +5,12 @@ PY := $(VENV)/bin/python
 DATA := kraft-data
 CONFIG := deploy/controller.properties
 
-.PHONY: run test test-fast lint bench clean
+.PHONY: run test test-fast lint bench image dist clean kafka
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,dev]'
+	$(PY) -m pip install --quiet -e '.[spark,test,dev]'
 	touch $@
 
 $(VENV)/.installed-run: pyproject.toml
@@ -22,19 +22,36 @@ run: $(VENV)/.installed-run
 	test -f $(DATA)/meta.properties || $(VENV)/bin/kraftsim format -t "$$($(VENV)/bin/kraftsim random-uuid)" -c $(CONFIG)
 	exec $(VENV)/bin/kraftsim controller $(CONFIG)
 
-test: $(VENV)/.installed
+# Lint first: a red ruff or mypy fails CI as a red test does.
+test: $(VENV)/.installed lint
 	./.ci/install-system-deps
+	$(PY) -m tests.kafka.provision --if-possible
 	$(PY) -m pytest -q
+
+# Apache Kafka 3.9 for the tests, by its Maven coordinates (tests/kafka/pom.xml), into the
+# git-ignored .cache/kafka-<version>/; a second run finds it there and does nothing.
+kafka: $(VENV)/.installed
+	./.ci/install-system-deps
+	$(PY) -m tests.kafka.provision
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q -m "not slow"
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy rpc metadata controller
+	$(VENV)/bin/mypy -p kraftsim -p pyspark_kraft
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/codec.py
 
+# The container image, tagged with the one version (kraftsim/__init__.py) and latest.
+VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' kraftsim/__init__.py)
+image:
+	docker build -t kraftsim:$(VERSION) -t kraftsim:latest .
+
+# The sdist and the wheel, in dist/.
+dist: $(VENV)/.installed
+	$(PY) -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) $(DATA) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DATA) .pytest_cache .hypothesis build dist *.egg-info
