@@ -11,25 +11,25 @@ import re
 import struct
 from typing import Any
 
-from rpc import registry
-from rpc.dispatch import Dispatcher
-from rpc.error_codes import ErrorCode
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.dispatch import Dispatcher
+from kraftsim.rpc.error_codes import ErrorCode
 
-API_KEY = 18
 API_VERSIONS_RANGE = (0, 4)
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 _I32 = struct.Struct(">i")
 
 
 def response_class() -> Any:
-    return registry.response_class(API_KEY)
+    return registry.response_class(ApiKey.API_VERSIONS)
 
 
 def unsupported_version_response(correlation_id: int) -> bytes:
     """The whole frame Kafka sends for an ApiVersions request at a version above 4."""
     resp_cls = response_class()
     body = resp_cls(error_code=ErrorCode.UNSUPPORTED_VERSION,
-                    api_keys=[resp_cls.ApiVersion(api_key=API_KEY, min_version=API_VERSIONS_RANGE[0],
+                    api_keys=[resp_cls.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=API_VERSIONS_RANGE[0],
                                                   max_version=API_VERSIONS_RANGE[1])])
     out = bytearray(b"\0\0\0\0")
     out += _I32.pack(correlation_id)  # response header v0
@@ -41,8 +41,8 @@ def unsupported_version_response(correlation_id: int) -> bytes:
 def build_response(dispatcher: Dispatcher, version: int, request: Any) -> Any:
     resp_cls = response_class()
     if version >= 3:
-        name = request.client_software_name  # type: ignore[attr-defined]
-        ver = request.client_software_version  # type: ignore[attr-defined]
+        name = request.client_software_name
+        ver = request.client_software_version
         if not _SOFTWARE.fullmatch(name or "") or not _SOFTWARE.fullmatch(ver or ""):
             return resp_cls(error_code=ErrorCode.INVALID_REQUEST)
     api_keys = [resp_cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)

@@ -9,10 +9,12 @@ import itertools
 from collections import deque
 from typing import Any
 
-from rpc.errors import DecodeError
-from rpc.frames import ApiCodec, api_codec
-from rpc.framing import FrameError, FrameReader
-from rpc.message import Message
+from kraftsim import __version__
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.frames import ApiCodec, api_codec
+from kraftsim.rpc.framing import FrameError, FrameReader
+from kraftsim.rpc.message import Message
 
 
 class ConnectionClosed(ConnectionError):
@@ -122,12 +124,13 @@ class KafkaClient:
 
     async def negotiate(self) -> Message:
         """ApiVersions at our highest version, remembering the peer's ranges."""
-        from rpc import registry
+        from kraftsim.rpc import registry
 
-        req = registry.request_class(18)(client_software_name="kraftsim", client_software_version="0.1.0")
+        req = registry.request_class(ApiKey.API_VERSIONS)(client_software_name="kraftsim",
+                                                            client_software_version=__version__)
         resp = await self.request(req, 4)
         if resp.error_code == 35:
-            resp = await self.request(registry.request_class(18)(), 0)
+            resp = await self.request(registry.request_class(ApiKey.API_VERSIONS)(), 0)
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         return resp
 
@@ -138,6 +141,12 @@ class KafkaClient:
 
     async def wait_closed(self, timeout: float = 10.0) -> None:
         await asyncio.wait_for(asyncio.shield(self._p.closed), timeout)
+
+    def abort(self) -> None:
+        """Drop the connection at once; requests in flight fail with ConnectionClosed."""
+        t = self._p.transport
+        if t is not None and not t.is_closing():
+            t.abort()
 
     async def close(self) -> None:
         t = self._p.transport

@@ -18,9 +18,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from rpc import _runtime
-from rpc.errors import DecodeError, EncodeError, UnsupportedVersionError
-from rpc.schema import (
+from kraftsim.rpc import _runtime
+from kraftsim.rpc.errors import DecodeError, EncodeError, UnsupportedVersionError
+from kraftsim.rpc.schema import (
     FIXED_FORMATS,
     FIXED_SIZES,
     STRUCT_DEFAULT,
@@ -529,7 +529,7 @@ def compile_message(msg: MessageSpec, base_message: type, base_struct: type) -> 
         "_unpack_from": struct.unpack_from,
         "_SH": struct.Struct(">h"),
         "_SI": struct.Struct(">i"),
-        "__name__": f"rpc.generated.{msg.name}",
+        "__name__": f"kraftsim.rpc.generated.{msg.name}",
     }
     ns.update(consts)
     code = compile(src, f"<kraftsim codec {msg.name}>", "exec")

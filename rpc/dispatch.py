@@ -11,8 +11,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
-from rpc import registry
-from rpc.message import Message
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.message import Message
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -30,7 +31,13 @@ class RequestContext:
     security_protocol: str = "PLAINTEXT"
     client_address: str = ""
     client_port: int = 0
-    from_envelope: bool = False
+    from_envelope: bool = False  # forwarded by a broker inside an Envelope (Kafka's isForwarded)
+    token_authenticated: bool = False  # the principal authenticated with a delegation token
+
+
+class CloseConnection(Exception):
+    """Raised by a handler: close the client's connection instead of answering (Kafka's broker
+    does this when the controller cannot read a forwarded request's version)."""
 
 
 Handler: TypeAlias = Callable[[RequestContext, Message], "Message | Awaitable[Message]"]
@@ -90,12 +97,9 @@ class Dispatcher:
 
     def advertised(self) -> list[tuple[int, int, int]]:
         """(api key, min, max) for ApiVersions: every routed API plus ApiVersions itself."""
-        from rpc.apiversions import API_VERSIONS_RANGE
+        from kraftsim.rpc.apiversions import API_VERSIONS_RANGE
 
         rows = {k: (k, r.min_version, r.max_version) for k, r in self.routes.items()}
-        rows[18] = (18, *API_VERSIONS_RANGE)
+        rows[ApiKey.API_VERSIONS] = (ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)
         return [rows[k] for k in sorted(rows)]
 
-
-def request_message(api_key: int) -> type[Message]:
-    return registry.request_class(api_key)

@@ -12,11 +12,11 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from rpc import registry
-from rpc.errors import CodecError, DecodeError, EncodeError
-from rpc.message import DECODE_FAILURES, ENCODE_FAILURES, Message
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.errors import CodecError, DecodeError, EncodeError
+from kraftsim.rpc.message import DECODE_FAILURES, ENCODE_FAILURES, Message
 
-API_VERSIONS = 18
 CONTROLLED_SHUTDOWN = 7
 
 _SIZE = struct.Struct(">i")
@@ -35,7 +35,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 
 def response_header_version(api_key: int, api_version: int) -> int:
     """1 for flexible API versions, else 0; ApiVersions responses always use v0 (KIP-511)."""
-    if api_key == API_VERSIONS:
+    if api_key == ApiKey.API_VERSIONS:
         return 0
     return 1 if registry.response_class(api_key).is_flexible(api_version) else 0
 

@@ -74,3 +74,10 @@ class FrameReader:
     @property
     def buffered(self) -> int:
         return len(self._buf)
+
+    def pending_size(self) -> int:
+        """The size of the frame being received (its prefix read, its body not yet whole), or 0."""
+        buf = self._buf
+        if len(buf) < 4:
+            return 0
+        return _SIZE.unpack_from(buf, 0)[0]

@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rpc.codegen import compile_message
-from rpc.message import Message, Struct
-from rpc.schema import MessageSpec, load_file
+from kraftsim.rpc.codegen import compile_message
+from kraftsim.rpc.message import Message, Struct
+from kraftsim.rpc.schema import MessageSpec, load_file
 
 RPC_SCHEMAS = Path(__file__).with_name("schemas")
 

@@ -11,25 +11,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import struct
 from collections import deque
 from typing import Any
 
-from rpc import apiversions
-from rpc.clock import Clock, SystemClock
-from rpc.dispatch import ANONYMOUS, Dispatcher, RequestContext
-from rpc.error_codes import ErrorCode
-from rpc.errors import CodecError
-from rpc.frames import api_codec
-from rpc.framing import FrameError, FrameReader
-from rpc.message import Message
+from kraftsim.rpc import apiversions
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.clock import Clock, SystemClock
+from kraftsim.rpc.dispatch import ANONYMOUS, CloseConnection, Dispatcher, RequestContext
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.errors import CodecError
+from kraftsim.rpc.frames import api_codec
+from kraftsim.rpc.framing import FrameError, FrameReader
+from kraftsim.rpc.memory_pool import MemoryPool
+from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.network")
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 DEFAULT_IDLE_MS = 600_000
-MAX_IN_FLIGHT = 1024  # per connection; reading pauses beyond this so memory stays bounded
+# Requests of one connection whose answers are not sent yet; reading pauses beyond this. Kafka
+# mutes a connection while its one request is handled; kraftsim lets a pipelining client have a
+# few in flight (answered in order), which costs the others nothing: see FRAMES_PER_TURN.
+MAX_IN_FLIGHT = 64
+# Requests handled from one connection before the others get their turn (the rest of what it
+# sent waits, unread past what is buffered, until the next turn of the event loop).
+FRAMES_PER_TURN = 16
 _HEAD = struct.Struct(">hhi")
 
 
@@ -53,6 +60,10 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._out: list[bytes] | None = None  # responses coalesced while a read is processed
+        self._inbox: deque[bytes] = deque()  # whole requests read, not yet handled
+        self._turn_scheduled = False
+        self._reserved = 0  # bytes held in the server's request memory pool
+        self._pool_blocked = False
 
     # -- asyncio callbacks --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -60,13 +71,20 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
-        self.server.connections.add(self)
+        refusal = self.server.admit(self)
+        if refusal is not None:
+            self.close(refusal)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.connections.discard(self)
+        self.server.release(self)
         for t in self._tasks:
             t.cancel()
+        self._inbox.clear()
+        self.server.pool.forget(self._pool_wake)
+        if self._reserved:
+            self.server.pool.release(self._reserved)
+            self._reserved = 0
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -83,18 +101,63 @@ class Connection(asyncio.Protocol):
         except FrameError as e:
             self.close(str(e))
             return
-        # Responses produced while handling this read go out in one write (one syscall).
+        if frames:
+            self._inbox.extend(frames)
+            if not self._turn_scheduled:
+                self._turn()
+                return
+        self._account()
+        self._update_reading()
+
+    def _turn(self) -> None:
+        """Handle up to FRAMES_PER_TURN requests, then let other connections have a turn."""
+        self._turn_scheduled = False
+        inbox = self._inbox
+        # Responses produced in one turn go out in one write (one syscall).
         out: list[bytes] = []
         self._out = out
         try:
-            for frame in frames:
-                if self.closed:
-                    return
-                self._handle(frame)
+            budget = FRAMES_PER_TURN
+            while inbox and budget and not self.closed:
+                budget -= 1
+                self._handle(inbox.popleft())
         finally:
             self._out = None
             if out and not self.closed and self.transport is not None:
                 self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+        if self.closed:
+            return
+        if inbox and not self._turn_scheduled:
+            self._turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._turn)
+        self._account()
+        self._update_reading()
+
+    def _account(self) -> None:
+        """Hold in the server's pool what this connection has read but not handled: its queued
+        requests and the whole size of the one it is receiving (Kafka allocates a request's
+        buffer from its size prefix). Reading pauses while the pool refuses."""
+        pool = self.server.pool
+        if pool.unbounded:
+            return
+        want = self.reader.pending_size() + sum(map(len, self._inbox))
+        have = self._reserved
+        if want > have:
+            if pool.try_allocate(want - have):
+                self._reserved = want
+                self._pool_blocked = False
+            elif not self._pool_blocked:
+                self._pool_blocked = True
+                pool.wait(self._pool_wake)
+        elif want < have:
+            self._reserved = want
+            pool.release(have - want)
+
+    def _pool_wake(self) -> None:
+        if self.closed:
+            return
+        self._pool_blocked = False
+        self._account()
         self._update_reading()
 
     # -- requests -----------------------------------------------------------------------
@@ -104,7 +167,7 @@ class Connection(asyncio.Protocol):
             return
         api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
         server = self.server
-        if api_key == apiversions.API_KEY:
+        if api_key == ApiKey.API_VERSIONS:
             self._api_versions(frame, version, correlation_id)
             return
         hit = server.routes_cache.get((api_key << 16) | version)
@@ -136,10 +199,20 @@ class Connection(asyncio.Protocol):
             self._tasks.add(task)
             task.add_done_callback(lambda t: self._completed(t, slot, codec, correlation_id))
             return
-        self._send(codec.encode_response(result, correlation_id))
+        try:
+            data = codec.encode_response(result, correlation_id)
+        except CodecError as e:  # a handler's bug: this connection closes, the others go on
+            log.error("cannot encode response for api key %d v%d: %s", api_key, version, e)
+            self.close("response encoding failed")
+            return
+        self._send(data)
 
     def _failure(self, api_key: int, version: int, e: BaseException) -> Message | None:
-        """UNKNOWN_SERVER_ERROR where the response has a top-level error code, else close."""
+        """UNKNOWN_SERVER_ERROR where the response has a top-level error code, else close.
+        A handler that raises CloseConnection has the connection closed, without an answer."""
+        if isinstance(e, CloseConnection):
+            self.close(str(e))
+            return None
         log.error("handler for api key %d v%d failed: %r", api_key, version, e, exc_info=e)
         cls: Any = api_codec(api_key, version).response_cls
         if "error_code" in cls.__slots__:
@@ -197,7 +270,7 @@ class Connection(asyncio.Protocol):
         if not (apiversions.API_VERSIONS_RANGE[0] <= version <= apiversions.API_VERSIONS_RANGE[1]):
             self._send(apiversions.unsupported_version_response(correlation_id))
             return
-        codec = api_codec(apiversions.API_KEY, version)
+        codec = api_codec(ApiKey.API_VERSIONS, version)
         try:
             _, pos = codec.dec_req_hdr(frame, 0)
             body = codec.decode_request_body(frame, pos)
@@ -212,7 +285,8 @@ class Connection(asyncio.Protocol):
         t = self.transport
         if t is None or self.closed:
             return
-        should_pause = self._write_paused or len(self.pending) >= MAX_IN_FLIGHT
+        should_pause = (self._write_paused or len(self.pending) >= MAX_IN_FLIGHT or bool(self._inbox)
+                        or self._pool_blocked)
         if should_pause and not self._read_paused:
             t.pause_reading()
             self._read_paused = True
@@ -236,6 +310,10 @@ class KafkaServer:
                  listener_name: str = "CONTROLLER",
                  max_request_size: int = DEFAULT_MAX_REQUEST_BYTES,
                  connections_max_idle_ms: int = DEFAULT_IDLE_MS,
+                 queued_max_request_bytes: int = -1,
+                 max_connections: int = 2**31 - 1,
+                 max_connections_per_ip: int = 2**31 - 1,
+                 max_connections_per_ip_overrides: dict[str, int] | None = None,
                  clock: Clock | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
@@ -245,6 +323,11 @@ class KafkaServer:
         self.connections_max_idle_ms = connections_max_idle_ms
         self.clock: Clock = clock or SystemClock()
         self.connections: set[Connection] = set()
+        self.pool = MemoryPool(queued_max_request_bytes)
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides = dict(max_connections_per_ip_overrides or {})
+        self._per_ip: dict[str, int] = {}
         # (api key << 16 | version) -> (handler, codec); cleared when the dispatcher changes
         self.routes_cache: dict[int, tuple[Any, Any]] = {}
         dispatcher._caches.append(self.routes_cache)
@@ -263,6 +346,29 @@ class KafkaServer:
     @property
     def address(self) -> tuple[str, int]:
         return self.host, self.port
+
+    def admit(self, conn: Connection) -> str | None:
+        """Count a new connection, or say why it is refused (max.connections and its per-IP
+        variants, as Kafka's ConnectionQuotas, which also closes what is over a per-IP limit)."""
+        ip = conn.peer[0]
+        limit = self.per_ip_overrides.get(ip, self.max_connections_per_ip)
+        if self._per_ip.get(ip, 0) >= limit:
+            return f"too many connections from {ip} (max.connections.per.ip {limit})"
+        if len(self.connections) >= self.max_connections:
+            return f"too many connections (max.connections {self.max_connections})"
+        self.connections.add(conn)
+        self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        return None
+
+    def release(self, conn: Connection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            ip = conn.peer[0]
+            n = self._per_ip.get(ip, 0) - 1
+            if n > 0:
+                self._per_ip[ip] = n
+            else:
+                self._per_ip.pop(ip, None)
 
     def reap_idle(self) -> int:
         """Close connections idle for longer than ``connections.max.idle.ms``; returns how many."""
@@ -290,7 +396,3 @@ class KafkaServer:
         if self._server is not None:
             await self._server.wait_closed()
         self._server = None
-
-
-def set_keepalive(sock: socket.socket) -> None:
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)

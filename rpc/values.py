@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from rpc.message import Message, Struct
-from rpc.schema import FieldSpec, StructSpec
+from kraftsim.rpc.message import Message, Struct
+from kraftsim.rpc.schema import FieldSpec, StructSpec
 
 
 def _plain(spec: StructSpec, obj: Struct, version: int, key: Callable[[str], str],
