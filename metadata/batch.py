@@ -23,10 +23,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from metadata.crc import crc32c
-from rpc._runtime import read_varint, read_varlong
-from rpc.errors import DecodeError
-from rpc.message import Message
+from kraftsim.metadata.crc import crc32c
+from kraftsim.rpc._runtime import read_varint, read_varlong
+from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.message import Message
 
 __all__ = [
     "BATCH_OVERHEAD",
@@ -589,7 +589,7 @@ def decode_control_record(rec: LogRecord) -> tuple[ControlRecordType, Message] |
         return None
     if rec.value is None:
         raise CorruptBatchError(f"{t.name} control record at offset {rec.offset} has a null value")
-    from metadata.records import data_class  # deferred: builds generated classes on first use
+    from kraftsim.metadata.records import data_class  # deferred: builds generated classes on first use
 
     try:
         msg = data_class(name).decode(rec.value, CONTROL_VALUE_VERSION, strict=False)

@@ -10,14 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from metadata.batch import COMPRESSION_NAMES, Batch, BatchError, ControlRecordType, decode_control_record
-from metadata.records import type_name
-from metadata.segments import iter_file_batches, parse_segment_name
-from metadata.snapshots import SnapshotId
-from rpc import uuids
-from rpc.errors import DecodeError
-from rpc.message import Message
-from rpc.values import camel, to_dict
+from kraftsim.metadata.batch import COMPRESSION_NAMES, Batch, BatchError, ControlRecordType, decode_control_record
+from kraftsim.metadata.records import type_name
+from kraftsim.metadata.segments import iter_file_batches, parse_segment_name
+from kraftsim.metadata.snapshots import SnapshotId
+from kraftsim.rpc import uuids
+from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.message import Message
+from kraftsim.rpc.values import camel, to_dict
 
 CONTROL_NAMES = {
     ControlRecordType.LEADER_CHANGE: "LeaderChange",
@@ -52,7 +52,7 @@ def _batch_doc(pos: int, b: Batch) -> dict[str, Any]:
 
 
 def _records(b: Batch, legacy: bool) -> Iterator[dict[str, Any]]:
-    from metadata.legacy import decode_value
+    from kraftsim.metadata.legacy import decode_value
 
     for rec in b.records():
         base: dict[str, Any] = {"offset": rec.offset, "createTime": rec.timestamp,

@@ -14,13 +14,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rpc import uuids
+from kraftsim.rpc import uuids
 
 METADATA_TOPIC_DIR = "__cluster_metadata-0"
 META_PROPERTIES = "meta.properties"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 QUORUM_STATE = "quorum-state"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# kraftsim's own: Kafka's metadata log keeps no recovery point (it recovers from 0 after an
+# unclean shutdown); this one says which bytes were fsynced, so only later ones count as a torn
+# tail (see SegmentedLog.open). Kafka's checkpoint text format, one "<topic> <partition>
+# <offset>" line.
+RECOVERY_POINT_CHECKPOINT = "kraftsim-recovery-point-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 
 
@@ -237,6 +242,30 @@ def write_leader_epochs(path: Path, entries: list[tuple[int, int]]) -> None:
     """Kafka's checkpoint text: version 0, entry count, then ``<epoch> <start offset>`` lines."""
     lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
     atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def write_recovery_point(path: Path, offset: int, durable: bool) -> None:
+    """The first offset not known to be flushed. Not fsynced between flushes (a stale value
+    only widens what counts as a possibly torn tail); fsynced at a clean shutdown."""
+    data = f"0\n1\n__cluster_metadata 0 {offset}\n".encode()
+    if durable:
+        atomic_write(path, data)
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def read_recovery_point(path: Path) -> int:
+    """0 when there is none (a log from before it existed, or written by Kafka)."""
+    try:
+        lines = path.read_text().split("\n")
+        if lines[0].strip() != "0" or int(lines[1]) != 1:
+            return 0
+        topic, partition, offset = lines[2].split()
+        return int(offset) if (topic, partition) == ("__cluster_metadata", "0") else 0
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def read_leader_epochs(path: Path) -> list[tuple[int, int]]:

@@ -67,10 +67,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from metadata import records
-from rpc import _runtime, registry, uuids
-from rpc.errors import DecodeError
-from rpc.message import DECODE_FAILURES, Message
+from kraftsim.metadata import records
+from kraftsim.rpc import _runtime, registry, uuids
+from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.message import DECODE_FAILURES, Message
 
 LEGACY_SCHEMAS = Path(__file__).with_name("schemas") / "legacy"
 LEGACY_FRAME_VERSION = 0

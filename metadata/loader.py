@@ -12,16 +12,20 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
-from metadata.batch import ControlRecordType, decode_control_record
-from metadata.image.image import MetadataImage
-from metadata.legacy import decode_value
-from metadata.log import MetadataLog
-from metadata.snapshots import SnapshotError, SnapshotId, iter_snapshot_values, read_snapshot_file
-from rpc.errors import DecodeError
-from rpc.message import Message
+from kraftsim.metadata.batch import ControlRecordType, decode_control_record
+from kraftsim.metadata.image.errors import ReplayError
+from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.metadata.legacy import decode_value
+from kraftsim.metadata.log import MetadataLog
+from kraftsim.metadata.snapshots import SnapshotError, SnapshotId, iter_snapshot_values, read_snapshot_file
+from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.loader")
+
+ImageT = TypeVar("ImageT")  # the image type: MetadataImage, or anything with replay/load_snapshot
 
 
 class LoadError(Exception):
@@ -37,9 +41,15 @@ class LoadResult:
     last_timestamp: int = 0
 
 
-def load_image(mlog: MetadataLog, new_image: Callable[[], object], *, legacy: bool = False,
-               committed_only: bool = True) -> tuple[object, LoadResult]:
-    """Return (image, result); ``new_image`` makes an empty image with ``replay``/``load_snapshot``."""
+def load_image(mlog: MetadataLog, new_image: Callable[[], ImageT], *, legacy: bool = False,
+               flushed_only: bool = True, open_transaction: str = "abort") -> tuple[ImageT, LoadResult]:
+    """Return (image, result); ``new_image`` makes an empty image with ``replay``/``load_snapshot``.
+
+    Metadata transactions are honoured as Kafka's loader honours them: an aborted one leaves no
+    trace, and one still open at the end of the log is not applied (``open_transaction="abort"``).
+    The controller passes ``"keep"``: it replays the open transaction, journaled, and its
+    activation appends the AbortTransactionRecord that takes it back, as Kafka's does.
+    """
     image = new_image()
     chosen: SnapshotId | None = None
     for sid in reversed(mlog.snapshots()):
@@ -59,7 +69,7 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], object], *, legacy: bo
         log.warning("snapshot %s is ahead of the log end %d; truncating the log to it",
                     chosen.file_name, mlog.end_offset)
         mlog.segments.reset_to(chosen.end_offset)
-        mlog.committed_offset = chosen.end_offset - 1
+        mlog.flushed_offset = chosen.end_offset - 1
     if mlog.start_offset > start:
         raise LoadError(f"the log starts at offset {mlog.start_offset} but no readable snapshot covers "
                         f"the offsets before it")
@@ -67,10 +77,10 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], object], *, legacy: bo
     replay = image.replay  # type: ignore[attr-defined]
     fast: Callable[[MetadataImage, bytes, int, int], None] | None = None
     if isinstance(image, MetadataImage):
-        from metadata.image.fast_replay import replay_framed
+        from kraftsim.metadata.image.fast_replay import replay_framed
 
         fast = replay_framed
-    for batch in mlog.batches(start, committed_only=committed_only):
+    for batch in mlog.batches(start, flushed_only=flushed_only):
         records = batch.records()
         if batch.is_control:
             for rec in records:
@@ -95,20 +105,27 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], object], *, legacy: bo
                     fast(image, rec.value, rec.offset, ts)  # type: ignore[arg-type]
             except DecodeError as e:
                 raise LoadError(f"record at offset {rec.offset} does not decode: {e}") from e
+            except ReplayError as e:
+                raise LoadError(f"record at offset {rec.offset} does not replay: {e}") from e
             result.records_replayed += 1
         result.last_offset = batch.last_offset
         result.last_timestamp = ts
+    txn = getattr(image, "transaction", None)
+    if txn is not None and txn.open and open_transaction == "abort":
+        log.warning("metadata transaction %r begun at offset %d never ended; its records are not applied",
+                    txn.name, txn.start_offset)
+        image.revert_to(txn.start_offset - 1)  # type: ignore[attr-defined]
     return image, result
 
 
 def _load_snapshot(image: object, path: Path, last_offset: int, legacy: bool) -> None:
     """Replay a checkpoint into a fresh image, on the fast path when the image allows it."""
-    from metadata.image.image import MetadataImage
+    from kraftsim.metadata.image.image import MetadataImage
 
     if legacy or not isinstance(image, MetadataImage):
         image.load_snapshot(read_snapshot_file(path, legacy), last_offset)  # type: ignore[attr-defined]
         return
-    from metadata.image.fast_replay import replay_framed
+    from kraftsim.metadata.image.fast_replay import replay_framed
 
     image._loading_snapshot = True  # transaction records are refused inside a snapshot
     try:

@@ -1,11 +1,14 @@
-"""The Raft-style metadata log of a single-voter quorum: append now, commit on fsync.
+"""The metadata log's storage: ``<metadata.log.dir>/__cluster_metadata-0`` on this node's disk.
 
-``append`` encodes records into RecordBatch v2 batches (at most 10,000 records each) and writes
-them to the active segment at once, so offsets are assigned and the caller can replay them
-immediately. Durability is a separate step: one background fsync covers every batch written
-since the previous one (group commit), and only then does ``committed_offset`` advance and do
-waiters in :meth:`wait_committed` wake. Any write or fsync error fails the log closed: nothing
-past the error is acknowledged and every later append raises until the log is reopened.
+``append`` encodes records into RecordBatch v2 batches and writes them to the active segment at
+once, so offsets are assigned and the caller can replay them immediately. Durability is a
+separate step: one background fsync covers every batch written since the previous one (group
+flush), and only then does ``flushed_offset`` advance and do waiters in :meth:`wait_flushed`
+wake. Any write or fsync error fails the log closed: nothing past the error is reported flushed
+and every later append raises until the log is reopened.
+
+Storage only: whether a flushed offset is *committed* is the Raft layer's decision
+(``kraftsim.raft``): for a single voter it is the flush, for a quorum the majority's.
 """
 
 from __future__ import annotations
@@ -13,26 +16,32 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from metadata import files
-from metadata import records as recs
-from metadata.batch import Batch, ControlRecordType, encode_batch_into, encode_control_batch
-from metadata.segments import LogFailedError, SegmentedLog
-from metadata.snapshots import (
+from kraftsim.metadata import files
+from kraftsim.metadata import records as recs
+from kraftsim.metadata.batch import Batch, ControlRecordType, encode_batch_into, encode_control_batch
+from kraftsim.metadata.offset_waiters import OffsetWaiters
+from kraftsim.metadata.segments import LogFailedError, SegmentedLog
+from kraftsim.metadata.snapshots import (
     SnapshotId,
     list_snapshots,
     remove_partial,
     write_snapshot_file,
     write_snapshot_file_async,
 )
-from rpc.message import Message
+from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.log")
 
-MAX_RECORDS_PER_BATCH = 10_000
+# A batch holds what fits in this many bytes (Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES);
+# an append larger than that is split across batches.
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+# How often, at most, the recovery point follows the flushes (it is not fsynced between them).
+RECOVERY_POINT_INTERVAL_S = 0.1
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 
 
@@ -44,12 +53,6 @@ class LogConfig:
     retention_ms: int = 7 * 24 * 3600 * 1000  # metadata.max.retention.ms
 
 
-@dataclass(slots=True)
-class _Waiter:
-    offset: int
-    future: asyncio.Future[None]
-
-
 @dataclass
 class MetadataLog:
     """``<metadata.log.dir>/__cluster_metadata-0``: segments, snapshots and small state files."""
@@ -57,12 +60,15 @@ class MetadataLog:
     directory: Path
     segments: SegmentedLog
     config: LogConfig
-    committed_offset: int = -1  # the last durable offset (high watermark - 1)
+    flushed_offset: int = -1  # the last offset durable on this node's disk
     epoch_entries: list[tuple[int, int]] = field(default_factory=list)  # (epoch, start offset)
-    _waiters: list[tuple[int, int, _Waiter]] = field(default_factory=list)
-    _seq: int = 0
-    _commit_task: asyncio.Task[None] | None = None
+    _waiters: OffsetWaiters = field(default_factory=OffsetWaiters)
+    _recovery_point_written: float = 0.0
+    _flush_task: asyncio.Task[None] | None = None
     _last_appended: int = -1
+    # Told of every flush (the new flushed offset) and of the failure that closes the log.
+    on_flush: list[Callable[[int], None]] = field(default_factory=list)
+    on_failure: list[Callable[[BaseException], None]] = field(default_factory=list)
 
     # -- opening --------------------------------------------------------------------------
     @classmethod
@@ -73,7 +79,9 @@ class MetadataLog:
         remove_partial(directory)
         snaps = list_snapshots(directory)
         start = snaps[-1].end_offset if snaps else 0
-        segments = SegmentedLog.open(directory, config.segment_bytes, start_offset=start)
+        recovery_point = files.read_recovery_point(directory / files.RECOVERY_POINT_CHECKPOINT)
+        segments = SegmentedLog.open(directory, config.segment_bytes, start_offset=start,
+                                     recovery_point=recovery_point)
         self = cls(directory, segments, config)
         pm = directory / files.PARTITION_METADATA
         if not pm.exists():
@@ -87,8 +95,8 @@ class MetadataLog:
                 self.epoch_entries = []
         # Everything that survived recovery was fsynced before (or is now, by recovery).
         segments.sync()
-        self.committed_offset = segments.end_offset - 1
-        self._last_appended = self.committed_offset
+        self.flushed_offset = segments.end_offset - 1
+        self._last_appended = self.flushed_offset
         return self
 
     # -- offsets --------------------------------------------------------------------------
@@ -111,19 +119,24 @@ class MetadataLog:
 
     # -- appending ------------------------------------------------------------------------
     def append_values(self, values: Sequence[bytes], *, epoch: int, timestamp: int) -> tuple[int, int]:
-        """Append framed record values as batches of ≤10,000; returns (first, last) offset."""
+        """Append framed record values, in batches of at most MAX_BATCH_BYTES of values;
+        returns the (first, last) offset."""
         if not values:
             raise ValueError("nothing to append")
         self._note_epoch(epoch)
         base = self.end_offset
         out = bytearray()
-        for i in range(0, len(values), MAX_RECORDS_PER_BATCH):
-            chunk = values[i:i + MAX_RECORDS_PER_BATCH]
-            encode_batch_into(out, base + i, chunk, epoch=epoch, timestamp=timestamp)
+        start = size = 0
+        for i, v in enumerate(values):
+            if size and size + len(v) > MAX_BATCH_BYTES:
+                encode_batch_into(out, base + start, values[start:i], epoch=epoch, timestamp=timestamp)
+                start, size = i, 0
+            size += len(v)
+        encode_batch_into(out, base + start, values[start:] if start else values, epoch=epoch, timestamp=timestamp)
         last = base + len(values) - 1
         self.segments.append(out, base, last + 1, timestamp)
         self._last_appended = last
-        self._schedule_commit()
+        self.flush_soon()
         return base, last
 
     def append_records(self, items: Sequence[tuple[Message, int]], *, epoch: int, timestamp: int) -> tuple[int, int]:
@@ -138,7 +151,7 @@ class MetadataLog:
         last = base + len(messages) - 1
         self.segments.append(data, base, last + 1, timestamp)
         self._last_appended = last
-        self._schedule_commit()
+        self.flush_soon()
         return last
 
     def _note_epoch(self, epoch: int) -> None:
@@ -153,18 +166,19 @@ class MetadataLog:
         i = bisect.bisect_right(starts, offset) - 1
         return self.epoch_entries[i][0] if i >= 0 else 0
 
-    # -- committing -----------------------------------------------------------------------
-    def _schedule_commit(self) -> None:
-        if self._commit_task is None or self._commit_task.done():
+    # -- flushing -------------------------------------------------------------------------
+    def flush_soon(self) -> None:
+        """Start a background flush of what is appended, unless one is under way."""
+        if self._flush_task is None or self._flush_task.done():
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
-                return  # synchronous use (tools, tests): call commit_now()
-            self._commit_task = loop.create_task(self._commit_loop(), name="kraftsim-log-commit")
+                return  # synchronous use (tools, tests): call flush_now()
+            self._flush_task = loop.create_task(self._flush_loop(), name="kraftsim-log-flush")
 
-    async def _commit_loop(self) -> None:
+    async def _flush_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        while self._last_appended > self.committed_offset and self.failed is None:
+        while self._last_appended > self.flushed_offset and self.failed is None:
             if self.config.linger_ms > 0:
                 await asyncio.sleep(self.config.linger_ms / 1000)
             target = self._last_appended
@@ -183,49 +197,65 @@ class MetadataLog:
                 return
             self._advance(target)
 
-    def commit_now(self) -> int:
+    def flush_now(self) -> int:
         """Synchronous fsync of everything appended so far (tools, tests, shutdown)."""
         target = self._last_appended
-        if target > self.committed_offset:
+        if target > self.flushed_offset:
             self.segments.sync()
             self._advance(target)
-        return self.committed_offset
+        return self.flushed_offset
 
     def _advance(self, target: int) -> None:
-        self.committed_offset = target
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= target:
-            import heapq
-
-            _, _, w = heapq.heappop(waiters)
-            if not w.future.done():
-                w.future.set_result(None)
+        self.flushed_offset = target
+        now = time.monotonic()
+        if now - self._recovery_point_written >= RECOVERY_POINT_INTERVAL_S:
+            self._recovery_point_written = now
+            self._write_recovery_point(durable=False)
+        self._waiters.advance(target)
+        for listener in self.on_flush:
+            listener(target)
 
     def _fail_waiters(self, exc: BaseException) -> None:
-        import heapq
+        self._waiters.fail(LogFailedError(str(exc)))
+        for listener in self.on_failure:
+            listener(exc)
 
-        while self._waiters:
-            _, _, w = heapq.heappop(self._waiters)
-            if not w.future.done():
-                w.future.set_exception(LogFailedError(str(exc)))
-
-    async def wait_committed(self, offset: int) -> None:
+    async def wait_flushed(self, offset: int) -> None:
         """Return once ``offset`` is durable; LogFailedError if the log failed first."""
-        if offset <= self.committed_offset:
+        if offset <= self.flushed_offset:
             return
         if self.failed is not None:
             raise LogFailedError(f"the metadata log failed: {self.failed}")
-        import heapq
-
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._seq += 1
-        heapq.heappush(self._waiters, (offset, self._seq, _Waiter(offset, fut)))
-        self._schedule_commit()
+        fut = self._waiters.wait(offset)
+        self.flush_soon()
         await fut
 
     # -- reading --------------------------------------------------------------------------
-    def batches(self, from_offset: int = 0, committed_only: bool = True) -> Iterator[Batch]:
-        limit = self.committed_offset if committed_only else self.end_offset - 1
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Raw batch bytes from the batch holding ``offset`` (see ``SegmentedLog.read``); what a
+        Raft leader serves a fetcher, uncommitted records included."""
+        return self.segments.read(offset, max_bytes)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int] | None:
+        """(epoch, end offset): the largest known epoch at or below ``epoch`` and the offset where
+        the next epoch starts (the log end for the latest), as Kafka's LeaderEpochFileCache
+        answers; None when ``epoch`` is -1 or above every known epoch."""
+        entries = self.epoch_entries
+        if epoch < 0 or not entries:
+            return None
+        if entries[-1][0] == epoch:
+            return epoch, self.end_offset
+        higher = next((e for e in entries if e[0] > epoch), None)
+        if higher is None:
+            return None
+        floor = None
+        for e in entries:
+            if e[0] <= epoch:
+                floor = e
+        return (epoch if floor is None else floor[0]), higher[1]
+
+    def batches(self, from_offset: int = 0, flushed_only: bool = True) -> Iterator[Batch]:
+        limit = self.flushed_offset if flushed_only else self.end_offset - 1
         for batch in self.segments.batches(from_offset):
             if batch.base_offset > limit:
                 return
@@ -239,14 +269,18 @@ class MetadataLog:
         snaps = self.snapshots()
         return snaps[-1] if snaps else None
 
+    def earliest_snapshot(self) -> SnapshotId | None:
+        snaps = self.snapshots()
+        return snaps[0] if snaps else None
+
     def snapshot_path(self, sid: SnapshotId) -> Path:
         return self.directory / sid.file_name
 
     def write_snapshot(self, items: Iterator[tuple[Message, int]] | Sequence[tuple[Message, int]], last_offset: int,
                        timestamp: int, last_contained_timestamp: int) -> SnapshotId:
-        """Write the image at ``last_offset`` (committed) as a snapshot; returns its id."""
-        if last_offset > self.committed_offset:
-            raise ValueError(f"snapshot at {last_offset} beyond the committed offset {self.committed_offset}")
+        """Write the image at ``last_offset`` (committed, so flushed) as a snapshot; returns its id."""
+        if last_offset > self.flushed_offset:
+            raise ValueError(f"snapshot at {last_offset} beyond the flushed offset {self.flushed_offset}")
         sid = SnapshotId(last_offset + 1, self.epoch_for_offset(last_offset))
         n = write_snapshot_file(self.snapshot_path(sid), items, epoch=sid.epoch, timestamp=timestamp,
                                 last_contained_timestamp=last_contained_timestamp)
@@ -257,8 +291,8 @@ class MetadataLog:
                                    last_contained_timestamp: int) -> SnapshotId:
         """:meth:`write_snapshot`, yielding to the event loop between batches; ``items`` must
         not change meanwhile (``MetadataImage.frozen_records``)."""
-        if last_offset > self.committed_offset:
-            raise ValueError(f"snapshot at {last_offset} beyond the committed offset {self.committed_offset}")
+        if last_offset > self.flushed_offset:
+            raise ValueError(f"snapshot at {last_offset} beyond the flushed offset {self.flushed_offset}")
         sid = SnapshotId(last_offset + 1, self.epoch_for_offset(last_offset))
         n = await write_snapshot_file_async(self.snapshot_path(sid), items, epoch=sid.epoch, timestamp=timestamp,
                                             last_contained_timestamp=last_contained_timestamp)
@@ -282,9 +316,17 @@ class MetadataLog:
                 self.snapshot_path(sid).unlink(missing_ok=True)
         return len(deleted)
 
+    def _write_recovery_point(self, durable: bool) -> None:
+        try:
+            files.write_recovery_point(self.directory / files.RECOVERY_POINT_CHECKPOINT, self.flushed_offset + 1,
+                                       durable)
+        except OSError as e:  # the log itself is fine; only what counts as a torn tail widens
+            log.warning("cannot write the recovery point: %s", e)
+
     def close(self) -> None:
         if self.failed is None:
-            self.commit_now()
+            self.flush_now()
+            self._write_recovery_point(durable=True)
         self.segments.close()
-        if self._commit_task is not None:
-            self._commit_task.cancel()
+        if self._flush_task is not None:
+            self._flush_task.cancel()

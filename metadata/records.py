@@ -11,41 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rpc import _runtime, registry
-from rpc.errors import DecodeError
-from rpc.message import DECODE_FAILURES, Message
+from kraftsim.metadata.record_types import SCHEMA_NAMES
+from kraftsim.rpc import _runtime, registry
+from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.message import DECODE_FAILURES, Message
 
 SCHEMAS = Path(__file__).with_name("schemas")
 FRAME_VERSION = 1
 
-# api key -> schema message name, for every record type Kafka 3.9 defines.
-RECORD_NAMES: dict[int, str] = {
-    0: "RegisterBrokerRecord",
-    1: "UnregisterBrokerRecord",
-    2: "TopicRecord",
-    3: "PartitionRecord",
-    4: "ConfigRecord",
-    5: "PartitionChangeRecord",
-    7: "FenceBrokerRecord",
-    8: "UnfenceBrokerRecord",
-    9: "RemoveTopicRecord",
-    10: "DelegationTokenRecord",
-    11: "UserScramCredentialRecord",
-    12: "FeatureLevelRecord",
-    14: "ClientQuotaRecord",
-    15: "ProducerIdsRecord",
-    17: "BrokerRegistrationChangeRecord",
-    18: "AccessControlEntryRecord",
-    19: "RemoveAccessControlEntryRecord",
-    20: "NoOpRecord",
-    21: "ZkMigrationStateRecord",
-    22: "RemoveUserScramCredentialRecord",
-    23: "BeginTransactionRecord",
-    24: "EndTransactionRecord",
-    25: "AbortTransactionRecord",
-    26: "RemoveDelegationTokenRecord",
-    27: "RegisterControllerRecord",
-}
+# api key -> schema message name, for every record type Kafka 3.9 defines (generated).
+RECORD_NAMES: dict[int, str] = SCHEMA_NAMES
 RECORD_KEYS: dict[str, int] = {v: k for k, v in RECORD_NAMES.items()}
 
 _classes: dict[int, Any] = {}
@@ -91,10 +66,29 @@ def frame_into(out: bytearray, record: Message, version: int | None = None) -> N
     record.encode_into(out, version)
 
 
+# The common frame header (frame version 1, api key and version each < 128: three bytes) ->
+# (class, version, that version's decoder). Bulk readers (the loader, dump-log, Spark) unframe
+# millions of records; this skips the varint parsing and range checks after the first sight of
+# a header, ~1 µs of ~3 per record. Filled only from headers the full path accepted.
+_HEADERS: dict[bytes, tuple[Any, int, Any]] = {}
+
+
 def unframe(value: bytes) -> tuple[Message, int]:
     """(record, version) from a framed value; DecodeError on anything Kafka would reject."""
     if type(value) is not bytes:
         value = bytes(value)
+    hit = _HEADERS.get(value[:3])
+    if hit is not None:
+        cls, version, dec = hit
+        try:
+            rec, end = dec(value, 3)
+        except DecodeError:
+            raise
+        except DECODE_FAILURES as e:
+            raise DecodeError(f"{cls.__name__} v{version}: malformed ({type(e).__name__}: {e})") from e
+        if end != len(value):
+            raise DecodeError(f"{len(value) - end} bytes of garbage after {cls.__name__}")
+        return rec, version
     try:
         fv, pos = _runtime.read_uvarint(value, 0)
         if fv != FRAME_VERSION:
@@ -116,6 +110,8 @@ def unframe(value: bytes) -> tuple[Message, int]:
     rec, end = cls.decode_from(value, pos, version)
     if end != len(value):
         raise DecodeError(f"{len(value) - end} bytes of garbage after {cls.__name__}")
+    if pos == 3:
+        _HEADERS[value[:3]] = (cls, version, cls._decoders[version])
     return rec, version
 
 

@@ -8,23 +8,43 @@ Layout is Kafka's: ``<20-digit base offset>.log`` files of back-to-back RecordBa
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
+import struct
+from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from metadata.batch import Batch, BatchError, CorruptBatchError, IncompleteBatchError, read_batch
-from metadata.files import fsync_dir
+from kraftsim.metadata import fileio
+from kraftsim.metadata.batch import LOG_OVERHEAD, Batch, BatchError, CorruptBatchError, IncompleteBatchError, read_batch
+from kraftsim.metadata.files import fsync_dir
 
 log = logging.getLogger("kraftsim.log")
 
 READ_CHUNK = 8 * 1024 * 1024
 MAX_BATCH_BYTES = 8 * 1024 * 1024 + 1024  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES plus slack
+INDEX_INTERVAL_BYTES = 4096  # Kafka's index.interval.bytes: one index entry per 4 KiB of log
+# BaseOffset, BatchLength, PartitionLeaderEpoch, Magic, CRC, Attributes, LastOffsetDelta.
+_HEAD = struct.Struct(">qiibIhi")
 
 
 class LogFailedError(Exception):
     """The log hit an I/O error and refuses writes until reopened (fail closed)."""
+
+
+class CorruptLogError(Exception):
+    """Damage that is not a torn tail: fsynced (acknowledged) bytes are unreadable, or valid
+    batches follow the damage. Never repaired silently; the operator decides (``kraftsim log
+    repair``). One line, naming the segment, the byte position and the offset."""
+
+    def __init__(self, segment: Path, position: int, offset: int, reason: str) -> None:
+        self.segment, self.position, self.offset = segment, position, offset
+        super().__init__(
+            f"corrupt metadata log: {segment.name} at byte {position} (offset {offset}): {reason}; the log must be "
+            f"repaired, e.g. `kraftsim log repair {segment.parent.parent} --truncate-at {offset}` (it keeps a "
+            f"backup of what it cuts)")
 
 
 def segment_name(base_offset: int) -> str:
@@ -37,6 +57,28 @@ def parse_segment_name(name: str) -> int | None:
     return None
 
 
+class OffsetIndex:
+    """A segment's sparse index: (batch base offset, file position) for the first batch and then
+    at least every INDEX_INTERVAL_BYTES, as Kafka's .index (kept in memory: kraftsim writes no
+    index files, and Kafka rebuilds missing ones)."""
+
+    __slots__ = ("offsets", "positions")
+
+    def __init__(self) -> None:
+        self.offsets = array("q")
+        self.positions = array("q")
+
+    def add(self, base_offset: int, position: int) -> None:
+        if not self.positions or position - self.positions[-1] >= INDEX_INTERVAL_BYTES:
+            self.offsets.append(base_offset)
+            self.positions.append(position)
+
+    def floor(self, offset: int) -> int:
+        """A position at or before the batch holding ``offset`` (0 when nothing is indexed)."""
+        i = bisect.bisect_right(self.offsets, offset) - 1
+        return self.positions[i] if i >= 0 else 0
+
+
 @dataclass(slots=True)
 class Segment:
     base_offset: int
@@ -44,6 +86,13 @@ class Segment:
     size: int
     next_offset: int  # one past the last offset it holds (== base_offset when empty)
     max_timestamp: int = -1
+    index: OffsetIndex | None = field(default=None, repr=False)  # built on first read
+    read_fd: int | None = field(default=None, repr=False)
+
+    def close_reader(self) -> None:
+        if self.read_fd is not None:
+            os.close(self.read_fd)
+            self.read_fd = None
 
 
 def iter_file_batches(path: Path, start: int = 0, verify_crc: bool = True,
@@ -94,8 +143,11 @@ class SegmentedLog:
 
     # -- opening and recovery -------------------------------------------------------------
     @classmethod
-    def open(cls, directory: Path, segment_bytes: int, start_offset: int = 0) -> SegmentedLog:
-        """Open (creating the directory if needed), validating and truncating the tail."""
+    def open(cls, directory: Path, segment_bytes: int, start_offset: int = 0,
+             recovery_point: int = 0) -> SegmentedLog:
+        """Open (creating the directory if needed), validating the last segment. Bytes at or
+        after ``recovery_point`` (the first offset not known to be fsynced) may be a torn tail
+        and are truncated; damage before it, or followed by valid batches, is CorruptLogError."""
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, segment_bytes)
         for leftover in directory.glob("*.log.deleted"):
@@ -106,7 +158,7 @@ class SegmentedLog:
             last = i == len(bases) - 1
             seg = Segment(base, path, path.stat().st_size, base)
             if last:
-                self._recover_tail(seg)
+                self._recover_tail(seg, recovery_point)
             else:
                 seg.next_offset = bases[i + 1]
             self.segments.append(seg)
@@ -116,28 +168,44 @@ class SegmentedLog:
             self._open_active()
         return self
 
-    def _recover_tail(self, seg: Segment) -> None:
-        """Keep exactly the valid batches of the last segment; truncate anything after them."""
+    def _recover_tail(self, seg: Segment, recovery_point: int = 0) -> None:
+        """Keep exactly the valid batches of the last segment and truncate a torn tail after
+        them; refuse (CorruptLogError) damage that cannot be a torn tail."""
         good_end = 0
         next_offset = seg.base_offset
         reason = None
+        seg.index = index = OffsetIndex()
+        bad_at = None
         try:
             for pos, batch in iter_file_batches(seg.path):
                 if batch.base_offset != next_offset:
                     reason = f"batch at position {pos} has base offset {batch.base_offset}, expected {next_offset}"
+                    bad_at = pos
                     break
+                index.add(batch.base_offset, pos)
                 good_end = pos + batch.size_in_bytes
                 next_offset = batch.last_offset + 1
                 seg.max_timestamp = max(seg.max_timestamp, batch.max_timestamp)
         except IncompleteBatchError as e:
             reason = f"torn batch at position {e.position}"
+            bad_at = e.position
         except CorruptBatchError as e:
             reason = f"corrupt batch at position {e.position}: {e}"
+            bad_at = e.position
         except BatchError as e:
             reason = f"unreadable batch at position {e.position}: {e}"
+            bad_at = e.position
         size = seg.path.stat().st_size
+        if bad_at is not None:
+            if next_offset < recovery_point:
+                raise CorruptLogError(seg.path, bad_at, next_offset,
+                                      f"{reason}, below the recovery point {recovery_point} (fsynced data)")
+            follower = _valid_batch_after(seg.path, bad_at)
+            if follower is not None:
+                raise CorruptLogError(seg.path, bad_at, next_offset,
+                                      f"{reason}, followed by a valid batch at position {follower}")
         if good_end < size:
-            log.warning("recovering %s: %s; truncating from %d to %d bytes (last valid offset %d)",
+            log.warning("recovering %s: %s; truncating the torn tail from %d to %d bytes (last valid offset %d)",
                         seg.path, reason or "trailing bytes", size, good_end, next_offset - 1)
             with open(seg.path, "r+b") as f:
                 f.truncate(good_end)
@@ -152,7 +220,7 @@ class SegmentedLog:
 
     def _new_segment(self, base_offset: int) -> None:
         path = self.dir / segment_name(base_offset)
-        seg = Segment(base_offset, path, 0, base_offset)
+        seg = Segment(base_offset, path, 0, base_offset, index=OffsetIndex())
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         self.segments.append(seg)
         self._fd = fd
@@ -190,11 +258,13 @@ class SegmentedLog:
             view = memoryview(data)
             assert self._fd is not None
             while view:
-                n = os.write(self._fd, view)
+                n = fileio.write(self._fd, view)
                 view = view[n:]
         except OSError as e:
             self.failed = e
             raise LogFailedError(f"write to {seg.path} failed: {e}") from e
+        if seg.index is not None:
+            _index_batches(seg.index, data, seg.size)
         seg.size += len(data)
         seg.next_offset = next_offset
         seg.max_timestamp = max(seg.max_timestamp, max_timestamp)
@@ -216,7 +286,7 @@ class SegmentedLog:
         fd = self._fd
         assert fd is not None
         try:
-            os.fsync(fd)
+            fileio.fsync(fd)
         except OSError as e:
             self.failed = e
             raise LogFailedError(f"fsync of the metadata log failed: {e}") from e
@@ -235,6 +305,7 @@ class SegmentedLog:
         for s in self.segments:
             if s.base_offset >= offset:
                 s.path.unlink(missing_ok=True)
+            s.index = None
         self.segments = keep
         if keep:
             seg = keep[-1]
@@ -276,6 +347,7 @@ class SegmentedLog:
             if not (over_size or too_old):
                 break
             self.segments.pop(0)
+            seg.close_reader()
             seg.path.unlink(missing_ok=True)
             deleted.append(seg)
         if deleted:
@@ -283,6 +355,8 @@ class SegmentedLog:
         return deleted
 
     def close(self) -> None:
+        for seg in self.segments:
+            seg.close_reader()
         if self._fd is not None:
             try:
                 if self.failed is None:
@@ -292,6 +366,37 @@ class SegmentedLog:
                 self._fd = None
 
     # -- reading --------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Kafka's LocalLog.read with minOneMessage: the bytes from the batch holding ``offset``
+        on, within one segment, at most ``max_bytes`` but at least that whole batch. Like Kafka's
+        file slice, the end may cut a batch short; readers drop such a partial batch. Empty at or
+        past the log end."""
+        segments = self.segments
+        i = bisect.bisect_right([s.base_offset for s in segments], offset) - 1 if len(segments) > 1 else 0
+        if i < 0 or offset >= self.end_offset:
+            return b""
+        seg = segments[i]
+        if offset >= seg.next_offset:  # an offset an empty segment was rolled past: the next one
+            if i + 1 >= len(segments):
+                return b""
+            seg = segments[i + 1]
+        if seg.read_fd is None:
+            seg.read_fd = os.open(seg.path, os.O_RDONLY)
+        fd = seg.read_fd
+        if seg.index is None:
+            seg.index = _build_index(fd, seg.size)
+        pos = seg.index.floor(offset)
+        size = seg.size
+        while pos < size:
+            head = os.pread(fd, _HEAD.size, pos)
+            if len(head) < _HEAD.size:
+                return b""
+            base, length, _, _, _, _, last_delta = _HEAD.unpack(head)
+            if base + last_delta >= offset:
+                return os.pread(fd, min(size - pos, max(max_bytes, LOG_OVERHEAD + length)), pos)
+            pos += LOG_OVERHEAD + length
+        return b""
+
     def batches(self, from_offset: int = 0, verify_crc: bool = True) -> Iterator[Batch]:
         """Every batch holding offsets ≥ ``from_offset`` (whole batches: the first may start earlier)."""
         for i, seg in enumerate(self.segments):
@@ -299,6 +404,56 @@ class SegmentedLog:
                 continue
             if i + 1 < len(self.segments) and self.segments[i + 1].base_offset <= from_offset:
                 continue
-            for _, batch in iter_file_batches(seg.path, verify_crc=verify_crc, end=seg.size):
-                if batch.last_offset >= from_offset:
-                    yield batch
+            expected = None
+            try:
+                for _, batch in iter_file_batches(seg.path, verify_crc=verify_crc, end=seg.size):
+                    expected = batch.last_offset + 1
+                    if batch.last_offset >= from_offset:
+                        yield batch
+            except BatchError as e:
+                raise CorruptLogError(seg.path, e.position or 0, seg.base_offset if expected is None else expected,
+                                      str(e)) from e
+
+
+def _index_batches(index: OffsetIndex, data: bytes | bytearray, at: int) -> None:
+    """Index the batches of ``data`` (whole batches) written at file position ``at``."""
+    pos, n = 0, len(data)
+    while pos + LOG_OVERHEAD <= n:
+        base, length = _PREFIX12.unpack_from(data, pos)
+        index.add(base, at + pos)
+        pos += LOG_OVERHEAD + length
+
+
+def _build_index(fd: int, size: int) -> OffsetIndex:
+    """The index of a segment nobody has read yet, from its batch headers (12 bytes each)."""
+    index = OffsetIndex()
+    pos = 0
+    while pos + LOG_OVERHEAD <= size:
+        base, length = _PREFIX12.unpack(os.pread(fd, LOG_OVERHEAD, pos))
+        index.add(base, pos)
+        pos += LOG_OVERHEAD + length
+    return index
+
+
+_PREFIX12 = struct.Struct(">qi")  # BaseOffset, BatchLength
+
+
+def _valid_batch_after(path: Path, bad_at: int) -> int | None:
+    """The position of a valid batch after the damage at ``bad_at``, if the damaged batch's
+    length still points at one (a bit flip in a body leaves the length intact), else None."""
+    with open(path, "rb") as f:
+        f.seek(bad_at)
+        head = f.read(LOG_OVERHEAD)
+        if len(head) < LOG_OVERHEAD:
+            return None
+        _, length = _PREFIX12.unpack(head)
+        if length < 0 or length > MAX_BATCH_BYTES:
+            return None
+        nxt = bad_at + LOG_OVERHEAD + length
+        f.seek(nxt)
+        data = f.read(MAX_BATCH_BYTES + LOG_OVERHEAD)
+    try:
+        read_batch(data, 0, verify_crc=True, max_batch_size=MAX_BATCH_BYTES)
+    except BatchError:
+        return None
+    return nxt

@@ -15,18 +15,19 @@ from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from metadata import records as recs
-from metadata.batch import (
+from kraftsim.metadata import fileio
+from kraftsim.metadata import records as recs
+from kraftsim.metadata.batch import (
     BatchError,
     ControlRecordType,
     decode_control_record,
     encode_batch_into,
     encode_control_batch,
 )
-from metadata.files import fsync_dir
-from metadata.segments import iter_file_batches
-from rpc.errors import DecodeError
-from rpc.message import Message
+from kraftsim.metadata.files import fsync_dir
+from kraftsim.metadata.segments import iter_file_batches
+from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.snapshot")
 
@@ -130,7 +131,7 @@ def _snapshot_steps(path: Path, items: Iterable[tuple[Message, int]], *, epoch: 
         out += encode_control_batch(offset, [(ControlRecordType.SNAPSHOT_FOOTER, footer_cls(version=0))],
                                     epoch=epoch, timestamp=timestamp)
         _write_all(fd, out)
-        os.fsync(fd)
+        fileio.fsync(fd)
         os.close(fd)
         fd = -1
         os.replace(tmp, path)
@@ -147,7 +148,7 @@ def _snapshot_steps(path: Path, items: Iterable[tuple[Message, int]], *, epoch: 
 def _write_all(fd: int, data: bytearray) -> None:
     view = memoryview(data)
     while view:
-        n = os.write(fd, view)
+        n = fileio.write(fd, view)
         view = view[n:]
 
 
@@ -199,7 +200,7 @@ def iter_snapshot_values(path: Path) -> Iterator[bytes]:
 
 def read_snapshot_file(path: Path, legacy: bool = False) -> Iterator[tuple[Message, int]]:
     """Yield the decoded metadata records of a checkpoint (see :func:`iter_snapshot_values`)."""
-    from metadata.legacy import decode_value
+    from kraftsim.metadata.legacy import decode_value
 
     for value in iter_snapshot_values(path):
         try:

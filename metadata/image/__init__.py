@@ -13,7 +13,7 @@ Where to find the replay of a record type:
 * Begin/End/AbortTransaction -> transactions.py; NoOpRecord -> image.py (no state)
 """
 
-from metadata.image.errors import ReplayError, UnwritableMetadataError
-from metadata.image.image import MetadataImage
+from kraftsim.metadata.image.errors import ReplayError, UnwritableMetadataError
+from kraftsim.metadata.image.image import MetadataImage
 
 __all__ = ["MetadataImage", "ReplayError", "UnwritableMetadataError"]

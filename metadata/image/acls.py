@@ -11,11 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from metadata.image.errors import ReplayError
-from metadata.records import by_name
-from rpc.message import Message
-
-AccessControlEntryRecord: Any = by_name("AccessControlEntryRecord")
+from kraftsim.metadata.image.errors import ReplayError
+from kraftsim.metadata.messages import AccessControlEntryRecord
+from kraftsim.rpc.message import Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +54,27 @@ class AclsImage:
                 pattern_type=a.pattern_type, principal=a.principal, host=a.host,
                 operation=a.operation, permission_type=a.permission_type), 0
 
+    # --- the only mutator (see journal.py) ---------------------------------------------------
 
-def replay_acl(acls: AclsImage, record: Any) -> None:
-    acls.by_id[record.id] = Acl.from_record(record)
+    def get_acl(self, acl_id: uuid.UUID) -> Acl | None:
+        return self.by_id.get(acl_id)
+
+    def swap_acl(self, acl_id: uuid.UUID, acl: Acl | None) -> Acl | None:
+        old = self.by_id.pop(acl_id, None) if acl is None else self.by_id.get(acl_id)
+        if acl is not None:
+            self.by_id[acl_id] = acl
+        return old
 
 
-def replay_remove_acl(acls: AclsImage, record: Any) -> None:
+def replay_acl(acls: AclsImage, record: Any, undo: list | None) -> None:
+    old = acls.swap_acl(record.id, Acl.from_record(record))
+    if undo is not None:
+        undo.append((acls.swap_acl, record.id, old))
+
+
+def replay_remove_acl(acls: AclsImage, record: Any, undo: list | None) -> None:
     if record.id not in acls.by_id:
         raise ReplayError(f"Unable to replay {record}: no acl with that ID found.")
-    del acls.by_id[record.id]
+    old = acls.swap_acl(record.id, None)
+    if undo is not None:
+        undo.append((acls.swap_acl, record.id, old))

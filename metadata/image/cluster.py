@@ -8,21 +8,19 @@ clear InControlledShutdown: only a new RegisterBrokerRecord resets it, as in Kaf
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from metadata import versions
-from metadata.image import interning
-from metadata.image.errors import ReplayError, UnwritableMetadataError
-from metadata.records import by_name
-from rpc.message import Message
-
-RegisterBrokerRecord: Any = by_name("RegisterBrokerRecord")
-RegisterControllerRecord: Any = by_name("RegisterControllerRecord")
-
-SECURITY_PROTOCOLS = frozenset((0, 1, 2, 3))  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+from kraftsim.metadata import versions
+from kraftsim.metadata.directories import MIGRATING, UNASSIGNED
+from kraftsim.metadata.image import interning
+from kraftsim.metadata.image.errors import ReplayError, UnwritableMetadataError
+from kraftsim.metadata.messages import RegisterBrokerRecord, RegisterControllerRecord
+from kraftsim.rpc.message import Message
+from kraftsim.rpc.security import SECURITY_PROTOCOL_IDS
 
 FENCE = 1
 UNFENCE = -1
@@ -44,7 +42,7 @@ def sorted_dirs(dirs: list[uuid.UUID] | tuple[uuid.UUID, ...]) -> tuple[uuid.UUI
     return interning.uuids(sorted(dirs, key=_uuid_order))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class BrokerRegistration:
     """One registered broker. ``registration_offset`` is the offset of the RegisterBrokerRecord
     that created this registration: a heartbeat's metadata offset must reach it before the broker
@@ -64,7 +62,8 @@ class BrokerRegistration:
 
     @property
     def active(self) -> bool:
-        """Usable as a leader: unfenced and not shutting down (ClusterControlManager.isActive)."""
+        """Usable as a leader: unfenced and not shutting down (ClusterControlManager.isActive).
+        The one place this rule is written."""
         return not self.fenced and not self.in_controlled_shutdown
 
     def to_record(self, mv: int) -> tuple[Message, int]:
@@ -127,6 +126,19 @@ class ClusterImage:
     def active_count(self) -> int:
         return len(self.brokers) - self.fenced_count
 
+    def default_dir(self, broker_id: int) -> uuid.UUID:
+        """The directory a replica newly placed on the broker gets (ClusterControlManager.defaultDir):
+        its only directory; MIGRATING if it registered none; UNASSIGNED if it has several (it
+        picks one and says so with AssignReplicasToDirs) or is not registered. Whether the
+        metadata.version writes directories at all is the writer's decision."""
+        reg = self.brokers.get(broker_id)
+        if reg is None:
+            return UNASSIGNED
+        dirs = reg.directories
+        if not dirs:
+            return MIGRATING
+        return dirs[0] if len(dirs) == 1 else UNASSIGNED
+
     def registration_offset(self, broker_id: int) -> int | None:
         b = self.brokers.get(broker_id)
         return None if b is None else b.registration_offset
@@ -148,27 +160,43 @@ class ClusterImage:
             for controller_id in sorted(self.controllers):
                 yield self.controllers[controller_id].to_record(mv)
 
-    # --- mutation helpers: keep the counters in step with the map --------------------------
+    # --- the only mutators (see journal.py): counters kept in step with the maps -------------
 
-    def _put(self, reg: BrokerRegistration) -> None:
-        prev = self.brokers.get(reg.id)
+    def get_broker(self, broker_id: int) -> BrokerRegistration | None:
+        return self.brokers.get(broker_id)
+
+    def swap_broker(self, broker_id: int, reg: BrokerRegistration | None) -> BrokerRegistration | None:
+        prev = self.brokers.pop(broker_id, None) if reg is None else self.brokers.get(broker_id)
         if prev is not None:
             self.fenced_count -= prev.fenced
             self.migrating_zk_count -= prev.is_migrating_zk_broker
-        self.brokers[reg.id] = reg
-        self.fenced_count += reg.fenced
-        self.migrating_zk_count += reg.is_migrating_zk_broker
+        if reg is not None:
+            self.brokers[broker_id] = reg
+            self.fenced_count += reg.fenced
+            self.migrating_zk_count += reg.is_migrating_zk_broker
+        return prev
 
-    def _remove(self, broker_id: int) -> None:
-        prev = self.brokers.pop(broker_id)
-        self.fenced_count -= prev.fenced
-        self.migrating_zk_count -= prev.is_migrating_zk_broker
+    def get_controller(self, controller_id: int) -> ControllerRegistration | None:
+        return self.controllers.get(controller_id)
+
+    def swap_controller(self, controller_id: int,
+                        reg: ControllerRegistration | None) -> ControllerRegistration | None:
+        prev = self.controllers.pop(controller_id, None) if reg is None else self.controllers.get(controller_id)
+        if reg is not None:
+            self.controllers[controller_id] = reg
+        return prev
+
+
+def _put_broker(cluster: ClusterImage, broker_id: int, reg: BrokerRegistration | None, undo: list | None) -> None:
+    old = cluster.swap_broker(broker_id, reg)
+    if undo is not None:
+        undo.append((cluster.swap_broker, broker_id, old))
 
 
 def _listeners(end_points: list, what: str) -> dict[str, Endpoint]:
     out: dict[str, Endpoint] = {}
     for ep in end_points:
-        if ep.security_protocol not in SECURITY_PROTOCOLS:
+        if ep.security_protocol not in SECURITY_PROTOCOL_IDS:
             raise ReplayError(f"Unknown security protocol {ep.security_protocol} in listener {ep.name} of {what}")
         out[ep.name] = (ep.host, ep.port, ep.security_protocol)
     return out
@@ -178,7 +206,7 @@ def _features(features: list) -> dict[str, tuple[int, int]]:
     return {f.name: (f.min_supported_version, f.max_supported_version) for f in features}
 
 
-def replay_register_broker(cluster: ClusterImage, record: Any, offset: int) -> None:
+def replay_register_broker(cluster: ClusterImage, record: Any, offset: int, undo: list | None) -> None:
     """A new incarnation or an amended one: either way the record replaces the registration."""
     reg = BrokerRegistration(
         id=record.broker_id, epoch=record.broker_epoch, incarnation_id=record.incarnation_id,
@@ -187,7 +215,7 @@ def replay_register_broker(cluster: ClusterImage, record: Any, offset: int) -> N
         in_controlled_shutdown=record.in_controlled_shutdown,
         is_migrating_zk_broker=record.is_migrating_zk_broker,
         directories=sorted_dirs(record.log_dirs), registration_offset=offset)
-    cluster._put(reg)
+    _put_broker(cluster, reg.id, reg, undo)
 
 
 def _current(cluster: ClusterImage, broker_id: int, epoch: int, record: Any) -> BrokerRegistration:
@@ -199,32 +227,32 @@ def _current(cluster: ClusterImage, broker_id: int, epoch: int, record: Any) -> 
     return reg
 
 
-def replay_unregister_broker(cluster: ClusterImage, record: Any) -> None:
+def replay_unregister_broker(cluster: ClusterImage, record: Any, undo: list | None) -> None:
     _current(cluster, record.broker_id, record.broker_epoch, record)
-    cluster._remove(record.broker_id)
+    _put_broker(cluster, record.broker_id, None, undo)
 
 
 def _change(cluster: ClusterImage, reg: BrokerRegistration, fenced: bool | None,
-            in_controlled_shutdown: bool | None, directories: tuple[uuid.UUID, ...] | None) -> None:
-    new_fenced = reg.fenced if fenced is None else fenced
-    new_ics = reg.in_controlled_shutdown if in_controlled_shutdown is None else in_controlled_shutdown
-    new_dirs = reg.directories if directories is None else directories
-    if new_fenced != reg.fenced:
-        cluster.fenced_count += 1 if new_fenced else -1
-    reg.fenced = new_fenced
-    reg.in_controlled_shutdown = new_ics
-    reg.directories = new_dirs
+            in_controlled_shutdown: bool | None, directories: tuple[uuid.UUID, ...] | None,
+            undo: list | None) -> None:
+    """A changed copy replaces the registration: registrations are never mutated in place, so
+    the journal (and a frozen snapshot view) can keep the old one."""
+    new = dataclasses.replace(
+        reg, fenced=reg.fenced if fenced is None else fenced,
+        in_controlled_shutdown=reg.in_controlled_shutdown if in_controlled_shutdown is None else in_controlled_shutdown,
+        directories=reg.directories if directories is None else directories)
+    _put_broker(cluster, reg.id, new, undo)
 
 
-def replay_fence_broker(cluster: ClusterImage, record: Any) -> None:
-    _change(cluster, _current(cluster, record.id, record.epoch, record), True, None, None)
+def replay_fence_broker(cluster: ClusterImage, record: Any, undo: list | None) -> None:
+    _change(cluster, _current(cluster, record.id, record.epoch, record), True, None, None, undo)
 
 
-def replay_unfence_broker(cluster: ClusterImage, record: Any) -> None:
-    _change(cluster, _current(cluster, record.id, record.epoch, record), False, None, None)
+def replay_unfence_broker(cluster: ClusterImage, record: Any, undo: list | None) -> None:
+    _change(cluster, _current(cluster, record.id, record.epoch, record), False, None, None, undo)
 
 
-def replay_broker_registration_change(cluster: ClusterImage, record: Any) -> None:
+def replay_broker_registration_change(cluster: ClusterImage, record: Any, undo: list | None) -> None:
     reg = _current(cluster, record.broker_id, record.broker_epoch, record)
     f = record.fenced
     if f == FENCE:
@@ -243,12 +271,14 @@ def replay_broker_registration_change(cluster: ClusterImage, record: Any) -> Non
     else:
         raise ReplayError(f"Unable to replay {record}: unknown value for inControlledShutdown field: {c}")
     dirs = sorted_dirs(record.log_dirs) if record.log_dirs else None  # empty list = no change
-    _change(cluster, reg, fenced, ics, dirs)
+    _change(cluster, reg, fenced, ics, dirs, undo)
 
 
-def replay_register_controller(cluster: ClusterImage, record: Any) -> None:
-    cluster.controllers[record.controller_id] = ControllerRegistration(
+def replay_register_controller(cluster: ClusterImage, record: Any, undo: list | None) -> None:
+    old = cluster.swap_controller(record.controller_id, ControllerRegistration(
         id=record.controller_id, incarnation_id=record.incarnation_id,
         zk_migration_ready=record.zk_migration_ready,
         listeners=_listeners(record.end_points, f"controller {record.controller_id}"),
-        supported_features=_features(record.features))
+        supported_features=_features(record.features)))
+    if undo is not None:
+        undo.append((cluster.swap_controller, record.controller_id, old))

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from metadata.records import by_name
-from rpc.message import Message
-
-ConfigRecord: Any = by_name("ConfigRecord")
+from kraftsim.metadata.image.journal import get_nested, swap_nested
+from kraftsim.metadata.messages import ConfigRecord
+from kraftsim.rpc.message import Message
 
 TOPIC = 2
 BROKER = 4
@@ -51,20 +50,27 @@ class ConfigsImage:
             for key in sorted(data):
                 yield ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=data[key]), 0
 
+    # --- the only mutators (see journal.py): install a value, return the one replaced ------
 
-def replay_config(configs: ConfigsImage, record: Any) -> None:
-    resource = (record.resource_type, record.resource_name)
-    data = configs.resources.get(resource)
-    if record.value is None:
-        if data is not None:
-            data.pop(record.name, None)
-            if not data:
-                del configs.resources[resource]
-    elif data is None:
-        configs.resources[resource] = {record.name: record.value}
-    else:
-        data[record.name] = record.value
+    def get_config(self, key: tuple[Resource, str]) -> str | None:
+        return get_nested(self.resources, key)
+
+    def swap_config(self, key: tuple[Resource, str], value: str | None) -> str | None:
+        return swap_nested(self.resources, key, value)
 
 
-def delete_topic_configs(configs: ConfigsImage, topic_name: str) -> None:
-    configs.resources.pop((TOPIC, topic_name), None)
+def replay_config(configs: ConfigsImage, record: Any, undo: list | None) -> None:
+    key = ((record.resource_type, record.resource_name), record.name)
+    old = configs.swap_config(key, record.value)
+    if undo is not None:
+        undo.append((configs.swap_config, key, old))
+
+
+def delete_topic_configs(configs: ConfigsImage, topic_name: str, undo: list | None) -> None:
+    """One swap per key, so a delta sees each removed config like any other change."""
+    resource = (TOPIC, topic_name)
+    for name in list(configs.resources.get(resource, ())):
+        key = (resource, name)
+        old = configs.swap_config(key, None)
+        if undo is not None:
+            undo.append((configs.swap_config, key, old))

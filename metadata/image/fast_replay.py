@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import struct
 
-from metadata.image.image import MetadataImage
-from metadata.image.interning import ints_from_raw, uuids_from_raw
-from metadata.image.topics import Partition, migrating_dirs
-from metadata.records import unframe
+from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.metadata.image.interning import ints_from_raw, uuids_from_raw
+from kraftsim.metadata.image.journal import Start
+from kraftsim.metadata.image.topics import Partition, migrating_dirs
+from kraftsim.metadata.records import unframe
 
 _I32 = struct.Struct(">i")
 _I32x3 = struct.Struct(">iii")
@@ -27,12 +28,16 @@ _PARTITION_RECORD = 3
 
 def replay_framed(image: MetadataImage, value: bytes, offset: int, timestamp_ms: int = 0) -> None:
     """Decode one framed metadata record value and replay it at ``offset``."""
-    if (len(value) > 3 and value[0] == 1 and value[1] == _PARTITION_RECORD and value[2] <= 1
-            and _partition_fast(image, value, value[2])):
-        image.offset = offset
-        if timestamp_ms:
-            image.last_timestamp_ms = timestamp_ms
-        return
+    if len(value) > 3 and value[0] == 1 and value[1] == _PARTITION_RECORD and value[2] <= 1:
+        prev_offset, prev_ts = image.offset, image.last_timestamp_ms
+        if _partition_fast(image, value, value[2]):
+            undo = image._undo
+            if undo is not None:  # its one entry is the last; journal its Start like replay() does
+                image._starts.append(Start(offset, image._base + len(undo) - 1, prev_offset, prev_ts))
+            image.offset = offset
+            if timestamp_ms:
+                image.last_timestamp_ms = timestamp_ms
+            return
     image.replay(unframe(value)[0], offset, timestamp_ms)
 
 
@@ -83,6 +88,10 @@ def _partition_fast(image: MetadataImage, buf: bytes, version: int) -> bool:
         return False
     new = Partition(replicas, isr, dirs, leader, leader_epoch, partition_epoch)
     parts = t.partitions
-    topics._index(t.key, pid, parts.get(pid), new)
+    old = parts.get(pid)
+    topics._index(t.key, pid, old, new)  # TopicsImage.swap_partition, inlined for the load path
     parts[pid] = new
+    undo = image._undo
+    if undo is not None:
+        undo.append((topics.swap_partition, (t.id, pid), old))
     return True

@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from metadata import versions
-from metadata.image.errors import ReplayError, UnwritableMetadataError
-from metadata.records import by_name
-from rpc.message import Message
-
-FeatureLevelRecord: Any = by_name("FeatureLevelRecord")
+from kraftsim.metadata import versions
+from kraftsim.metadata.image.errors import ReplayError, UnwritableMetadataError
+from kraftsim.metadata.messages import FeatureLevelRecord
+from kraftsim.rpc.message import Message
 
 
 class FeaturesImage:
@@ -66,20 +64,31 @@ class FeaturesImage:
         for feature in sorted(self.finalized):
             yield FeatureLevelRecord(name=feature, feature_level=self.finalized[feature]), 0
 
+    # --- the only mutator (see journal.py); None = not finalized ------------------------------
 
-def replay_feature_level(image: FeaturesImage, record: Any,
-                         supported: dict[str, tuple[int, int]]) -> None:
+    def get_feature(self, name: str) -> int | None:
+        return self.metadata_version if name == versions.FEATURE_NAME else self.finalized.get(name)
+
+    def swap_feature(self, name: str, level: int | None) -> int | None:
+        if name == versions.FEATURE_NAME:
+            old, self.metadata_version = self.metadata_version, level
+            return old
+        old = self.finalized.pop(name, None) if level is None else self.finalized.get(name)
+        if level is not None:
+            self.finalized[name] = level
+        return old
+
+
+def replay_feature_level(image: FeaturesImage, record: Any, supported: dict[str, tuple[int, int]],
+                         undo: list | None) -> None:
     feature: str = record.name
     level: int = record.feature_level
     lo, hi = versions.supported_range(supported, feature)
     if not lo <= level <= hi:
         raise ReplayError(f"Tried to apply FeatureLevelRecord {record}, but this controller only "
                           f"supports versions {lo}-{hi}")
-    if feature == versions.FEATURE_NAME:
-        if not versions.is_known(level):
-            raise ReplayError(f"No MetadataVersion with feature level {level}")
-        image.metadata_version = level
-    elif level == 0:
-        image.finalized.pop(feature, None)
-    else:
-        image.finalized[feature] = level
+    if feature == versions.FEATURE_NAME and not versions.is_known(level):
+        raise ReplayError(f"No MetadataVersion with feature level {level}")
+    old = image.swap_feature(feature, level or None)
+    if undo is not None:
+        undo.append((image.swap_feature, feature, old))

@@ -8,6 +8,12 @@ before anything changes, so a failed replay leaves the image exactly as it was.
 MetadataImage.write uses for snapshots, at the record versions the image's metadata.version
 dictates. Replaying that sequence into an empty image yields an equal image.
 
+Reverting: ``mark(offset)`` keeps what replay does from then on revertible, ``revert_to(offset)``
+takes back every record after ``offset``, ``commit(offset)`` says nothing up to ``offset`` will be
+taken back, and ``delta(offset)`` tells what changed since. An open metadata transaction keeps its
+own records revertible whatever is committed, and an AbortTransactionRecord takes them all back,
+as Kafka's controller does; the undo journal behind all this is described in ``journal.py``.
+
 Equality is semantic state only. Not compared: the replay position (``offset``,
 ``last_timestamp_ms``), broker registration offsets, the open-transaction marker, producer-id
 broker id/epoch, and the secondary indexes (they are functions of the compared state). Those are
@@ -16,24 +22,28 @@ exactly what a snapshot round trip cannot or need not preserve.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from metadata import versions
-from metadata.image import acls as _acls
-from metadata.image import cluster as _cluster
-from metadata.image import configs as _configs
-from metadata.image import features as _features
-from metadata.image import migration as _migration
-from metadata.image import producer_ids as _pids
-from metadata.image import quotas as _quotas
-from metadata.image import scram as _scram
-from metadata.image import tokens as _tokens
-from metadata.image import topics as _topics
-from metadata.image import transactions as _txn
-from metadata.image.errors import ReplayError
-from metadata.records import RECORD_KEYS, type_name
-from rpc.message import Message
+from kraftsim.metadata import versions
+from kraftsim.metadata.image import acls as _acls
+from kraftsim.metadata.image import cluster as _cluster
+from kraftsim.metadata.image import configs as _configs
+from kraftsim.metadata.image import features as _features
+from kraftsim.metadata.image import migration as _migration
+from kraftsim.metadata.image import producer_ids as _pids
+from kraftsim.metadata.image import quotas as _quotas
+from kraftsim.metadata.image import scram as _scram
+from kraftsim.metadata.image import tokens as _tokens
+from kraftsim.metadata.image import topics as _topics
+from kraftsim.metadata.image import transactions as _txn
+from kraftsim.metadata.image.errors import ReplayError
+from kraftsim.metadata.image.journal import Entry, Start, apply_entries, kind_of
+from kraftsim.metadata.record_types import RecordType
+from kraftsim.metadata.records import type_name
+from kraftsim.rpc.message import Message
 
 Handler = Callable[["MetadataImage", Message, int], None]
 
@@ -41,7 +51,7 @@ Handler = Callable[["MetadataImage", Message, int], None]
 class MetadataImage:
     __slots__ = ("features", "migration", "cluster", "topics", "configs", "quotas", "acls", "scram",
                  "tokens", "producer_ids", "transaction", "offset", "last_timestamp_ms",
-                 "supported_features", "_loading_snapshot")
+                 "supported_features", "_loading_snapshot", "_undo", "_starts", "_marks", "_base")
 
     def __init__(self, supported_features: dict[str, tuple[int, int]] | None = None) -> None:
         """``supported_features`` is this node's supported ranges (FeatureLevelRecords outside
@@ -62,6 +72,12 @@ class MetadataImage:
         self.supported_features = (versions.supported_features() if supported_features is None
                                    else dict(supported_features))
         self._loading_snapshot = False
+        # The undo journal (journal.py): entries while on, else None; one Start per journaled
+        # record; the offsets callers may revert to; entries dropped from the front so far.
+        self._undo: list[Entry] | None = None
+        self._starts: list[Start] = []
+        self._marks: list[int] = []
+        self._base = 0
 
     # ----- replay ------------------------------------------------------------------------
 
@@ -71,10 +87,152 @@ class MetadataImage:
         handler = _TABLE[key] if key is not None and 0 <= key < len(_TABLE) else None
         if handler is None:
             raise ReplayError(f"Unhandled record type {type_name(key) if key is not None else record!r}")
-        handler(self, record, offset)
+        undo = self._undo
+        if undo is None:
+            handler(self, record, offset)
+        else:
+            start = Start(offset, self._base + len(undo), self.offset, self.last_timestamp_ms)
+            self._starts.append(start)
+            try:
+                handler(self, record, offset)
+            except BaseException:
+                self._starts.pop()
+                self._take_back(start.index)  # whatever the handler did before it failed
+                raise
         self.offset = offset
         if timestamp_ms:
             self.last_timestamp_ms = timestamp_ms
+
+    # ----- reverting ---------------------------------------------------------------------
+
+    @property
+    def journaling(self) -> bool:
+        return self._undo is not None
+
+    def revertible_from(self) -> int:
+        """The lowest offset :meth:`revert_to` accepts now (the current offset when nothing is
+        journaled)."""
+        return self._starts[0].prev_offset if self._starts else self.offset
+
+    def mark(self, offset: int | None = None) -> None:
+        """Keep replay revertible back to ``offset`` (default: now) until it is committed."""
+        at = self.offset if offset is None else offset
+        if at < self.revertible_from():
+            raise ValueError(f"cannot mark offset {at}: the image can only go back to {self.revertible_from()}")
+        if self._undo is None:
+            self._undo = []
+        bisect.insort(self._marks, at)
+
+    def commit(self, offset: int) -> None:
+        """Nothing up to ``offset`` will be reverted: drop its journal, except what an open
+        transaction still needs."""
+        marks = self._marks
+        del marks[:bisect.bisect_right(marks, offset)]
+        undo = self._undo
+        if undo is None:
+            return
+        limit = offset
+        if self.transaction.open:
+            limit = min(limit, self.transaction.start_offset - 1)
+        starts = self._starts
+        n = 0
+        while n < len(starts) and starts[n].offset <= limit:
+            n += 1
+        if n:
+            cut = (starts[n].index if n < len(starts) else self._base + len(undo)) - self._base
+            del undo[:cut]
+            del starts[:n]
+            self._base += cut
+        self._maybe_stop_journal()
+
+    def revert_to(self, offset: int) -> None:
+        """Take back every record replayed after ``offset`` (ValueError if the journal does
+        not reach back that far)."""
+        if offset < self.revertible_from():
+            raise ValueError(f"cannot revert to offset {offset}: the image can only go back to "
+                             f"{self.revertible_from()}")
+        del self._marks[bisect.bisect_right(self._marks, offset):]
+        starts = self._starts
+        i = len(starts)
+        while i and starts[i - 1].offset > offset:
+            i -= 1
+        if i < len(starts):
+            first = starts[i]
+            del starts[i:]
+            self._take_back(first.index)
+            self.offset = first.prev_offset
+            self.last_timestamp_ms = first.prev_timestamp_ms
+        self._maybe_stop_journal()
+
+    def delta(self, since: int) -> MetadataDelta:
+        """What changed after offset ``since`` (which must still be revertible)."""
+        if since < self.revertible_from():
+            raise ValueError(f"no delta from offset {since}: the image only keeps changes after "
+                             f"{self.revertible_from()}")
+        undo = self._undo or []
+        starts = self._starts
+        i = len(starts)
+        while i and starts[i - 1].offset > since:
+            i -= 1
+        entries = undo[starts[i].index - self._base:] if i < len(starts) else []
+        before: dict[str, dict[Any, Any]] = {}
+        getters: dict[str, Callable[[Any], Any]] = {}
+        for swap, key, old in entries:
+            kind = kind_of(swap)
+            seen = before.get(kind)
+            if seen is None:
+                seen = before[kind] = {}
+                getters[kind] = getattr(swap.__self__, "get_" + kind)  # type: ignore[attr-defined]
+            if key not in seen:
+                seen[key] = old
+        return MetadataDelta(since, self.offset, before, getters)
+
+    def _take_back(self, index: int) -> None:
+        """Undo the journal's entries from absolute ``index`` on, newest first."""
+        undo = self._undo
+        assert undo is not None
+        at = index - self._base
+        segment = undo[at:]
+        del undo[at:]
+        apply_entries(segment)
+
+    def _maybe_stop_journal(self) -> None:
+        if self._undo is not None and not self._marks and not self.transaction.open:
+            self._undo = None
+            self._starts = []
+            self._base = 0
+
+    def _begin_transaction(self, record: Any, offset: int) -> None:
+        started = self._undo is None
+        if started:  # an open transaction keeps the journal on until it ends
+            self._undo = []
+            self._starts.append(Start(offset, self._base, self.offset, self.last_timestamp_ms))
+        try:
+            _txn.replay_begin(self.transaction, record, offset, self._loading_snapshot, self._undo)
+        except BaseException:
+            if started:
+                self._starts.pop()
+                self._maybe_stop_journal()
+            raise
+
+    def _end_transaction(self, offset: int) -> None:
+        _txn.replay_end(self.transaction, offset, self._loading_snapshot, self._undo)
+        self._maybe_stop_journal()
+
+    def _abort_transaction(self, offset: int) -> None:
+        """Take back every record since the transaction's Begin. The undo becomes this record's
+        own journal entries, so reverting past the abort brings the transaction back."""
+        txn = self.transaction
+        _txn.check_end(txn, offset, self._loading_snapshot, "AbortTransactionRecord")
+        undo = self._undo
+        assert undo is not None, "an open transaction keeps the journal on"
+        begin = txn.start_offset
+        starts = self._starts
+        i = len(starts) - 1  # starts[-1] is this record's own, pushed by replay()
+        while i and starts[i - 1].offset >= begin:
+            i -= 1
+        undo.extend(apply_entries(undo[starts[i].index - self._base:]))
+        self._maybe_stop_journal()
 
     def load_snapshot(self, records: Iterable[Message | tuple[Message, int]], last_offset: int) -> None:
         """Replay a snapshot's records, all at the snapshot's last contained offset.
@@ -154,55 +312,103 @@ class MetadataImage:
 
 def _remove_topic(img: MetadataImage, rec: Any, _off: int) -> None:
     _topics.check_remove_topic(img.topics, rec)  # validate before touching either slice
-    topic = _topics.replay_remove_topic(img.topics, rec)
-    _configs.delete_topic_configs(img.configs, topic.name)
-
-
-def _begin(img: MetadataImage, rec: Any, off: int) -> None:
-    _txn.replay_begin(img.transaction, rec, off, img._loading_snapshot)
-
-
-def _end(img: MetadataImage, rec: Any, off: int) -> None:
-    _txn.replay_end(img.transaction, off, img._loading_snapshot, "EndTransactionRecord")
-
-
-def _abort(img: MetadataImage, rec: Any, off: int) -> None:
-    _txn.replay_end(img.transaction, off, img._loading_snapshot, "AbortTransactionRecord")
+    topic = _topics.replay_remove_topic(img.topics, rec, img._undo)
+    _configs.delete_topic_configs(img.configs, topic.name, img._undo)
 
 
 def _noop(img: MetadataImage, rec: Any, off: int) -> None:
     """NoOpRecord only advances the offset (it exists to move the high watermark)."""
 
 
-_HANDLERS: dict[str, Handler] = {
-    "RegisterBrokerRecord": lambda i, r, o: _cluster.replay_register_broker(i.cluster, r, o),
-    "UnregisterBrokerRecord": lambda i, r, o: _cluster.replay_unregister_broker(i.cluster, r),
-    "TopicRecord": lambda i, r, o: _topics.replay_topic(i.topics, r),
-    "PartitionRecord": lambda i, r, o: _topics.replay_partition(i.topics, r),
-    "ConfigRecord": lambda i, r, o: _configs.replay_config(i.configs, r),
-    "PartitionChangeRecord": lambda i, r, o: _topics.replay_partition_change(i.topics, r),
-    "FenceBrokerRecord": lambda i, r, o: _cluster.replay_fence_broker(i.cluster, r),
-    "UnfenceBrokerRecord": lambda i, r, o: _cluster.replay_unfence_broker(i.cluster, r),
-    "RemoveTopicRecord": _remove_topic,
-    "DelegationTokenRecord": lambda i, r, o: _tokens.replay_token(i.tokens, r),
-    "UserScramCredentialRecord": lambda i, r, o: _scram.replay_scram(i.scram, r),
-    "FeatureLevelRecord": lambda i, r, o: _features.replay_feature_level(i.features, r, i.supported_features),
-    "ClientQuotaRecord": lambda i, r, o: _quotas.replay_client_quota(i.quotas, r),
-    "ProducerIdsRecord": lambda i, r, o: _pids.replay_producer_ids(i.producer_ids, r),
-    "BrokerRegistrationChangeRecord": lambda i, r, o: _cluster.replay_broker_registration_change(i.cluster, r),
-    "AccessControlEntryRecord": lambda i, r, o: _acls.replay_acl(i.acls, r),
-    "RemoveAccessControlEntryRecord": lambda i, r, o: _acls.replay_remove_acl(i.acls, r),
-    "NoOpRecord": _noop,
-    "ZkMigrationStateRecord": lambda i, r, o: _migration.replay_zk_migration_state(i.migration, r),
-    "RemoveUserScramCredentialRecord": lambda i, r, o: _scram.replay_remove_scram(i.scram, r),
-    "BeginTransactionRecord": _begin,
-    "EndTransactionRecord": _end,
-    "AbortTransactionRecord": _abort,
-    "RemoveDelegationTokenRecord": lambda i, r, o: _tokens.replay_remove_token(i.tokens, r),
-    "RegisterControllerRecord": lambda i, r, o: _cluster.replay_register_controller(i.cluster, r),
+# The replay of each record type: the slice module that owns its state does the work.
+_HANDLERS: dict[RecordType, Handler] = {
+    RecordType.REGISTER_BROKER_RECORD: lambda i, r, o: _cluster.replay_register_broker(i.cluster, r, o, i._undo),
+    RecordType.UNREGISTER_BROKER_RECORD: lambda i, r, o: _cluster.replay_unregister_broker(i.cluster, r, i._undo),
+    RecordType.TOPIC_RECORD: lambda i, r, o: _topics.replay_topic(i.topics, r, i._undo),
+    RecordType.PARTITION_RECORD: lambda i, r, o: _topics.replay_partition(i.topics, r, i._undo),
+    RecordType.CONFIG_RECORD: lambda i, r, o: _configs.replay_config(i.configs, r, i._undo),
+    RecordType.PARTITION_CHANGE_RECORD: lambda i, r, o: _topics.replay_partition_change(i.topics, r, i._undo),
+    RecordType.FENCE_BROKER_RECORD: lambda i, r, o: _cluster.replay_fence_broker(i.cluster, r, i._undo),
+    RecordType.UNFENCE_BROKER_RECORD: lambda i, r, o: _cluster.replay_unfence_broker(i.cluster, r, i._undo),
+    RecordType.REMOVE_TOPIC_RECORD: _remove_topic,
+    RecordType.DELEGATION_TOKEN_RECORD: lambda i, r, o: _tokens.replay_token(i.tokens, r, i._undo),
+    RecordType.USER_SCRAM_CREDENTIAL_RECORD: lambda i, r, o: _scram.replay_scram(i.scram, r, i._undo),
+    RecordType.FEATURE_LEVEL_RECORD:
+        lambda i, r, o: _features.replay_feature_level(i.features, r, i.supported_features, i._undo),
+    RecordType.CLIENT_QUOTA_RECORD: lambda i, r, o: _quotas.replay_client_quota(i.quotas, r, i._undo),
+    RecordType.PRODUCER_IDS_RECORD: lambda i, r, o: _pids.replay_producer_ids(i.producer_ids, r, i._undo),
+    RecordType.BROKER_REGISTRATION_CHANGE_RECORD:
+        lambda i, r, o: _cluster.replay_broker_registration_change(i.cluster, r, i._undo),
+    RecordType.ACCESS_CONTROL_ENTRY_RECORD: lambda i, r, o: _acls.replay_acl(i.acls, r, i._undo),
+    RecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: lambda i, r, o: _acls.replay_remove_acl(i.acls, r, i._undo),
+    RecordType.NO_OP_RECORD: _noop,
+    RecordType.ZK_MIGRATION_STATE_RECORD:
+        lambda i, r, o: _migration.replay_zk_migration_state(i.migration, r, i._undo),
+    RecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: lambda i, r, o: _scram.replay_remove_scram(i.scram, r, i._undo),
+    RecordType.BEGIN_TRANSACTION_RECORD: lambda i, r, o: i._begin_transaction(r, o),
+    RecordType.END_TRANSACTION_RECORD: lambda i, r, o: i._end_transaction(o),
+    RecordType.ABORT_TRANSACTION_RECORD: lambda i, r, o: i._abort_transaction(o),
+    RecordType.REMOVE_DELEGATION_TOKEN_RECORD: lambda i, r, o: _tokens.replay_remove_token(i.tokens, r, i._undo),
+    RecordType.REGISTER_CONTROLLER_RECORD:
+        lambda i, r, o: _cluster.replay_register_controller(i.cluster, r, i._undo),
 }
 
-_TABLE: list[Handler | None] = [None] * (max(RECORD_KEYS.values()) + 1)
-for _name, _handler in _HANDLERS.items():
-    _TABLE[RECORD_KEYS[_name]] = _handler
-del _name, _handler
+_TABLE: list[Handler | None] = [None] * (max(RecordType) + 1)
+for _type, _handler in _HANDLERS.items():
+    _TABLE[_type] = _handler
+del _type, _handler
+
+
+@dataclass(slots=True)
+class MetadataDelta:
+    """What changed between two offsets, by kind of state: ``broker``, ``controller``,
+    ``topic``, ``partition`` (keyed by (topic id, partition id)), ``config`` (by
+    ((resource type, name), key)), ``feature``, ``migration_state``, ``acl``, ``quota``,
+    ``credential``, ``token``, ``producer_ids``, ``transaction``. A value of None means absent.
+    A topic created or removed also lists all its partitions under ``partition``."""
+
+    since: int
+    until: int
+    before: dict[str, dict[Any, Any]]
+    _get: dict[str, Callable[[Any], Any]]
+
+    def changes(self, kind: str) -> dict[Any, tuple[Any, Any]]:
+        """key -> (value at ``since``, value now), for the keys whose value differs."""
+        get = self._get.get(kind)
+        out: dict[Any, tuple[Any, Any]] = {}
+        if get is None:
+            if kind == "partition" and "topic" in self._get:
+                return self._partitions_of_topics(out)
+            return out
+        for key, old in self.before[kind].items():
+            new = get(key)
+            if new is not old and new != old:
+                out[key] = (old, new)
+        if kind == "partition" and "topic" in self._get:
+            self._partitions_of_topics(out)
+        return out
+
+    def _partitions_of_topics(self, out: dict[Any, tuple[Any, Any]]) -> dict[Any, tuple[Any, Any]]:
+        """Partitions that came or went with their topic (RemoveTopicRecord has no per-partition
+        change of its own)."""
+        seen = self.before.get("partition", {})
+        get_topic = self._get["topic"]
+        for tid, old_topic in self.before["topic"].items():
+            new_topic = get_topic(tid)
+            if (old_topic is None) == (new_topic is None):
+                continue
+            pids = set(old_topic.partitions if old_topic else ()) | set(new_topic.partitions if new_topic else ())
+            for pid in pids:
+                if (tid, pid) in seen:
+                    continue
+                a = old_topic.partitions.get(pid) if old_topic else None
+                b = new_topic.partitions.get(pid) if new_topic else None
+                if a != b:
+                    out[(tid, pid)] = (a, b)
+        return out
+
+    def kinds(self) -> list[str]:
+        return [k for k in self.before if self.changes(k)]
+
+    def __bool__(self) -> bool:
+        return bool(self.kinds())

@@ -10,12 +10,10 @@ from collections.abc import Iterator
 from enum import IntEnum
 from typing import Any
 
-from metadata import versions
-from metadata.image.errors import ReplayError, UnwritableMetadataError
-from metadata.records import by_name
-from rpc.message import Message
-
-ZkMigrationStateRecord: Any = by_name("ZkMigrationStateRecord")
+from kraftsim.metadata import versions
+from kraftsim.metadata.image.errors import ReplayError, UnwritableMetadataError
+from kraftsim.metadata.messages import ZkMigrationStateRecord
+from kraftsim.rpc.message import Message
 
 
 class ZkMigrationState(IntEnum):
@@ -51,10 +49,21 @@ class MigrationImage:
         elif self.state != ZkMigrationState.NONE:
             raise UnwritableMetadataError(f"the ZK Migration state which was {self.state.name}")
 
+    # --- the only mutator (see journal.py) ---------------------------------------------------
 
-def replay_zk_migration_state(image: MigrationImage, record: Any) -> None:
+    def get_migration_state(self, _key: None) -> ZkMigrationState:
+        return self.state
+
+    def swap_migration_state(self, _key: None, state: ZkMigrationState) -> ZkMigrationState:
+        old, self.state = self.state, state
+        return old
+
+
+def replay_zk_migration_state(image: MigrationImage, record: Any, undo: list | None) -> None:
     try:
         state = ZkMigrationState(record.zk_migration_state)
     except ValueError:
         raise ReplayError(f"Value {record.zk_migration_state} is not a valid Zk migration state") from None
-    image.state = state
+    old = image.swap_migration_state(None, state)
+    if undo is not None:
+        undo.append((image.swap_migration_state, None, old))

@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from metadata.image.errors import ReplayError
-from metadata.records import by_name
-from rpc.message import Message
-
-ProducerIdsRecord: Any = by_name("ProducerIdsRecord")
+from kraftsim.metadata.image.errors import ReplayError
+from kraftsim.metadata.messages import ProducerIdsRecord
+from kraftsim.rpc.message import Message
 
 BLOCK_SIZE = 1000
 
@@ -39,12 +37,22 @@ class ProducerIdsImage:
         if self.next_producer_id >= 0:
             yield ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.next_producer_id), 0
 
+    # --- the only mutator (see journal.py): (next id, broker id, broker epoch) ----------------
 
-def replay_producer_ids(image: ProducerIdsImage, record: Any) -> None:
+    def get_producer_ids(self, _key: None) -> tuple[int, int, int]:
+        return self.next_producer_id, self.broker_id, self.broker_epoch
+
+    def swap_producer_ids(self, _key: None, value: tuple[int, int, int]) -> tuple[int, int, int]:
+        old = (self.next_producer_id, self.broker_id, self.broker_epoch)
+        self.next_producer_id, self.broker_id, self.broker_epoch = value
+        return old
+
+
+def replay_producer_ids(image: ProducerIdsImage, record: Any, undo: list | None) -> None:
     nxt: int = record.next_producer_id
     if image.next_producer_id >= 0 and nxt <= image.next_producer_id:
         raise ReplayError(f"Next Producer ID from replayed record ({nxt}) is not greater than "
                           f"current next Producer ID ({image.next_producer_id})")
-    image.next_producer_id = nxt
-    image.broker_id = record.broker_id
-    image.broker_epoch = record.broker_epoch
+    old = image.swap_producer_ids(None, (nxt, record.broker_id, record.broker_epoch))
+    if undo is not None:
+        undo.append((image.swap_producer_ids, None, old))

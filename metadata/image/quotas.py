@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from metadata.records import by_name
-from rpc.message import Message
-
-ClientQuotaRecord: Any = by_name("ClientQuotaRecord")
+from kraftsim.metadata.image.journal import get_nested, swap_nested
+from kraftsim.metadata.messages import ClientQuotaRecord
+from kraftsim.rpc.message import Message
 
 Entity = tuple[tuple[str, str | None], ...]
 
@@ -52,16 +51,17 @@ class QuotasImage:
                     entity=[ClientQuotaRecord.EntityData(entity_type=t, entity_name=n) for t, n in entity],
                     key=key, value=data[key], remove=False), 0
 
+    # --- the only mutator (see journal.py) ---------------------------------------------------
 
-def replay_client_quota(quotas: QuotasImage, record: Any) -> None:
-    entity = entity_of(record.entity)
-    data = quotas.entities.get(entity)
-    if record.remove:
-        if data is not None:
-            data.pop(record.key, None)
-            if not data:
-                del quotas.entities[entity]
-    elif data is None:
-        quotas.entities[entity] = {record.key: record.value}
-    else:
-        data[record.key] = record.value
+    def get_quota(self, key: tuple[Entity, str]) -> float | None:
+        return get_nested(self.entities, key)
+
+    def swap_quota(self, key: tuple[Entity, str], value: float | None) -> float | None:
+        return swap_nested(self.entities, key, value)
+
+
+def replay_client_quota(quotas: QuotasImage, record: Any, undo: list | None) -> None:
+    key = (entity_of(record.entity), record.key)
+    old = quotas.swap_quota(key, None if record.remove else record.value)
+    if undo is not None:
+        undo.append((quotas.swap_quota, key, old))

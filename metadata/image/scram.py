@@ -10,12 +10,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from metadata import versions
-from metadata.image.errors import ReplayError, UnwritableMetadataError
-from metadata.records import by_name
-from rpc.message import Message
-
-UserScramCredentialRecord: Any = by_name("UserScramCredentialRecord")
+from kraftsim.metadata import versions
+from kraftsim.metadata.image.errors import ReplayError, UnwritableMetadataError
+from kraftsim.metadata.messages import UserScramCredentialRecord
+from kraftsim.rpc.message import Message
 
 SCRAM_SHA_256 = 1
 SCRAM_SHA_512 = 2
@@ -54,14 +52,30 @@ class ScramImage:
             yield UserScramCredentialRecord(name=user, mechanism=mech, salt=c.salt, stored_key=c.stored_key,
                                             server_key=c.server_key, iterations=c.iterations), 0
 
+    # --- the only mutator (see journal.py) ---------------------------------------------------
 
-def replay_scram(scram: ScramImage, record: Any) -> None:
-    scram.credentials[(record.name, record.mechanism)] = ScramCredential(
-        bytes(record.salt), bytes(record.stored_key), bytes(record.server_key), record.iterations)
+    def get_credential(self, key: tuple[str, int]) -> ScramCredential | None:
+        return self.credentials.get(key)
+
+    def swap_credential(self, key: tuple[str, int], cred: ScramCredential | None) -> ScramCredential | None:
+        old = self.credentials.pop(key, None) if cred is None else self.credentials.get(key)
+        if cred is not None:
+            self.credentials[key] = cred
+        return old
 
 
-def replay_remove_scram(scram: ScramImage, record: Any) -> None:
+def replay_scram(scram: ScramImage, record: Any, undo: list | None) -> None:
+    key = (record.name, record.mechanism)
+    old = scram.swap_credential(key, ScramCredential(
+        bytes(record.salt), bytes(record.stored_key), bytes(record.server_key), record.iterations))
+    if undo is not None:
+        undo.append((scram.swap_credential, key, old))
+
+
+def replay_remove_scram(scram: ScramImage, record: Any, undo: list | None) -> None:
     key = (record.name, record.mechanism)
     if key not in scram.credentials:
         raise ReplayError(f"Unable to find credential to delete: {record.name} mechanism {record.mechanism}")
-    del scram.credentials[key]
+    old = scram.swap_credential(key, None)
+    if undo is not None:
+        undo.append((scram.swap_credential, key, old))

@@ -10,12 +10,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from metadata import versions
-from metadata.image.errors import UnwritableMetadataError
-from metadata.records import by_name
-from rpc.message import Message
-
-DelegationTokenRecord: Any = by_name("DelegationTokenRecord")
+from kraftsim.metadata import versions
+from kraftsim.metadata.image.errors import UnwritableMetadataError
+from kraftsim.metadata.messages import DelegationTokenRecord
+from kraftsim.rpc.message import Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +52,27 @@ class TokensImage:
                 issue_timestamp=t.issue_timestamp, max_timestamp=t.max_timestamp,
                 expiration_timestamp=t.expiration_timestamp, token_id=token_id), 0
 
+    # --- the only mutator (see journal.py) ---------------------------------------------------
 
-def replay_token(tokens: TokensImage, record: Any) -> None:
-    tokens.tokens[record.token_id] = DelegationToken(
+    def get_token(self, token_id: str) -> DelegationToken | None:
+        return self.tokens.get(token_id)
+
+    def swap_token(self, token_id: str, token: DelegationToken | None) -> DelegationToken | None:
+        old = self.tokens.pop(token_id, None) if token is None else self.tokens.get(token_id)
+        if token is not None:
+            self.tokens[token_id] = token
+        return old
+
+
+def replay_token(tokens: TokensImage, record: Any, undo: list | None) -> None:
+    old = tokens.swap_token(record.token_id, DelegationToken(
         record.owner, record.requester, tuple(record.renewers), record.issue_timestamp,
-        record.max_timestamp, record.expiration_timestamp)
+        record.max_timestamp, record.expiration_timestamp))
+    if undo is not None:
+        undo.append((tokens.swap_token, record.token_id, old))
 
 
-def replay_remove_token(tokens: TokensImage, record: Any) -> None:
-    tokens.tokens.pop(record.token_id, None)
+def replay_remove_token(tokens: TokensImage, record: Any, undo: list | None) -> None:
+    old = tokens.swap_token(record.token_id, None)
+    if undo is not None and old is not None:
+        undo.append((tokens.swap_token, record.token_id, old))

@@ -25,15 +25,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from metadata import versions
-from metadata.image import interning
-from metadata.image.errors import ReplayError, UnwritableMetadataError
-from metadata.image.partition_sets import CHUNK_BITS, CHUNK_LOW, TOPIC_SHIFT, PartitionSet
-from metadata.records import by_name
-from rpc.message import Message
-
-TopicRecord: Any = by_name("TopicRecord")
-PartitionRecord: Any = by_name("PartitionRecord")
+from kraftsim.metadata import versions
+from kraftsim.metadata.directories import MIGRATING
+from kraftsim.metadata.image import interning
+from kraftsim.metadata.image.errors import ReplayError, UnwritableMetadataError
+from kraftsim.metadata.image.partition_sets import CHUNK_BITS, CHUNK_LOW, TOPIC_SHIFT, PartitionSet
+from kraftsim.metadata.messages import PartitionRecord, TopicRecord
+from kraftsim.metadata.topic_names import has_collision_chars, unify_collision_chars
+from kraftsim.rpc.message import Message
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
@@ -41,9 +40,6 @@ RECOVERED = 0
 RECOVERING = 1
 LRS_NO_CHANGE = -1
 
-MIGRATING = uuid.UUID(int=0)   # DirectoryId.MIGRATING: replica predates directory assignment
-UNASSIGNED = uuid.UUID(int=1)  # DirectoryId.UNASSIGNED
-LOST = uuid.UUID(int=2)        # DirectoryId.LOST
 
 _EMPTY: tuple = interning.EMPTY
 _migrating: list[tuple[uuid.UUID, ...]] = []
@@ -64,15 +60,6 @@ def _dirs(dirs: list[uuid.UUID] | tuple[uuid.UUID, ...] | None, n: int) -> tuple
         if d.int:  # not MIGRATING (uuid 0); .int avoids UUID.__eq__'s Python-level cost
             return interning.uuids(dirs)
     return migrating_dirs(n)
-
-
-def has_collision_chars(name: str) -> bool:
-    return "." in name or "_" in name
-
-
-def unify_collision_chars(name: str) -> str:
-    """'.' and '_' collide in metric names, so Kafka refuses topics that differ only there."""
-    return name.replace(".", "_")
 
 
 @dataclass(slots=True)
@@ -237,6 +224,56 @@ class TopicsImage:
 
         return generate()
 
+    # ----- the only mutators (see journal.py) ---------------------------------------------
+
+    def get_topic(self, topic_id: uuid.UUID) -> Topic | None:
+        return self.by_id.get(topic_id)
+
+    def swap_topic(self, topic_id: uuid.UUID, topic: Topic | None) -> Topic | None:
+        """Install or remove a topic with all its partitions (and their index entries)."""
+        old = self.by_id.get(topic_id)
+        if old is not None:
+            for pid, p in old.partitions.items():
+                self._unindex(old.key, pid, p)
+            del self.by_id[old.id]
+            del self.by_name[old.name]
+            del self.by_key[old.key]
+            del self.by_id_bytes[old.id.bytes]
+            if has_collision_chars(old.name):
+                norm = unify_collision_chars(old.name)
+                names = self.colliding.get(norm)
+                if names is not None:
+                    names.discard(old.name)
+                    if not names:
+                        del self.colliding[norm]
+        if topic is not None:
+            self.by_id[topic_id] = topic
+            self.by_name[topic.name] = topic
+            self.by_key[topic.key] = topic
+            self.by_id_bytes[topic_id.bytes] = topic
+            if has_collision_chars(topic.name):
+                self.colliding.setdefault(unify_collision_chars(topic.name), set()).add(topic.name)
+            for pid, p in topic.partitions.items():
+                self._index(topic.key, pid, None, p)
+        return old
+
+    def get_partition(self, key: tuple[uuid.UUID, int]) -> Partition | None:
+        t = self.by_id.get(key[0])
+        return None if t is None else t.partitions.get(key[1])
+
+    def swap_partition(self, key: tuple[uuid.UUID, int], new: Partition | None) -> Partition | None:
+        t = self.by_id[key[0]]
+        pid = key[1]
+        parts = t.partitions
+        old = parts.get(pid)
+        if new is not None:
+            self._index(t.key, pid, old, new)
+            parts[pid] = new
+        elif old is not None:
+            self._unindex(t.key, pid, old)
+            del parts[pid]
+        return old
+
     # ----- index maintenance -------------------------------------------------------------
 
     def _index(self, key: int, pid: int, prev: Partition | None, new: Partition) -> None:
@@ -308,7 +345,7 @@ def _index_members(index: dict[int, PartitionSet], key: int, pid: int,
 
 # ----- replay ------------------------------------------------------------------------------
 
-def replay_topic(topics: TopicsImage, record: Any) -> None:
+def replay_topic(topics: TopicsImage, record: Any, undo: list | None) -> None:
     name: str = record.name
     tid: uuid.UUID = record.topic_id
     existing = topics.by_name.get(name)
@@ -321,14 +358,10 @@ def replay_topic(topics: TopicsImage, record: Any) -> None:
         # Kafka would silently re-point the id; no controller writes this, so refuse it.
         raise ReplayError(f"Found TopicRecord for {name} reusing the ID {tid} of topic {topics.by_id[tid].name}")
     key = topics._next_key
-    topics._next_key = key + 1
-    t = Topic(tid, name, key, {})
-    topics.by_id[tid] = t
-    topics.by_name[name] = t
-    topics.by_key[key] = t
-    topics.by_id_bytes[tid.bytes] = t
-    if has_collision_chars(name):
-        topics.colliding.setdefault(unify_collision_chars(name), set()).add(name)
+    topics._next_key = key + 1  # keys are never reused, not even when this record is undone
+    topics.swap_topic(tid, Topic(tid, name, key, {}))
+    if undo is not None:
+        undo.append((topics.swap_topic, tid, None))
 
 
 def _check_lrs(value: int, record: Any) -> None:
@@ -336,7 +369,7 @@ def _check_lrs(value: int, record: Any) -> None:
         raise ReplayError(f"Value {value} is not a valid leader recovery state in {record}")
 
 
-def replay_partition(topics: TopicsImage, record: Any) -> None:
+def replay_partition(topics: TopicsImage, record: Any, undo: list | None) -> None:
     t = topics.by_id.get(record.topic_id)
     pid: int = record.partition_id
     if t is None:
@@ -357,12 +390,13 @@ def replay_partition(topics: TopicsImage, record: Any) -> None:
                     interning.ints(record.removing_replicas) if record.removing_replicas else _EMPTY,
                     interning.ints(record.adding_replicas) if record.adding_replicas else _EMPTY,
                     interning.ints(elr) if elr else _EMPTY, interning.ints(lke) if lke else _EMPTY)
-    parts = t.partitions
-    topics._index(t.key, pid, parts.get(pid), new)
-    parts[pid] = new
+    key = (t.id, pid)
+    old = topics.swap_partition(key, new)
+    if undo is not None:
+        undo.append((topics.swap_partition, key, old))
 
 
-def replay_partition_change(topics: TopicsImage, record: Any) -> None:
+def replay_partition_change(topics: TopicsImage, record: Any, undo: list | None) -> None:
     """PartitionRegistration.merge, validated before anything changes."""
     t = topics.by_id.get(record.topic_id)
     pid: int = record.partition_id
@@ -396,8 +430,10 @@ def replay_partition_change(topics: TopicsImage, record: Any) -> None:
         p.elr if record.eligible_leader_replicas is None else interning.ints(record.eligible_leader_replicas),
         p.last_known_elr if record.last_known_elr is None else interning.ints(record.last_known_elr),
     )
-    topics._index(t.key, pid, p, new)
-    t.partitions[pid] = new
+    key = (t.id, pid)
+    topics.swap_partition(key, new)
+    if undo is not None:
+        undo.append((topics.swap_partition, key, p))
 
 
 def check_remove_topic(topics: TopicsImage, record: Any) -> Topic:
@@ -407,20 +443,10 @@ def check_remove_topic(topics: TopicsImage, record: Any) -> Topic:
     return t
 
 
-def replay_remove_topic(topics: TopicsImage, record: Any) -> Topic:
+def replay_remove_topic(topics: TopicsImage, record: Any, undo: list | None) -> Topic:
     """Removes the topic and its index entries; returns it so the caller can drop its configs."""
     t = check_remove_topic(topics, record)
-    for pid, p in t.partitions.items():
-        topics._unindex(t.key, pid, p)
-    del topics.by_id[t.id]
-    del topics.by_name[t.name]
-    del topics.by_key[t.key]
-    del topics.by_id_bytes[t.id.bytes]
-    if has_collision_chars(t.name):
-        norm = unify_collision_chars(t.name)
-        names = topics.colliding.get(norm)
-        if names is not None:
-            names.discard(t.name)
-            if not names:
-                del topics.colliding[norm]
+    topics.swap_topic(t.id, None)
+    if undo is not None:
+        undo.append((topics.swap_topic, t.id, t))
     return t

@@ -1,16 +1,16 @@
 """Open metadata transaction (Begin/End/AbortTransactionRecord, KIP-868, MV >= 3.6-IV1).
 
-Replay only tracks which transaction is open and where it began. Undoing an aborted
-transaction's records is the controller's job (it reverts its timeline snapshot to the offset
-before the BeginTransactionRecord); a plain image cannot do it by itself. These records never
-appear in a snapshot, so this state is outside image equality.
+Replay tracks which transaction is open and where it began; the image keeps its undo journal on
+while one is open, and an AbortTransactionRecord takes every record since the Begin back (see
+``MetadataImage``). These records never appear in a snapshot, so this state is outside image
+equality.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from metadata.image.errors import ReplayError
+from kraftsim.metadata.image.errors import ReplayError
 
 
 class TransactionState:
@@ -27,22 +27,38 @@ class TransactionState:
     def __repr__(self) -> str:
         return f"TransactionState(name={self.name!r}, start_offset={self.start_offset})"
 
+    # --- the only mutator (see journal.py): (name, start offset) ------------------------------
 
-def replay_begin(state: TransactionState, record: Any, offset: int, in_snapshot: bool) -> None:
+    def get_transaction(self, _key: None) -> tuple[str | None, int]:
+        return self.name, self.start_offset
+
+    def swap_transaction(self, _key: None, value: tuple[str | None, int]) -> tuple[str | None, int]:
+        old = (self.name, self.start_offset)
+        self.name, self.start_offset = value
+        return old
+
+
+def replay_begin(state: TransactionState, record: Any, offset: int, in_snapshot: bool,
+                 undo: list | None) -> None:
     if in_snapshot:
         raise ReplayError("BeginTransactionRecord cannot appear within a snapshot.")
     if state.open:
         raise ReplayError(f"Can't replay a BeginTransactionRecord at {offset} because the "
                           f"transaction at {state.start_offset} was never closed.")
-    state.name = record.name
-    state.start_offset = offset
+    old = state.swap_transaction(None, (record.name, offset))
+    if undo is not None:
+        undo.append((state.swap_transaction, None, old))
 
 
-def replay_end(state: TransactionState, offset: int, in_snapshot: bool, what: str) -> None:
-    """End and Abort close the transaction the same way as far as replay is concerned."""
+def check_end(state: TransactionState, offset: int, in_snapshot: bool, what: str) -> None:
     if in_snapshot:
         raise ReplayError(f"{what} cannot appear within a snapshot.")
     if not state.open:
         raise ReplayError(f"Can't replay an {what} at {offset} because there is no open transaction.")
-    state.name = None
-    state.start_offset = -1
+
+
+def replay_end(state: TransactionState, offset: int, in_snapshot: bool, undo: list | None) -> None:
+    check_end(state, offset, in_snapshot, "EndTransactionRecord")
+    old = state.swap_transaction(None, (None, -1))
+    if undo is not None:
+        undo.append((state.swap_transaction, None, old))
