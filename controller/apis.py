@@ -1,165 +1,124 @@
-"""ControllerApis: the handler for each api key the controller serves.
+"""ControllerApis: every route of every control manager, run the same way.
 
-Each handler turns a decoded request into a write event on the :class:`QuorumController` and
-maps failures to the response Kafka sends for that API (``getErrorResponse``): ApiError keeps its
-code and message, an event that timed out in the queue is REQUEST_TIMED_OUT, a controller that
-is not active (or failed) is NOT_CONTROLLER.
+The managers declare their routes beside their handlers (``routes()``; see ``routes.py``). Here
+each becomes a dispatcher handler: the request runs as an event on the controller's queue
+(inline when the queue is idle), its records go through the write path, and the response goes
+back once they are committed. A failure becomes the API's whole-request error response, as
+Kafka's ``ControllerApis`` maps it: an ApiError keeps its code and message, an event that timed
+out in the queue is REQUEST_TIMED_OUT, a controller that is not active (or failed) is
+NOT_CONTROLLER, anything else UNKNOWN_SERVER_ERROR. A route that can change the cluster
+(``Route.mutating``) leaves one line on the audit log once it is answered (``audit.py``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable
 from typing import Any
 
-from controller.events import EventTimeoutError
-from controller.quorum import FatalControllerError, QuorumController
-from controller.result import ApiError
-from rpc import registry
-from rpc.dispatch import Dispatcher, RequestContext
-from rpc.error_codes import ErrorCode
-from rpc.message import Message
+from kraftsim.controller.audit import audit
+from kraftsim.controller.envelope import EnvelopeHandler
+from kraftsim.controller.events import EventTimeoutError
+from kraftsim.controller.quorum import FatalControllerError, HandlerFaultError, QuorumController
+from kraftsim.controller.result import ApiError
+from kraftsim.controller.routes import ErrorBuilder, Route
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.dispatch import Dispatcher, Handler, RequestContext
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.apis")
-
-ErrorBuilder = Callable[[Message, int, ErrorCode, str | None], Message]
-
-BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
-UPDATE_FEATURES, CREATE_TOPICS, DELETE_TOPICS = 57, 19, 20
-
-
-def _simple_error(api_key: int, with_message: bool = False) -> ErrorBuilder:
-    cls = registry.response_class(api_key)
-
-    def build(req: Message, version: int, code: ErrorCode, message: str | None) -> Message:
-        resp = cls(error_code=int(code))
-        if with_message:
-            resp.error_message = message  # type: ignore[attr-defined]
-        return resp
-    return build
-
-
-def _create_topics_error(req: Message, version: int, code: ErrorCode, message: str | None) -> Message:
-    cls = registry.response_class(CREATE_TOPICS)
-    return cls(topics=[cls.CreatableTopicResult(name=t.name, error_code=int(code), error_message=message)
-                       for t in req.topics])  # type: ignore[attr-defined]
-
-
-def _delete_topics_error(req: Message, version: int, code: ErrorCode, message: str | None) -> Message:
-    cls = registry.response_class(DELETE_TOPICS)
-    results = []
-    if version >= 6:
-        for t in req.topics:  # type: ignore[attr-defined]
-            results.append(cls.DeletableTopicResult(name=t.name, topic_id=t.topic_id, error_code=int(code),
-                                                    error_message=message))
-    else:
-        for name in req.topic_names:  # type: ignore[attr-defined]
-            results.append(cls.DeletableTopicResult(name=name, error_code=int(code), error_message=message))
-    return cls(responses=results)
-
-
-def _update_features_error(req: Message, version: int, code: ErrorCode, message: str | None) -> Message:
-    cls = registry.response_class(UPDATE_FEATURES)
-    resp = cls(error_code=int(code), error_message=message)
-    if version <= 1:
-        resp.results = [cls.UpdatableFeatureResult(feature=u.feature, error_code=int(code), error_message=message)
-                        for u in req.feature_updates]  # type: ignore[attr-defined]
-    return resp
 
 
 class ControllerApis:
     def __init__(self, controller: QuorumController) -> None:
         self.controller = controller
-        self._errors = {BROKER_REGISTRATION: _simple_error(BROKER_REGISTRATION),
-                        BROKER_HEARTBEAT: _simple_error(BROKER_HEARTBEAT),
-                        UNREGISTER_BROKER: _simple_error(UNREGISTER_BROKER, with_message=True)}
-        self._hb_timeout_ms = controller.config.get("broker.heartbeat.interval.ms") // 2
+
+    def routes(self) -> list[Route]:
+        c = self.controller
+        return [*c.cluster.routes(), *c.replication.routes(), *c.features.routes(), *c.configuration.routes(),
+                *c.producer_ids.routes(), *c.alter_partition.routes(), *c.replica_directories.routes(),
+                *c.controllers.routes()]
 
     def install(self, dispatcher: Dispatcher) -> None:
+        """Serve every route, and Envelope (api 58), which re-enters ``dispatcher`` with the
+        request inside it, so whatever else is registered there (the Raft APIs) is forwardable
+        too."""
         dispatcher.features = self.controller  # ApiVersions: supported/finalized features
-        dispatcher.register(BROKER_REGISTRATION, self.broker_registration)
-        dispatcher.register(BROKER_HEARTBEAT, self.broker_heartbeat)
-        dispatcher.register(UNREGISTER_BROKER, self.unregister_broker)
-        dispatcher.register(UPDATE_FEATURES, self.update_features)
-        dispatcher.register(CREATE_TOPICS, self.create_topics)
-        dispatcher.register(DELETE_TOPICS, self.delete_topics)
+        for route in self.routes():
+            dispatcher.register(route.api_key, self.handler(route))
+            registry.request_class(route.api_key)  # compile the codecs now, not on the first request
+            registry.response_class(route.api_key)
+        authorizer = self.controller.ctx.authorizer if self.controller.ctx is not None else None
+        dispatcher.register(ApiKey.ENVELOPE, EnvelopeHandler(dispatcher, authorizer))
 
-    # -- the generic path -----------------------------------------------------------------
-    def _call(self, req: Message, version: int, submit: Callable[[], Any], error: ErrorBuilder) -> Any:
-        try:
-            r = submit()
-        except BaseException as e:  # noqa: BLE001 - mapped to Kafka errors below
-            return self._error(req, version, e, error)
-        if isinstance(r, Message):
-            return r
-        return self._await(req, version, r, error)
-
-    async def _await(self, req: Message, version: int, r: Awaitable[Any], error: ErrorBuilder) -> Any:
-        try:
-            return await r
-        except BaseException as e:  # noqa: BLE001
-            return self._error(req, version, e, error)
-
-    @staticmethod
-    def _error(req: Message, version: int, e: BaseException, error: ErrorBuilder) -> Message:
-        if isinstance(e, ApiError):
-            return error(req, version, e.code, e.message)
-        if isinstance(e, EventTimeoutError):
-            return error(req, version, ErrorCode.REQUEST_TIMED_OUT, str(e))
-        if isinstance(e, FatalControllerError):
-            return error(req, version, ErrorCode.NOT_CONTROLLER, "The active controller appears to have failed.")
-        if isinstance(e, Exception):
-            log.exception("unexpected error handling %s", type(req).__name__)
-            return error(req, version, ErrorCode.UNKNOWN_SERVER_ERROR, None)
-        raise e
-
-    # -- handlers ---------------------------------------------------------------------------
-    def _write(self, ctx: RequestContext, req: Message, name: str, op: Callable[[], Any], error: ErrorBuilder,
-               timeout_ms: int | None = None) -> Any:
-        """A write event for one request; ``timeout_ms`` sets its deadline in the queue."""
+    def handler(self, route: Route) -> Handler:
+        """The dispatcher handler for one route. Built once per route, with what it needs bound
+        as locals: this is the heartbeat hot path."""
         c = self.controller
-        deadline = None if timeout_ms is None else c.clock.monotonic_ms() + max(0, timeout_ms)
-        return self._call(req, ctx.api_version, lambda: c.submit(name, op, deadline), error)
+        queue, submit, clock = c.queue, c.submit, c.clock
+        run, event, error = route.handler, route.event, route.error
+        timeout_ms, on_timeout = route.timeout_ms, route.on_timeout
 
-    def broker_registration(self, ctx: RequestContext, req: Message) -> Any:
-        return self._write(ctx, req, "processBrokerRegistration",
-                           lambda: self.controller.cluster.register_broker(req, ctx.api_version, ctx),
-                           self._errors[BROKER_REGISTRATION])
+        def handle(ctx: RequestContext, request: Message) -> Any:
+            try:
+                t = None if timeout_ms is None else timeout_ms(request)
+                if t is not None and t <= 0:
+                    # Kafka's queue finds such a deadline already passed, even when idle.
+                    queue.expired(event)
+                    if on_timeout is not None:
+                        on_timeout(request)
+                    raise EventTimeoutError(f"{event} timed out in the controller queue")
+                if t is None or queue.idle:  # idle: runs inline now, cannot time out
+                    r = submit(event, lambda: run(request, ctx))
+                else:
+                    r = submit(event, lambda: run(request, ctx), clock.monotonic_ms() + t,
+                               None if on_timeout is None else lambda: on_timeout(request))
+            except BaseException as e:  # noqa: BLE001 - mapped to Kafka errors
+                return failure(request, ctx.api_version, e, error)
+            if isinstance(r, Message):
+                return r
+            return answer_later(request, ctx.api_version, r, error)
 
-    def broker_heartbeat(self, ctx: RequestContext, req: Message) -> Any:
-        c = self.controller
-        version = ctx.api_version
-        try:  # the hot path, without the generic wrapper's closures
-            if c.queue.idle:  # runs inline now: no deadline to keep
-                r = c.submit("processBrokerHeartbeat", lambda: c.cluster.heartbeat(req, version))
-            else:
-                def on_timeout() -> None:
-                    c.timed_out_heartbeats += 1
-                    c.cluster.timed_out_heartbeat(req)
+        if not route.mutating:
+            return handle
 
-                r = c.submit("processBrokerHeartbeat", lambda: c.cluster.heartbeat(req, version),
-                             c.clock.monotonic_ms() + self._hb_timeout_ms, on_timeout)
-        except BaseException as e:  # noqa: BLE001 - mapped to Kafka errors
-            return self._error(req, version, e, self._errors[BROKER_HEARTBEAT])
-        if isinstance(r, Message):
-            return r
-        return self._await(req, version, r, self._errors[BROKER_HEARTBEAT])
+        def audited(ctx: RequestContext, request: Message) -> Any:
+            started = time.monotonic()
+            r = handle(ctx, request)
+            if isinstance(r, Message):
+                audit(ctx, r, (time.monotonic() - started) * 1000)
+                return r
+            return audit_later(ctx, r, started)
 
-    def unregister_broker(self, ctx: RequestContext, req: Message) -> Any:
-        return self._write(ctx, req, "unregisterBroker", lambda: self.controller.cluster.unregister_broker(req),
-                           self._errors[UNREGISTER_BROKER])
+        return audited
 
-    def update_features(self, ctx: RequestContext, req: Message) -> Any:
-        return self._write(ctx, req, "updateFeatures",
-                           lambda: self.controller.features.update_features(req, ctx.api_version, ctx),
-                           _update_features_error)
 
-    def create_topics(self, ctx: RequestContext, req: Message) -> Any:
-        return self._write(ctx, req, "createTopics",
-                           lambda: self.controller.replication.create_topics(req, ctx.api_version, ctx),
-                           _create_topics_error, req.timeout_ms)  # type: ignore[attr-defined]
+async def audit_later(ctx: RequestContext, pending: Awaitable[Message], started: float) -> Message:
+    response = await pending
+    audit(ctx, response, (time.monotonic() - started) * 1000)
+    return response
 
-    def delete_topics(self, ctx: RequestContext, req: Message) -> Any:
-        return self._write(ctx, req, "deleteTopics",
-                           lambda: self.controller.replication.delete_topics(req, ctx.api_version, ctx),
-                           _delete_topics_error, req.timeout_ms)  # type: ignore[attr-defined]
+
+async def answer_later(request: Message, version: int, pending: Awaitable[Any], error: ErrorBuilder) -> Any:
+    try:
+        return await pending
+    except BaseException as e:  # noqa: BLE001
+        return failure(request, version, e, error)
+
+
+def failure(request: Message, version: int, e: BaseException, error: ErrorBuilder) -> Message:
+    if isinstance(e, ApiError):
+        return error(request, version, e.code, e.message)
+    if isinstance(e, EventTimeoutError):
+        return error(request, version, ErrorCode.REQUEST_TIMED_OUT, None)  # Kafka's TimeoutException()
+    if isinstance(e, HandlerFaultError):
+        return error(request, version, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+    if isinstance(e, FatalControllerError):
+        return error(request, version, ErrorCode.NOT_CONTROLLER, "The active controller appears to have failed.")
+    if isinstance(e, Exception):
+        log.exception("unexpected error handling %s", type(request).__name__)
+        return error(request, version, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+    raise e

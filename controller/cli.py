@@ -21,14 +21,14 @@ class CommandError(Exception):
 
 
 def _random_uuid(args: argparse.Namespace) -> int:
-    from rpc.uuids import random_uuid, to_str
+    from kraftsim.rpc.uuids import random_uuid, to_str
 
     print(to_str(random_uuid()))
     return 0
 
 
 def _format(args: argparse.Namespace) -> int:
-    from controller.storage import FormatError, format_storage
+    from kraftsim.controller.storage import FormatError, format_storage
 
     try:
         for line in format_storage(Path(args.config), args.cluster_id, args.release_version,
@@ -40,7 +40,7 @@ def _format(args: argparse.Namespace) -> int:
 
 
 def _dump_log(args: argparse.Namespace) -> int:
-    from metadata.dumplog import DumpError, dump
+    from kraftsim.metadata.dumplog import DumpError, dump
 
     try:
         dump([Path(p) for p in args.files], as_json=args.json, legacy=args.legacy)
@@ -54,8 +54,8 @@ def _dump_log(args: argparse.Namespace) -> int:
 def _controller(args: argparse.Namespace) -> int:
     import asyncio
 
-    from controller.config import ConfigError, load
-    from controller.daemon import StartupError, run, setup_logging
+    from kraftsim.controller.config import ConfigError, load
+    from kraftsim.controller.daemon import StartupError, run, setup_logging
 
     setup_logging()
     try:
@@ -74,8 +74,26 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+def _log_repair(args: argparse.Namespace) -> int:
+    from kraftsim.metadata.files import StorageError
+    from kraftsim.metadata.repair import RepairError, repair
+
+    try:
+        result = repair(Path(args.directory), args.truncate_at)
+    except (RepairError, StorageError) as e:
+        raise CommandError(f"kraftsim log repair: {e}") from e
+    except OSError as e:
+        raise CommandError(f"kraftsim log repair: {e.strerror or e}: {e.filename or args.directory}") from e
+    for line in result.lines():
+        print(line)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from kraftsim import __version__
+
     p = _Parser(prog="kraftsim", description="A simulated Apache Kafka 3.9 KRaft controller")
+    p.add_argument("--version", action="version", version=__version__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("random-uuid", help="print a new base64 cluster id")
     r.set_defaults(func=_random_uuid)
@@ -103,9 +121,26 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--files", dest="files_opt", action="append", help=argparse.SUPPRESS)
     d.set_defaults(func=_dump_log)
 
-    from controller import features_cli
+    from kraftsim.controller import features_cli
 
     features_cli.register(sub)
+    lg = sub.add_parser("log", help="operate on a metadata log directory")
+    lg_sub = lg.add_subparsers(dest="log_command", required=True, parser_class=_Parser)
+    rp = lg_sub.add_parser("repair", help="cut a damaged log at an offset, keeping a backup of what is cut")
+    rp.add_argument("directory", metavar="DIR", help="the metadata log dir, or its __cluster_metadata-0")
+    rp.add_argument("--truncate-at", type=int, required=True, metavar="OFFSET",
+                    help="the first offset to remove (the batch holding it goes whole)")
+    rp.set_defaults(func=_log_repair)
+
+    from kraftsim.controller import quorum_cli
+
+    quorum_cli.register(sub)
+    from pyspark_kraft import cli as spark_cli  # imports no pyspark: `spark` says if the extra is missing
+
+    spark_cli.register(sub)
+    from kraftsim.broker import cli as brokers_cli
+
+    brokers_cli.register(sub)
     return p
 
 

@@ -15,9 +15,7 @@ its own registration records (ClusterControlManager.replay re-registers the brok
 its session and reported metadata offset, and drops it on UnregisterBrokerRecord). Records are
 replayed in the same event right after generation, so the handlers here apply *both* effects at
 generation time and the tracker ends each event exactly as Kafka's does, without the core having
-to call back for every record. (:meth:`ClusterControlManager.replay` exists for records written
-by other code paths, e.g. ZK migration; calling it for records these handlers returned is
-harmless, since re-registering is idempotent within an event.)
+to call back for every record.
 
 The core must:
 
@@ -40,13 +38,12 @@ The core must:
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from controller.context import ControllerContext
-from controller.heartbeats import (
+from kraftsim.controller.context import ControllerContext
+from kraftsim.controller.heartbeats import (
     CONTROLLED_SHUTDOWN,
     FENCED,
     SHUTDOWN_NOW,
@@ -54,35 +51,33 @@ from controller.heartbeats import (
     UNFENCED,
     BrokerHeartbeatManager,
 )
-from controller.partition_change import Election, PartitionChangeBuilder
-from controller.result import ApiError, ControllerResult, RecordAndVersion
-from metadata import versions
-from metadata.image.configs import BROKER, TOPIC
-from metadata.image.migration import ZkMigrationState
-from metadata.image.topics import NO_LEADER, Partition, Topic
-from metadata.records import by_name
-from rpc.error_codes import ErrorCode
-from rpc.registry import response_class
-
-RegisterBrokerRecord: Any = by_name("RegisterBrokerRecord")
-UnregisterBrokerRecord: Any = by_name("UnregisterBrokerRecord")
-BrokerRegistrationChangeRecord: Any = by_name("BrokerRegistrationChangeRecord")
-FenceBrokerRecord: Any = by_name("FenceBrokerRecord")
-UnfenceBrokerRecord: Any = by_name("UnfenceBrokerRecord")
+from kraftsim.controller.partition_change import Election, PartitionChangeBuilder
+from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
+from kraftsim.controller.routes import Route
+from kraftsim.metadata import directories, versions
+from kraftsim.metadata.image.configs import BROKER, TOPIC
+from kraftsim.metadata.image.migration import ZkMigrationState
+from kraftsim.metadata.image.topics import NO_LEADER, Partition, Topic
+from kraftsim.metadata.messages import (
+    BrokerRegistrationChangeRecord,
+    FenceBrokerRecord,
+    RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.dispatch import RequestContext
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.error_response import error_response
+from kraftsim.rpc.messages import BrokerHeartbeatResponse, BrokerRegistrationResponse, UnregisterBrokerResponse
+from kraftsim.rpc.security import SECURITY_PROTOCOL_IDS
 
 # Generated classes are built at import time; Any keeps mypy from reading them as bare Message.
-BrokerRegistrationResponse: Any = response_class(62)
-BrokerHeartbeatResponse: Any = response_class(63)
-UnregisterBrokerResponse: Any = response_class(64)
 
 FENCE: Final = 1
 UNFENCE: Final = -1
 IN_CONTROLLED_SHUTDOWN: Final = 1
 
-UNASSIGNED_DIR: Final = uuid.UUID(int=1)
-MIGRATING_DIR: Final = uuid.UUID(int=0)
-_LOST_INT: Final = 2
-_SIGNED_LONG_MAX: Final = (1 << 63) - 1
 
 UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
 
@@ -95,30 +90,10 @@ class HeartbeatResult(ControllerResult[Any]):
     after_append: Callable[[int], None] | None = None
 
 
-def is_reserved_dir(d: uuid.UUID) -> bool:
-    """DirectoryId.reserved: the first 100 UUIDs (Java compares the low half as a signed long)."""
-    v = d.int
-    if v >> 64:
-        return False
-    lsb = v & 0xFFFFFFFFFFFFFFFF
-    return lsb > _SIGNED_LONG_MAX or lsb < 100
-
-
-def is_dir_online(directory: uuid.UUID, online: tuple[uuid.UUID, ...]) -> bool:
-    """DirectoryId.isOnline: UNASSIGNED/MIGRATING count as online, LOST never; a broker without
-    registered dirs (upgraded from before 3.7-IV2) is assumed online."""
-    v = directory.int
-    if v < 2:
-        return True
-    if v == _LOST_INT:
-        return False
-    return not online or directory in online
-
-
 class ClusterControlManager:
     """Registrations and the broker lifecycle on the active controller. See the module doc."""
 
-    __slots__ = ("ctx", "heartbeats", "active", "_session_timeout_ms")
+    __slots__ = ("ctx", "heartbeats", "active", "timed_out_heartbeats", "_session_timeout_ms")
 
     def __init__(self, ctx: ControllerContext, heartbeats: BrokerHeartbeatManager | None = None) -> None:
         self.ctx = ctx
@@ -126,6 +101,27 @@ class ClusterControlManager:
         self.heartbeats = (heartbeats if heartbeats is not None
                            else BrokerHeartbeatManager(ctx.clock, self._session_timeout_ms))
         self.active = False
+        self.timed_out_heartbeats = 0  # Kafka's TimedOutBrokerHeartbeatCount
+
+    def routes(self) -> list[Route]:
+        # A heartbeat still queued after half an interval is answered REQUEST_TIMED_OUT (the
+        # broker sends the next one anyway) and refreshes the session (Kafka's
+        # processExpiredBrokerHeartbeat).
+        half_interval = self.ctx.config.get("broker.heartbeat.interval.ms") // 2
+        return [
+            Route(ApiKey.BROKER_REGISTRATION, "processBrokerRegistration", self.register_broker),
+            Route(ApiKey.BROKER_HEARTBEAT, "processBrokerHeartbeat", self.heartbeat,
+                  timeout_ms=lambda _: half_interval, on_timeout=self._heartbeat_timed_out,
+                  mutating=False),  # every 2 s per broker: the broker's own lifecycle, not an audit event
+            # ControllerApis.handleUnregisterBroker sets the error code only; ErrorMessage keeps its
+            # schema default, "", on success and on failure alike.
+            Route(ApiKey.UNREGISTER_BROKER, "unregisterBroker", self.unregister_broker,
+                  error=lambda req, v, code, msg: error_response(req, v, code, msg, messages=False)),
+        ]
+
+    def _heartbeat_timed_out(self, request: Any) -> None:
+        self.timed_out_heartbeats += 1
+        self.timed_out_heartbeat(request)
 
     # ----- activation and the replay hook -------------------------------------------------
 
@@ -143,30 +139,6 @@ class ClusterControlManager:
         """Renouncing: the soft state goes away with the leadership."""
         self.heartbeats.reset()
         self.active = False
-
-    def replay(self, record: Any, offset: int) -> None:
-        """Keep the tracker in step with a record the core just replayed (active only).
-
-        Kafka's ClusterControlManager.replay re-registers the broker on every registration
-        record (resetting its session and reported metadata offset) and drops it on
-        UnregisterBrokerRecord. Must be called after ``image.replay`` for the same record.
-        """
-        if not self.active:
-            return
-        kind = _REPLAY_KIND.get(type(record))
-        if kind is None:
-            return
-        hb = self.heartbeats
-        if kind == _K_REGISTER:
-            hb.remove(record.broker_id)  # Kafka removes only if there was a previous one: same
-            hb.register(record.broker_id, record.fenced)
-        elif kind == _K_UNREGISTER:
-            hb.remove(record.broker_id)
-        else:
-            broker_id = record.broker_id if kind == _K_CHANGE else record.id
-            reg = self.ctx.image.cluster.brokers.get(broker_id)
-            if reg is not None:
-                hb.register(broker_id, reg.fenced)
 
     def _require_active(self) -> BrokerHeartbeatManager:
         if not self.active:
@@ -190,19 +162,8 @@ class ClusterControlManager:
         return raw.get("security.inter.broker.protocol", "PLAINTEXT").strip().upper()
 
     def is_active_broker(self, broker_id: int) -> bool:
-        """Registered, unfenced and not in controlled shutdown (ClusterControlManager.isActive)."""
         reg = self.ctx.image.cluster.brokers.get(broker_id)
-        return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
-
-    def default_dir(self, broker_id: int) -> uuid.UUID:
-        """Directory for a replica newly placed on the broker (ClusterControlManager.defaultDir)."""
-        reg = self.ctx.image.cluster.brokers.get(broker_id)
-        if reg is None:
-            return UNASSIGNED_DIR
-        dirs = reg.directories
-        if not dirs:
-            return MIGRATING_DIR
-        return dirs[0] if len(dirs) == 1 else UNASSIGNED_DIR
+        return reg is not None and reg.active
 
     def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> None:
         reg = self.ctx.image.cluster.brokers.get(broker_id)
@@ -234,9 +195,9 @@ class ClusterControlManager:
             reg = brokers.get(r)
             if reg is None:
                 return False
-            if r != broker_to_add and (reg.fenced or reg.in_controlled_shutdown):
+            if r != broker_to_add and not reg.active:
                 return False
-            return is_dir_online(partition.directories[partition.replicas.index(r)], reg.directories)
+            return directories.is_online(partition.directories[partition.replicas.index(r)], reg.directories)
 
         return accept
 
@@ -252,7 +213,7 @@ class ClusterControlManager:
         mv = image.metadata_version
         zk = self.zk_registration_allowed()
         unclean_by_topic: dict[str, bool] = {}
-        default_dir = self.default_dir
+        default_dir = image.cluster.default_dir
         for topic, pid, p in partitions:
             unclean = unclean_by_topic.get(topic.name)
             if unclean is None:
@@ -318,14 +279,14 @@ class ClusterControlManager:
 
     # ----- BrokerRegistration (api 62) -----------------------------------------------------
 
-    def register_broker(self, request: Any, version: int = 0, context: object = None, *,
+    def register_broker(self, request: Any, context: RequestContext, *,
                         finalized_features: dict[str, int] | None = None) -> ControllerResult[Any]:
         """Validate in Kafka's order (first failure wins) and write one RegisterBrokerRecord.
 
         ``finalized_features``: what Kafka captures outside the event (the finalized levels incl.
         metadata.version, plus kraft.version from Raft); default: the image's finalized levels
-        with kraft.version 0. ``version`` and ``context`` are accepted for the API layer's
-        convenience: fields a lower version lacks already hold their defaults, and authorization
+        with kraft.version 0. ``context`` (who asked) is unused: fields a lower version lacks
+        already hold their defaults, and authorization
         (CLUSTER_ACTION) is the API layer's job.
         """
         hb = self._require_active()
@@ -360,7 +321,7 @@ class ClusterControlManager:
             log_dirs = request.log_dirs
             if not log_dirs:
                 raise ApiError(ErrorCode.INVALID_REGISTRATION, "No directories specified in request")
-            if any(is_reserved_dir(d) for d in log_dirs):
+            if any(directories.is_reserved(d) for d in log_dirs):
                 raise ApiError(ErrorCode.INVALID_REGISTRATION, "Reserved directory ID in request")
             if len(set(log_dirs)) != len(log_dirs):
                 raise ApiError(ErrorCode.INVALID_REGISTRATION, "Duplicate directory ID in request")
@@ -375,7 +336,7 @@ class ClusterControlManager:
         # ports are RuntimeExceptions (faults) in Kafka too.
         endpoints: dict[str, Any] = {}
         for lst in request.listeners:
-            if lst.security_protocol not in (0, 1, 2, 3):
+            if lst.security_protocol not in SECURITY_PROTOCOL_IDS:
                 raise RuntimeError(f"Unknown security protocol {lst.security_protocol} in listener {lst.name}")
             if not 0 <= lst.port <= 65535:
                 raise RuntimeError(f"Invalid port {lst.port}")
@@ -384,7 +345,10 @@ class ClusterControlManager:
 
         if finalized_features is None:
             finalized = image.features.all_levels()
-            finalized.setdefault(versions.KRAFT_VERSION, 0)
+            # Kafka overwrites kraft.version with the Raft client's own (QuorumController
+            # .registerBroker): 0 for a static quorum like this one, even after UpdateFeatures
+            # wrote a kraft.version FeatureLevelRecord.
+            finalized[versions.KRAFT_VERSION] = 0
         else:
             finalized = dict(finalized_features)
         unverified = dict(finalized)
@@ -438,7 +402,7 @@ class ClusterControlManager:
 
     # ----- BrokerHeartbeat (api 63): the hot path ------------------------------------------
 
-    def heartbeat(self, request: Any, version: int = 0) -> HeartbeatResult:
+    def heartbeat(self, request: Any, context: RequestContext) -> HeartbeatResult:
         """One heartbeat (Kafka's processBrokerHeartbeat). Records only on a state change.
 
         The common case (an unfenced broker staying unfenced, or a fenced one staying fenced)
@@ -610,7 +574,7 @@ class ClusterControlManager:
 
     # ----- UnregisterBroker (api 64) ------------------------------------------------------
 
-    def unregister_broker(self, request: Any, version: int = 0) -> ControllerResult[Any]:
+    def unregister_broker(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
         """ISR removals (and ELR, none below 4.0-IV0), then UnregisterBrokerRecord."""
         broker_id = request.broker_id
         image = self.ctx.image
@@ -625,16 +589,14 @@ class ClusterControlManager:
         records.append((UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=reg.epoch), 0))
         if self.active:
             self.heartbeats.remove(broker_id)  # what replaying UnregisterBrokerRecord does
-        return ControllerResult(records, UnregisterBrokerResponse(error_code=0, error_message=None), False)
+        # Kafka answers success with the schema defaults: ErrorMessage "" (not null).
+        return ControllerResult(records, UnregisterBrokerResponse(error_code=0), False)
 
 
-_K_REGISTER: Final = 0
-_K_UNREGISTER: Final = 1
+# The records whose replay re-registers a broker in Kafka's tracker (_after_registration_changes).
 _K_CHANGE: Final = 2
 _K_FENCE_UNFENCE: Final = 3
 _REPLAY_KIND: Final[dict[type, int]] = {
-    RegisterBrokerRecord: _K_REGISTER,
-    UnregisterBrokerRecord: _K_UNREGISTER,
     BrokerRegistrationChangeRecord: _K_CHANGE,
     FenceBrokerRecord: _K_FENCE_UNFENCE,
     UnfenceBrokerRecord: _K_FENCE_UNFENCE,

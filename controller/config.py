@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metadata.files import parse_java_properties
+from kraftsim.metadata.files import parse_java_properties
+from kraftsim.rpc.security import SECURITY_PROTOCOL_NAMES
 
 log = logging.getLogger("kraftsim.config")
 
@@ -95,9 +96,20 @@ def _protocol_map(v: str) -> dict[str, str]:
             raise ValueError(f"{part!r} is not of the form LISTENER:PROTOCOL")
         name, proto = part.split(":", 1)
         proto = proto.strip().upper()
-        if proto not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        if proto not in SECURITY_PROTOCOL_NAMES:
             raise ValueError(f"unknown security protocol {proto!r}")
         out[name.strip().upper()] = proto
+    return out
+
+
+def _ip_overrides(v: str) -> dict[str, int]:
+    """``host:n,host2:n`` (Kafka's max.connections.per.ip.overrides)."""
+    out: dict[str, int] = {}
+    for part in _list(v):
+        host, sep, n = part.rpartition(":")
+        if not sep or not host or not n.strip().isdigit():
+            raise ValueError(f"{part!r} is not of the form HOST:COUNT")
+        out[host.strip()] = int(n)
     return out
 
 
@@ -156,6 +168,10 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     Key("sasl.mechanism.controller.protocol", _str, "GSSAPI"),
     Key("socket.request.max.bytes", _int(1), str(100 * MIB)),
     Key("connections.max.idle.ms", _int(1), "600000"),
+    Key("queued.max.request.bytes", _int(-1), "-1"),
+    Key("max.connections", _int(0), str(2**31 - 1)),
+    Key("max.connections.per.ip", _int(0), str(2**31 - 1)),
+    Key("max.connections.per.ip.overrides", _ip_overrides, ""),
     Key("socket.send.buffer.bytes", _int(-1), "102400"),
     Key("socket.receive.buffer.bytes", _int(-1), "102400"),
     Key("unstable.api.versions.enable", _bool, "false"),

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from controller.config import Config
-from metadata.image.image import MetadataImage
-from rpc.clock import Clock
+from kraftsim.controller.authorizer import AllowAll, Authorizer
+from kraftsim.controller.config import Config
+from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.rpc.clock import Clock
 
 
 @dataclass(slots=True)
@@ -25,3 +26,5 @@ class ControllerContext:
     next_offset: Callable[[], int] = field(default=lambda: 0)
     # Voter ids from controller.quorum.voters (UpdateFeatures checks every voter registered).
     voters: list[int] = field(default_factory=list)
+    # Who may do what (no authorizer configured: everyone may do everything, as in Kafka).
+    authorizer: Authorizer = field(default_factory=AllowAll)

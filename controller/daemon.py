@@ -13,16 +13,18 @@ import signal
 import sys
 from dataclasses import dataclass
 
-from controller.apis import ControllerApis
-from controller.config import Config
-from controller.http import start_http
-from controller.quorum import QuorumController
-from metadata.files import StorageError
-from metadata.loader import LoadError
-from rpc import registry
-from rpc.clock import Clock
-from rpc.dispatch import Dispatcher
-from rpc.server import KafkaServer
+from kraftsim.controller.apis import ControllerApis
+from kraftsim.controller.config import Config
+from kraftsim.controller.http import start_http
+from kraftsim.controller.quorum import QuorumController
+from kraftsim.metadata.files import StorageError
+from kraftsim.metadata.loader import LoadError
+from kraftsim.metadata.segments import CorruptLogError
+from kraftsim.raft.apis import Endpoint, RaftApis
+from kraftsim.rpc import uuids
+from kraftsim.rpc.clock import Clock
+from kraftsim.rpc.dispatch import Dispatcher
+from kraftsim.rpc.server import KafkaServer
 
 log = logging.getLogger("kraftsim")
 
@@ -54,24 +56,44 @@ class RunningController:
         await self.controller.stop()
 
 
+def raft_apis(controller: QuorumController, config: Config) -> RaftApis:
+    """The Raft RPCs of this node, with its address as the static voter set gives it."""
+    listener = config.controller_listener[0]
+    endpoints = [Endpoint(listener, host, port) for node, host, port in config.get("controller.quorum.voters")
+                 if node == config.node_id]
+    if not endpoints:
+        endpoints = [Endpoint(*config.controller_listener)]
+    directory = uuids.from_str(controller.directory_id) if controller.directory_id else None
+    assert controller.raft is not None
+    return RaftApis(controller.raft, controller.cluster_id, endpoints, directory)
+
+
 async def start(config: Config, clock: Clock | None = None) -> RunningController:
     controller = QuorumController(config, clock)
     try:
         await controller.start()
-    except (StorageError, LoadError, OSError) as e:
+    except (StorageError, LoadError, CorruptLogError) as e:
         await controller.stop()
         raise StartupError(str(e)) from e
+    except OSError as e:  # an I/O error reading the directory: one line, never a traceback
+        await controller.stop()
+        raise StartupError(f"cannot read the metadata log: {e.strerror or e}"
+                           + (f": {e.filename}" if e.filename else "")) from e
     dispatcher = Dispatcher()
     ControllerApis(controller).install(dispatcher)
-    for key in dispatcher.routes:  # compile the served codecs now, not on the first request
-        registry.request_class(key)
-        registry.response_class(key)
+    raft_apis(controller, config).install(dispatcher)
     name, host, port = config.controller_listener
     server = KafkaServer(dispatcher, host, port, listener_name=name,
                          max_request_size=config.get("socket.request.max.bytes"),
-                         connections_max_idle_ms=config.get("connections.max.idle.ms"), clock=clock)
+                         connections_max_idle_ms=config.get("connections.max.idle.ms"),
+                         queued_max_request_bytes=config.get("queued.max.request.bytes"),
+                         max_connections=config.get("max.connections"),
+                         max_connections_per_ip=config.get("max.connections.per.ip"),
+                         max_connections_per_ip_overrides=config.get("max.connections.per.ip.overrides"),
+                         clock=clock)
     try:
         await server.start()
+        controller.set_listeners([(name, host, server.port, config.get("listener.security.protocol.map")[name])])
         hhost, hport = config.get("kraftsim.http.listen")
         http = await start_http(controller, hhost, hport)
     except OSError as e:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from rpc.clock import Clock
+from kraftsim.rpc.clock import Clock
 
 log = logging.getLogger("kraftsim.controller")
 
@@ -51,6 +51,7 @@ class EventQueue:
         self._observe_processing = observe_processing_ms or (lambda ms: None)
         self._on_timeout = on_timeout or (lambda name: None)
         self.closed = False
+        self._paused = False
         self._now = time.perf_counter
 
     def __len__(self) -> int:
@@ -59,7 +60,16 @@ class EventQueue:
     @property
     def idle(self) -> bool:
         """Nothing queued or running: the next event runs inline and cannot time out."""
-        return not self._queue and not self._running
+        return not self._queue and not self._running and not self._paused
+
+    def pause(self) -> None:
+        """Hold every event until :meth:`resume` (they queue; deadlines keep running)."""
+        self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
+        if self._queue:
+            self._schedule()
 
     def submit(self, name: str, run: Callable[..., T], deadline_ms: int | None = None,
                on_timeout: Callable[[], None] | None = None, arg: Any = _NO_ARG) -> T | asyncio.Future[T]:
@@ -67,7 +77,7 @@ class EventQueue:
         nothing is queued or running; else queued, returning a future."""
         if self.closed:
             raise EventTimeoutError("the controller is shutting down")
-        if not self._queue and not self._running:
+        if not self._queue and not self._running and not self._paused:
             t0 = self._now()
             self._observe_queue(0.0)
             self._running = True
@@ -86,12 +96,9 @@ class EventQueue:
         self._schedule()
         return fut
 
-    def prepend(self, name: str, run: Callable[[], T]) -> asyncio.Future[T]:
-        """Queue ahead of everything else (activation events)."""
-        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.appendleft(Event(name, run, None, self._now(), fut))
-        self._schedule()
-        return fut
+    def expired(self, name: str) -> None:
+        """An event whose deadline had passed before it could be queued: counted as timed out."""
+        self._on_timeout(name)
 
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -100,6 +107,8 @@ class EventQueue:
 
     def _drain(self) -> None:
         self._scheduled = False
+        if self._paused:
+            return
         budget = 256  # then yield to I/O so sockets keep being served
         while self._queue and budget:
             budget -= 1
@@ -124,7 +133,7 @@ class EventQueue:
             finally:
                 self._running = False
                 self._observe_processing((self._now() - start) * 1000)
-        if self._queue:
+        if self._queue and not self._paused:
             self._schedule()
 
     def close(self) -> None:

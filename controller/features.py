@@ -27,25 +27,24 @@ from collections.abc import Iterable
 from enum import IntEnum
 from typing import Any
 
-from controller.context import ControllerContext
-from controller.result import ApiError, ControllerResult
-from metadata import versions
-from metadata.image.migration import ZkMigrationState
-from metadata.records import by_name
-from rpc import registry
-from rpc.error_codes import ErrorCode
-from rpc.message import Message
+from kraftsim.controller.context import ControllerContext
+from kraftsim.controller.result import ApiError, ControllerResult
+from kraftsim.controller.routes import Route
+from kraftsim.controller.write_path import check_record_count
+from kraftsim.metadata import versions
+from kraftsim.metadata.image.migration import ZkMigrationState
+from kraftsim.metadata.messages import FeatureLevelRecord, ZkMigrationStateRecord
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.dispatch import RequestContext
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.message import Message
+from kraftsim.rpc.messages import UpdateFeaturesResponse
 
 log = logging.getLogger("kraftsim.controller.features")
 
-API_KEY = 57
-# Generated classes: their fields exist only at run time, so type checkers see them as Any.
-FeatureLevelRecord: Any = by_name("FeatureLevelRecord")
-UpdateFeaturesRequest: Any = registry.request_class(API_KEY)
-UpdateFeaturesResponse: Any = registry.response_class(API_KEY)
+_FEATURE_RECORDS = (FeatureLevelRecord, ZkMigrationStateRecord)  # what a FeaturesDelta holds
 
-MAX_RECORDS_PER_USER_OP = 10_000
-"""Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: a larger batch fails the whole request."""
+# Generated classes: their fields exist only at run time, so type checkers see them as Any.
 
 _SHORT_MAX = 32767
 DISABLED: tuple[int, int] = (0, 0)
@@ -115,6 +114,10 @@ class FeatureControlManager:
         come from ``unstable.feature.versions.enable``, as Kafka's defaultFeatureMap does."""
         self.ctx = ctx
         self._supported = dict(supported) if supported is not None else None
+        # FinalizedFeaturesEpoch: -1 until a features change is published (note_batch, or the
+        # loader's LoadResult.features_epoch at start-up).
+        self.epoch = -1
+        self._epoch_pending = False
 
     # ----- ApiVersions (FeatureSource) ------------------------------------------------------
 
@@ -126,12 +129,23 @@ class FeatureControlManager:
         return versions.supported_features(bool(self._config("unstable.feature.versions.enable", False)))
 
     def finalized_features(self) -> tuple[int, dict[str, int]]:
-        """(epoch, levels). The epoch is the image's offset, never a counter; metadata.version
-        is always listed because a KRaft node always has one (3.0-IV1 before any record)."""
+        """(epoch, levels). metadata.version is always listed because a KRaft node always has
+        one (3.0-IV1 before any record)."""
         image = self.ctx.image
         levels = image.features.all_levels()
         levels[versions.FEATURE_NAME] = image.features.effective_metadata_version()
-        return image.offset, levels
+        return self.epoch, levels
+
+    def note_batch(self, records: list[Any], base_offset: int) -> None:
+        """A write-path listener keeping FinalizedFeaturesEpoch as Kafka's FeaturesPublisher does:
+        the last offset of the image published with a features change (FeatureLevelRecord or
+        ZkMigrationStateRecord), where a change inside a metadata transaction is published with
+        the batch that ends the transaction."""
+        if any(type(r) in _FEATURE_RECORDS for r, _ in records):
+            self._epoch_pending = True
+        if self._epoch_pending and not self.ctx.image.transaction.open:
+            self.epoch = base_offset + len(records) - 1
+            self._epoch_pending = False
 
     def zk_migration_ready(self) -> bool:
         """ApiVersions' ZkMigrationReady: this node has ``zookeeper.metadata.migration.enable``."""
@@ -143,10 +157,12 @@ class FeatureControlManager:
         except (KeyError, AttributeError):
             return default
 
+    def routes(self) -> list[Route]:
+        return [Route(ApiKey.UPDATE_FEATURES, "updateFeatures", self.update_features)]
+
     # ----- UpdateFeatures ---------------------------------------------------------------------
 
-    def update_features(self, request: Message, version: int,
-                        context: object | None = None) -> ControllerResult[Message]:
+    def update_features(self, request: Message, context: RequestContext) -> ControllerResult[Message]:
         """Validate every requested feature; return the successful ones' records as one
         atomic batch and a result per distinct feature name.
 
@@ -155,6 +171,7 @@ class FeatureControlManager:
         Kafka's TreeMap orders them. ``context`` (who asked) is unused: authorization (ALTER on
         CLUSTER) happens before the manager is called.
         """
+        version = context.api_version
         updates: dict[str, tuple[int, UpgradeType]] = {}
         for fu in request.feature_updates:  # type: ignore[attr-defined]
             updates[fu.feature] = (fu.max_version_level, self._upgrade_type(fu, version))
@@ -165,9 +182,7 @@ class FeatureControlManager:
         for name in sorted(updates):
             level, utype = updates[name]
             errors[name] = self._update_feature(name, level, utype, records)
-            if len(records) > MAX_RECORDS_PER_USER_OP:
-                # Kafka's BoundedList throws while collecting, even for validateOnly.
-                raise ApiError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+            check_record_count(len(records))  # Kafka's BoundedList throws while collecting, even for validateOnly
 
         response = self._response(errors, version)
         if validate_only:

@@ -13,22 +13,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from metadata import versions
-from rpc import registry
-from rpc.client import KafkaClient
-from rpc.error_codes import ErrorCode
-from rpc.errors import CodecError
-from rpc.message import Message
+from kraftsim.controller import tool_client
+from kraftsim.metadata import versions
+from kraftsim.rpc import registry
+from kraftsim.rpc.client import KafkaClient
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.message import Message
 
 UPDATE_FEATURES = 57
-CONNECT_TIMEOUT_S = 10.0
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = tool_client.REQUEST_TIMEOUT_S
 REQUEST_TIMEOUT_MS = 30_000
 """The admin client's request.timeout.ms: what it puts in UpdateFeatures' timeoutMs."""
 
@@ -47,12 +45,8 @@ _DEFAULT_MESSAGES: dict[int, str] = {
 T = TypeVar("T")
 
 
-class FeaturesError(Exception):
-    """A failure the user sees as one stderr line (Kafka's TerseException)."""
-
-
-class _UsageError(FeaturesError):
-    """A bad command line, raised instead of argparse's usage-plus-message exit."""
+FeaturesError = tool_client.ToolError
+_UsageError = tool_client.UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -119,7 +113,7 @@ def _metadata_flags(p: argparse.ArgumentParser, op: str, example: str) -> None:
     g.add_argument("--release-version", dest="metadata", metavar="VERSION", help="Same as --metadata.")
 
 
-def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``features`` to the ``kraftsim`` parser; its handler is ``args.func(args) -> int``."""
     p = subparsers.add_parser("features", help="read and change finalized features (kafka-features.sh)",
                               description="This tool manages feature flags in Kafka.")
@@ -201,18 +195,7 @@ def _bootstrap(args: argparse.Namespace) -> list[tuple[str, int]]:
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:
-    """``h:p,h2:p2`` (IPv6 as ``[::1]:9093``) into addresses, refusing anything else."""
-    out: list[tuple[str, int]] = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        host, sep, port = part.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise _UsageError(f"kraftsim features: invalid bootstrap address {part!r} (expected host:port)")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise _UsageError("kraftsim features: no bootstrap address given")
-    return out
+    return tool_client.parse_bootstrap(text, "kraftsim features")
 
 
 _SHORT = re.compile(r"[+-]?[0-9]+")
@@ -267,44 +250,8 @@ def _disable_updates(features: list[str]) -> dict[str, int]:
 
 # ----- talking to the controller --------------------------------------------------------------
 
-class _NotController(Exception):
-    """Top-level NOT_CONTROLLER: try the next bootstrap address, as the admin client would."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
 async def _on_any(addresses: list[tuple[str, int]], action: Callable[[KafkaClient], Awaitable[T]]) -> T:
-    """Run ``action`` on the first address that answers (and is the active controller)."""
-    last = "no address tried"
-    for host, port in addresses:
-        try:
-            client = await KafkaClient.connect(host, port, client_id="kraftsim-features",
-                                               timeout=CONNECT_TIMEOUT_S)
-        except (TimeoutError, OSError) as e:
-            last = f"Could not connect to {host}:{port}: {_os_reason(e)}"
-            continue
-        try:
-            return await action(client)
-        except _NotController as e:
-            last = e.message
-        except (TimeoutError, OSError, ValueError, CodecError) as e:
-            # ConnectionClosed is an OSError; CodecError is a response we cannot decode.
-            last = f"Request to {host}:{port} failed: {_os_reason(e)}"
-        finally:
-            await client.close()
-    raise FeaturesError(last)
-
-
-def _os_reason(e: BaseException) -> str:
-    if isinstance(e, asyncio.TimeoutError):
-        return "timed out"
-    if isinstance(e, OSError) and e.errno and e.errno > 0:
-        return os.strerror(e.errno)  # "Connection refused", not asyncio's "Connect call failed (...)"
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    return str(e) or type(e).__name__
+    return await tool_client.on_any(addresses, action, "kraftsim-features")
 
 
 def level_to_string(feature: str, level: int) -> str:
@@ -369,7 +316,7 @@ async def update_features(client: KafkaClient, updates: dict[str, int], upgrade_
     resp = await client.request(req, version, timeout=REQUEST_TIMEOUT_S)
     top = resp.error_code
     if top == ErrorCode.NOT_CONTROLLER:
-        raise _NotController(_error_text(top, resp.error_message))
+        raise tool_client.NotController(_error_text(top, resp.error_message))
     if top != 0:
         text = _error_text(top, resp.error_message)
         return {name: text for name in updates}

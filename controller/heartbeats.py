@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-from rpc.clock import Clock
+from kraftsim.rpc.clock import Clock
 
 # Broker control states (Kafka's BrokerControlState). Plain ints: the hot path compares them.
 FENCED: Final = 0

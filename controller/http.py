@@ -7,7 +7,7 @@ import json
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from controller.quorum import QuorumController
+from kraftsim.controller.quorum import QuorumController
 
 
 def make_app(controller: QuorumController) -> web.Application:
@@ -17,13 +17,15 @@ def make_app(controller: QuorumController) -> web.Application:
 
     async def healthz(request: web.Request) -> web.Response:
         mlog = controller.mlog
-        doc = {
+        doc: dict[str, object] = {
             "status": "active" if controller.active else ("failed" if controller.fatal else "starting"),
             "nodeId": controller.node_id,
             "clusterId": controller.cluster_id,
             "leaderEpoch": controller.epoch,
-            "committedOffset": mlog.committed_offset if mlog else -1,
+            "committedOffset": mlog.flushed_offset if mlog else -1,
         }
+        if controller.fatal is not None:
+            doc["reason"] = controller.fault_reason
         return web.Response(text=json.dumps(doc), status=200 if controller.active else 503,
                             content_type="application/json")
 

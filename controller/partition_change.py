@@ -30,14 +30,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from enum import IntEnum
-from typing import Any, Final
+from typing import Final
 
-from metadata import versions
-from metadata.image.topics import NO_LEADER, NO_LEADER_CHANGE, RECOVERING, Partition
-from metadata.records import by_name
-from rpc.message import Message
-
-PartitionChangeRecord: Any = by_name("PartitionChangeRecord")
+from kraftsim.metadata import versions
+from kraftsim.metadata.image.topics import NO_LEADER, NO_LEADER_CHANGE, RECOVERING, Partition
+from kraftsim.metadata.messages import PartitionChangeRecord
+from kraftsim.rpc.message import Message
 
 RecordAndVersion = tuple[Message, int]
 DefaultDirProvider = Callable[[int], uuid.UUID]

@@ -21,15 +21,12 @@ random sequence is not Java's, so concrete placements differ from a real Kafka; 
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from controller.result import ApiError
-from metadata import versions
-from metadata.image.image import MetadataImage
-from metadata.image.topics import MIGRATING, UNASSIGNED
-from rpc.error_codes import ErrorCode
+from kraftsim.controller.result import ApiError
+from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.rpc.error_codes import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,29 +47,15 @@ def usable_brokers(image: MetadataImage,
                    shutting_down: Callable[[int], bool] | None = None) -> Iterator[UsableBroker]:
     """Registered brokers not in controlled shutdown (BrokerHeartbeatManager.usableBrokers).
 
-    ``shutting_down`` lets the caller add the heartbeat manager's soft state (before MV 3.3-IV3
-    controlled shutdown is not in the image)."""
+    ``shutting_down`` is the active controller's heartbeat soft state (a controlled-shutdown
+    offset), and when given it is the only judge, as in Kafka: the image's InControlledShutdown
+    flag survives a failover, but the new active controller's heartbeat manager starts without
+    shutdown offsets, so such a broker is usable again until it asks to shut down anew. Without
+    it (tools reading an image) the image's flag stands in."""
     for b in image.cluster.brokers.values():
-        if b.in_controlled_shutdown or (shutting_down is not None and shutting_down(b.id)):
+        if shutting_down(b.id) if shutting_down is not None else b.in_controlled_shutdown:
             continue
         yield UsableBroker(b.id, b.rack, b.fenced)
-
-
-def default_dir(image: MetadataImage, broker_id: int) -> uuid.UUID:
-    """The log directory a new replica on ``broker_id`` is assigned (ClusterControlManager.defaultDir
-    behind KRaftClusterDescriber): MIGRATING before directory assignment exists; then the
-    broker's only directory, MIGRATING if it registered none, UNASSIGNED if it has several (the
-    broker picks one and reports it with AssignReplicasToDirs) or is not registered."""
-    if not versions.directory_assignment_supported(image.metadata_version):
-        return MIGRATING
-    reg = image.cluster.brokers.get(broker_id)
-    if reg is None:
-        return UNASSIGNED
-    if not reg.directories:
-        return MIGRATING
-    if len(reg.directories) == 1:
-        return reg.directories[0]
-    return UNASSIGNED
 
 
 class _BrokerList:

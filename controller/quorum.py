@@ -1,14 +1,16 @@
 """The controller core: one event queue, one writer, records as the only state change.
 
 A write operation runs as an event that reads the image and returns (records, response)
-without mutating anything. The core then frames the records, replays them into the image at
-the offsets the log will give them ("apply at append"), appends them, and answers only when the
-batch is durable (fsync), as Kafka's QuorumController answers only after commit. An operation
-that writes nothing answers at once, unless earlier writes are still uncommitted, in which case
-it waits for them, so nobody is told about state that could still be lost.
+without mutating anything. The core hands the records to the write path (frame, cap, replay at
+append, append through the Raft leader) and answers only once they are committed, as Kafka's
+QuorumController answers after commit. An operation that writes nothing answers at once, unless
+earlier writes are still uncommitted, in which case it waits for them, so nobody is told about
+state that could still be lost. If a write can no longer commit (the log failed), the image is
+reverted to the committed offset before the controller resigns: it never serves state that was
+not durable.
 
-This is a single-voter quorum: at start-up the node loads its snapshot and log, bumps the leader
-epoch, writes ``quorum-state`` and a LeaderChange control record, and becomes active.
+Start-up: load the newest snapshot and the log (``metadata.loader``), win the single-voter
+election (``raft.election``), then append the activation records (``controller.activation``).
 """
 
 from __future__ import annotations
@@ -20,57 +22,38 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from controller.config import Config
-from controller.context import ControllerContext
-from controller.events import EventQueue, EventTimeoutError
-from controller.metrics import ControllerMetrics
-from controller.result import ApiError, ControllerResult, NotControllerError
-from metadata import files, versions
-from metadata import records as recs
-from metadata.batch import ControlRecordType
-from metadata.image.image import MetadataImage
-from metadata.loader import load_image
-from metadata.log import MAX_RECORDS_PER_BATCH, LogConfig, MetadataLog
-from metadata.segments import LogFailedError
-from metadata.snapshots import SnapshotError, read_snapshot_file
-from rpc.clock import Clock, SystemClock
-from rpc.error_codes import ErrorCode
+from kraftsim.controller.activation import ActivationError, activation_records
+from kraftsim.controller.config import Config
+from kraftsim.controller.context import ControllerContext
+from kraftsim.controller.events import EventQueue, EventTimeoutError
+from kraftsim.controller.metrics import ControllerMetrics
+from kraftsim.controller.result import ApiError, ControllerResult, NotControllerError
+from kraftsim.controller.snapshotter import Snapshotter
+from kraftsim.controller.state_change_log import log_state_changes
+from kraftsim.controller.write_path import ReplayFailedError, WritePath
+from kraftsim.metadata import files, versions
+from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.metadata.loader import load_image
+from kraftsim.metadata.log import LogConfig, MetadataLog
+from kraftsim.metadata.messages import NoOpRecord
+from kraftsim.metadata.segments import LogFailedError
+from kraftsim.raft.election import elect_single_voter
+from kraftsim.raft.leader import RaftLeader
+from kraftsim.rpc.clock import Clock, SystemClock
 
 log = logging.getLogger("kraftsim.controller")
 
 T = TypeVar("T")
 
 
-def _fence_text(r: Any) -> str:
-    parts = []
-    if r.fenced == 1:
-        parts.append(f"Fenced broker {r.broker_id}")
-    elif r.fenced == -1:
-        parts.append(f"Unfenced broker {r.broker_id}")
-    if r.in_controlled_shutdown == 1:
-        parts.append(f"Broker {r.broker_id} entered controlled shutdown")
-    if r.log_dirs:
-        parts.append(f"Broker {r.broker_id} now has online log dirs {len(r.log_dirs)}")
-    return "; ".join(parts) or f"Updated the registration of broker {r.broker_id}"
-
-
-# One log line per state change that matters, Kafka-like; keyed by record api key.
-_STATE_CHANGE_LOGS: dict[int, Callable[[Any], str]] = {
-    0: lambda r: f"Registered broker {r.broker_id} with epoch {r.broker_epoch} and incarnation {r.incarnation_id}"
-                 f"{' (fenced)' if r.fenced else ''}",
-    1: lambda r: f"Unregistered broker {r.broker_id} (epoch {r.broker_epoch})",
-    2: lambda r: f"Created topic {r.name} with topic id {r.topic_id}",
-    7: lambda r: f"Fenced broker {r.id}",
-    8: lambda r: f"Unfenced broker {r.id}",
-    9: lambda r: f"Removed topic with id {r.topic_id}",
-    12: lambda r: f"Finalized feature {r.name} at level {r.feature_level}",
-    17: _fence_text,
-    21: lambda r: f"ZK migration state is now {r.zk_migration_state}",
-}
-
-
 class FatalControllerError(Exception):
     """A fault the controller cannot continue after (replay or log failure)."""
+
+
+class HandlerFaultError(Exception):
+    """A handler raised something other than an ApiError: Kafka's non-fatal fault, already
+    logged and counted (MetadataErrorCount) where it happened; the client gets
+    UNKNOWN_SERVER_ERROR and nothing logs it a second time."""
 
 
 class QuorumController:
@@ -81,26 +64,34 @@ class QuorumController:
         self.voters = [v[0] for v in config.get("controller.quorum.voters")] or [self.node_id]
         self.image = MetadataImage()
         self.mlog: MetadataLog | None = None
+        self.raft: RaftLeader | None = None
+        self.writer: WritePath | None = None
+        self.snapshots: Snapshotter | None = None
         self.cluster_id = ""
+        self.directory_id: str | None = None
         self.epoch = 0
         self.active = False
         self.fatal: BaseException | None = None
+        self.fault_reason = ""
         self.metadata_errors = 0
         self.new_active_controllers = 0
-        self.timed_out_heartbeats = 0
         self.timed_out_events = 0
         self.metrics = ControllerMetrics(self._metric_values)
         self.queue = EventQueue(self.clock, self.metrics.queue_time.observe, self.metrics.processing_time.observe,
                                 self._on_event_timeout)
         self._tasks: list[asyncio.Task[Any]] = []
-        self._snapshot_task: asyncio.Task[None] | None = None
-        self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = 0
-        self._stopped = asyncio.Event()
+        self._snapshot_task: asyncio.Task[Any] | None = None
         self.ctx: ControllerContext | None = None
         self.cluster: Any = None
         self.replication: Any = None
         self.features: Any = None
+        self.configuration: Any = None
+        self.producer_ids: Any = None
+        self.alter_partition: Any = None
+        self.replica_directories: Any = None
+        self.controllers: Any = None
+        self._registering = False  # a self-registration is being written (or waits to retry)
+        self._registration_failures = 0
         self.on_fatal: Callable[[BaseException], None] | None = None
 
     # ==== start-up ======================================================================
@@ -120,58 +111,57 @@ class QuorumController:
                                      f"configured node id matches.")
         return mp
 
-    def _bootstrap_records(self) -> list[tuple[Any, int]]:
-        path = self.metadata_dir / files.BOOTSTRAP_CHECKPOINT
-        try:
-            return list(read_snapshot_file(path))
-        except (SnapshotError, OSError) as e:
-            raise files.StorageError(f"cannot read {path}: {e}") from e
-
     async def start(self) -> None:
         mp = self._read_meta_properties()
         self.cluster_id = mp.cluster_id
+        self.directory_id = mp.directory_id
         cfg = self.config
-        seg_bytes = cfg.get("metadata.log.segment.bytes")
-        self.mlog = MetadataLog.open(self.metadata_dir, LogConfig(
-            segment_bytes=seg_bytes, linger_ms=cfg.get("controller.quorum.append.linger.ms"),
+        mlog = self.mlog = MetadataLog.open(self.metadata_dir, LogConfig(
+            segment_bytes=cfg.get("metadata.log.segment.bytes"), linger_ms=cfg.get("controller.quorum.append.linger.ms"),
             retention_bytes=cfg.get("metadata.max.retention.bytes"),
             retention_ms=cfg.get("metadata.max.retention.ms")))
-        image, result = load_image(self.mlog, MetadataImage)
-        assert isinstance(image, MetadataImage)
+        # An open metadata transaction is kept (journaled): activation aborts it, as Kafka's does.
+        image, result = load_image(mlog, MetadataImage, open_transaction="keep")
         self.image = image
         log.info("loaded the metadata log: snapshot %s, %d records replayed, last offset %d",
                  result.snapshot.file_name if result.snapshot else "none", result.records_replayed,
                  result.last_offset)
-        qs_path = self.mlog.directory / files.QUORUM_STATE
-        prior = 0
-        if qs_path.exists():
-            prior = files.QuorumState.read(qs_path).leader_epoch
-        self.epoch = max(prior, self.mlog.last_epoch) + 1
-        files.QuorumState(leader_id=self.node_id, leader_epoch=self.epoch, voted_id=-1,
-                          voters=list(self.voters)).write(qs_path)
-        lc = recs.data_class("LeaderChangeMessage")
-        voters = [lc.Voter(voter_id=v) for v in self.voters]
-        last = self.mlog.append_control(
-            [(ControlRecordType.LEADER_CHANGE, lc(version=0, leader_id=self.node_id, voters=voters,
-                                                  granting_voters=[lc.Voter(voter_id=self.node_id)]))],
-            epoch=self.epoch, timestamp=self.clock.wall_ms())
-        await self.mlog.wait_committed(last)
-        self._last_snapshot_ms = self.clock.monotonic_ms()
+        election = elect_single_voter(mlog, self.node_id, self.voters, self.clock.wall_ms())
+        self.epoch = election.epoch
+        raft = self.raft = RaftLeader(mlog, self.node_id, self.epoch, self.voters, self.clock)
+        await raft.wait_committed(election.leader_change_offset)
+        raft.on_commit.append(image.commit)
+        raft.on_commit.append(self._after_commit)
+        raft.on_failure.append(self._fail)
+        writer = self.writer = WritePath(image, raft, self.clock, [log_state_changes])
+        self.snapshots = Snapshotter(image, mlog, self.clock, cfg.get("metadata.log.max.record.bytes.between.snapshots"),
+                                     cfg.get("metadata.log.max.snapshot.interval.ms"), lambda: writer.bytes_appended)
+        self.snapshots.on_fault = self._count_fault
         self._build_managers()
+        if image.features.metadata_version is not None:
+            # Kafka's first publish after a restart covers the log up to the new epoch's
+            # LeaderChange: that is the FinalizedFeaturesEpoch until features change again.
+            self.features.epoch = election.leader_change_offset
+        writer.listeners.append(self.features.note_batch)
         await self._activate()
         log.info("node %d became the active controller in epoch %d at offset %d", self.node_id, self.epoch,
-                 self.mlog.end_offset - 1)
+                 mlog.end_offset - 1)
 
     def _build_managers(self) -> None:
-        from controller.cluster import ClusterControlManager
-        from controller.features import FeatureControlManager
-        from controller.heartbeats import BrokerHeartbeatManager
-        from controller.replication import ReplicationControlManager
+        from kraftsim.controller.alter_partition import AlterPartitionManager
+        from kraftsim.controller.cluster import ClusterControlManager
+        from kraftsim.controller.configuration import ConfigurationControlManager
+        from kraftsim.controller.controller_registrations import ControllerRegistrations, LocalController
+        from kraftsim.controller.features import FeatureControlManager
+        from kraftsim.controller.heartbeats import BrokerHeartbeatManager
+        from kraftsim.controller.producer_ids import ProducerIdControlManager
+        from kraftsim.controller.replica_directories import ReplicaDirectoryManager
+        from kraftsim.controller.replication import ReplicationControlManager
 
-        assert self.mlog is not None
-        mlog = self.mlog
+        raft = self.raft
+        assert raft is not None
         self.ctx = ControllerContext(image=self.image, config=self.config, clock=self.clock, node_id=self.node_id,
-                                     cluster_id=self.cluster_id, next_offset=lambda: mlog.end_offset,
+                                     cluster_id=self.cluster_id, next_offset=lambda: raft.end_offset,
                                      voters=list(self.voters))
         self.heartbeats = BrokerHeartbeatManager(self.ctx)
         self.cluster = ClusterControlManager(self.ctx, self.heartbeats)
@@ -179,58 +169,67 @@ class QuorumController:
         self.replication = ReplicationControlManager(
             self.ctx, shutting_down=lambda b: hb.controlled_shutdown_offset(b) is not None)
         self.features = FeatureControlManager(self.ctx)
+        self.configuration = ConfigurationControlManager(self.ctx)
+        self.producer_ids = ProducerIdControlManager(self.ctx, self.cluster)
+        self.alter_partition = AlterPartitionManager(self.ctx, self.cluster)
+        self.replica_directories = ReplicaDirectoryManager(self.ctx, self.cluster)
+        self.controllers = ControllerRegistrations(self.ctx, LocalController(
+            self.node_id, self.features.supported_features(), self.zk_migration_ready()))
 
     async def _activate(self) -> None:
-        records = self._activation_records()
+        try:
+            records = activation_records(self.image, self.metadata_dir,
+                                         self.config.get("zookeeper.metadata.migration.enable"))
+        except ActivationError as e:
+            raise FatalControllerError(str(e)) from e
         self.active = True
         self.new_active_controllers += 1
         self.cluster.activate()
         if records:
-            await self._write_records("completeActivation", records, atomic=False)
+            await self.write("completeActivation", lambda: ControllerResult(records, None, False))
         self._start_timers()
+        self._maybe_register()
 
-    def _activation_records(self) -> list[tuple[Any, int]]:
-        img = self.image
-        migration_enabled = self.config.get("zookeeper.metadata.migration.enable")
-        out: list[tuple[Any, int]] = []
-        begin = recs.by_name("BeginTransactionRecord")
-        end = recs.by_name("EndTransactionRecord")
-        abort = recs.by_name("AbortTransactionRecord")
-        zk_state = recs.by_name("ZkMigrationStateRecord")
-        txn_open = img.transaction.start_offset != -1 if hasattr(img.transaction, "start_offset") else False
-        if img.offset == -1 or "metadata.version" not in img.features.all_levels():
-            boot = self._bootstrap_records()
-            mv = next((r.feature_level for r, _ in boot if type(r).__name__ == "FeatureLevelRecord"
-                       and r.name == "metadata.version"), versions.MINIMUM_BOOTSTRAP)
-            txn = versions.metadata_transactions_supported(mv)
-            if txn_open and txn:
-                out.append((abort(reason="Controller failover"), 0))
-            if txn:
-                out.append((begin(name="Bootstrap records"), 0))
-            out.extend(boot)
-            if txn:
-                out.append((zk_state(zk_migration_state=2 if migration_enabled else 0), 0))
-                out.append((end(), 0))
-            elif migration_enabled:
-                raise FatalControllerError(f"The bootstrap metadata.version {versions.name(mv)} does not support "
-                                           f"ZK migrations. Cannot continue with ZK migrations enabled.")
-            log.info("Performing controller activation. The metadata log appears to be empty. Appending %d "
-                     "bootstrap record(s) at metadata.version %s.", len(boot), versions.name(mv))
-            return out
-        mv = img.metadata_version
-        if txn_open:
-            out.append((abort(reason="Controller failover"), 0))
-        state = img.migration.state if hasattr(img.migration, "state") else 0
-        if versions.is_migration_supported(mv):
-            if state == 0 and migration_enabled:
-                raise FatalControllerError("Should not have ZK migrations enabled on a cluster that was created "
-                                           "in KRaft mode.")
-            if state == 1 and not migration_enabled:
-                out.append((zk_state(zk_migration_state=3), 0))
-        elif migration_enabled:
-            raise FatalControllerError(f"Should not have ZK migrations enabled on a cluster running "
-                                       f"metadata.version {versions.name(mv)}")
-        return out
+    # ==== this controller's own registration (Kafka's ControllerRegistrationManager) ========
+    def set_listeners(self, listeners: list[tuple[str, str, int, str]]) -> None:
+        """The bound listeners (name, host, port, security protocol), once the server listens:
+        the registration carries the real port, as Kafka corrects ephemeral ports."""
+        from kraftsim.controller.controller_registrations import endpoint
+
+        self.controllers.local.listeners = [endpoint(*lst) for lst in listeners]
+        self._maybe_register()
+
+    def _after_commit(self, offset: int) -> None:
+        self._maybe_register()  # metadata.version may just have reached 3.7-IV0
+
+    def _maybe_register(self) -> None:
+        if self._registering or not self.active or self.controllers is None:
+            return
+        if self.controllers.needs_registration():
+            self._registering = True
+            self._tasks.append(asyncio.create_task(self._register(), name="kraftsim-controller-registration"))
+
+    async def _register(self) -> None:
+        """Write this node's RegisterControllerRecord through the ControllerRegistration handler,
+        as the RPC Kafka's registration manager sends to the active controller would."""
+        from kraftsim.rpc.api_keys import ApiKey
+        from kraftsim.rpc.dispatch import RequestContext
+
+        controllers = self.controllers
+        request = controllers.local.request()
+        ctx = RequestContext(ApiKey.CONTROLLER_REGISTRATION, 0, 0, str(self.node_id))
+        try:
+            await self.write("registerController", lambda: controllers.register_controller(request, ctx))
+            self._registration_failures = 0
+            log.info("controller %d registered incarnation %s", self.node_id, controllers.local.incarnation_id)
+        except Exception as e:  # noqa: BLE001 - any failure: back off and try again, as Kafka does
+            delay = min(100 * 2 ** self._registration_failures, 120_000)
+            self._registration_failures += 1
+            log.info("controller registration failed (%s); retrying in %d ms", e, delay)
+            await self.clock.sleep_ms(delay)
+        finally:
+            self._registering = False
+        self._maybe_register()
 
     # ==== timers ========================================================================
     def _start_timers(self) -> None:
@@ -257,8 +256,10 @@ class QuorumController:
                 log.exception("periodic task failed: %r", e)
 
     async def _noop_tick(self) -> None:
+        """Kafka's maybeScheduleNextWriteNoOpRecord: the log moves even when idle, so brokers
+        see the high watermark advance."""
         if versions.is_noop_supported(self.image.metadata_version):
-            await self.write("writeNoOpRecord", lambda: ControllerResult([(recs.by_name("NoOpRecord")(), 0)], None))
+            await self.write("writeNoOpRecord", lambda: ControllerResult([(NoOpRecord(), 0)], None))
 
     async def _fencing_loop(self) -> None:
         """Fence brokers whose session expired, one per event, in last-contact order."""
@@ -281,74 +282,35 @@ class QuorumController:
         return result if result is not None else ControllerResult([], None)
 
     def _snapshot_tick(self) -> None:
-        if self._snapshot_task is None or self._snapshot_task.done():
-            if self._snapshot_due():
-                self._snapshot_task = asyncio.create_task(self._write_snapshot(), name="kraftsim-snapshot")
+        self.snapshot(force=False)
 
-    def _snapshot_due(self, force: bool = False) -> bool:
-        mlog = self.mlog
-        if mlog is None or self.fatal is not None:
-            return False
-        if mlog.committed_offset != self.image.offset or self.image.offset < 0:
-            return False  # uncommitted records are in the image; try again later
-        latest = mlog.latest_snapshot()
-        if latest is not None and latest.end_offset > self.image.offset:
-            return False
-        if getattr(self.image.transaction, "start_offset", -1) != -1:
-            return False  # never snapshot inside a metadata transaction
-        interval = self.config.get("metadata.log.max.snapshot.interval.ms")
-        by_bytes = self._bytes_since_snapshot >= self.config.get("metadata.log.max.record.bytes.between.snapshots")
-        by_time = interval > 0 and self._bytes_since_snapshot > 0 and \
-            self.clock.monotonic_ms() - self._last_snapshot_ms >= interval
-        return force or by_bytes or by_time
-
-    async def _write_snapshot(self) -> None:
-        """Snapshot the committed image without stopping the controller: the records are taken
-        from a frozen view, then written a batch at a time between events."""
-        mlog = self.mlog
-        assert mlog is not None
-        offset = self.image.offset
-        items = self.image.frozen_records()
-        self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = self.clock.monotonic_ms()
-        t0 = self.clock.monotonic_ms()
-        sid = await mlog.write_snapshot_async(items, offset, self.clock.wall_ms(), self.image.last_timestamp_ms)
-        mlog.apply_retention(self.clock.wall_ms())
-        log.info("generated snapshot %s at offset %d in %d ms", sid.file_name, offset,
-                 self.clock.monotonic_ms() - t0)
-
-    def maybe_snapshot(self, force: bool = False) -> bool:
-        """Write a snapshot of the committed image now, synchronously, if one is due (tools, tests)."""
-        if not self._snapshot_due(force):
-            return False
-        mlog = self.mlog
-        assert mlog is not None
-        sid = mlog.write_snapshot(self.image.records(), self.image.offset, self.clock.wall_ms(),
-                                  self.image.last_timestamp_ms)
-        self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = self.clock.monotonic_ms()
-        mlog.apply_retention(self.clock.wall_ms())
-        log.info("generated snapshot %s at offset %d", sid.file_name, self.image.offset)
-        return True
+    def snapshot(self, force: bool = True) -> asyncio.Task[Any] | None:
+        """Start writing a snapshot of the committed image if one is due (always when forced
+        and possible); returns the task writing it, or None."""
+        snaps, raft = self.snapshots, self.raft
+        if snaps is None or raft is None or self.fatal is not None:
+            return None
+        if self._snapshot_task is not None and not self._snapshot_task.done():
+            return None
+        if not snaps.due(force):
+            return None
+        self._snapshot_task = asyncio.create_task(snaps.write(self.queue, raft), name="kraftsim-snapshot")
+        return self._snapshot_task
 
     # ==== writes =========================================================================
-    def _check_active(self) -> None:
-        if self.fatal is not None or not self.active:
-            raise NotControllerError()
-
     def submit(self, name: str, op: Callable[[], ControllerResult[T]], deadline_ms: int | None = None,
                on_timeout: Callable[[], None] | None = None) -> T | Awaitable[T]:
         """Run ``op`` as a write event; returns the response now when nothing needs to commit,
         else an awaitable of it. ApiError propagates (now or from the awaitable)."""
         r = self.queue.submit(name, self._run, deadline_ms, on_timeout, op)
         if r.__class__ is asyncio.Future:
-            return self._await_nested(r)  # type: ignore[arg-type]
+            return self._await_nested(r)
         return r  # type: ignore[return-value]
 
     async def write(self, name: str, op: Callable[[], ControllerResult[T]], deadline_ms: int | None = None) -> T:
         r = self.submit(name, op, deadline_ms)
         if inspect.isawaitable(r):
-            return await r  # type: ignore[no-any-return]
+            return await r
         return r
 
     @staticmethod
@@ -359,68 +321,100 @@ class QuorumController:
         return v
 
     def _run(self, op: Callable[[], ControllerResult[T]]) -> T | Awaitable[T]:
-        self._check_active()
-        result = op()
-        mlog = self.mlog
-        assert mlog is not None
+        if self.fatal is not None or not self.active:
+            raise NotControllerError()
+        try:
+            result = op()
+        except ApiError:
+            raise
+        except Exception as e:
+            self._handler_fault(e)
+            raise HandlerFaultError(str(e)) from e
+        raft = self.raft
+        assert raft is not None and self.writer is not None
         if result.records:
-            last = self._append(result.records, result.atomic)
-            after = getattr(result, "after_append", None)
-            if after is not None:
-                after(last)
+            try:
+                last = self.writer.append(result)  # type: ignore[arg-type]
+            except ReplayFailedError as e:
+                self._fail(e)
+                raise FatalControllerError(str(e)) from e
+            except LogFailedError as e:
+                self._fail(e)
+                raise NotControllerError("The controller failed to write the metadata log.") from e
             return self._reply_after(last, result.response)  # type: ignore[arg-type]
-        if mlog.committed_offset < self.image.offset:
+        if raft.committed_offset < self.image.offset:
             return self._reply_after(self.image.offset, result.response)  # type: ignore[arg-type]
         return result.response  # type: ignore[return-value]
 
     async def _reply_after(self, offset: int, response: T) -> T:
-        mlog = self.mlog
-        assert mlog is not None
+        raft = self.raft
+        assert raft is not None
         try:
-            await mlog.wait_committed(offset)
+            await raft.wait_committed(offset)
         except LogFailedError as e:
             self._fail(e)
             raise NotControllerError("The controller failed to write the metadata log.") from e
         return response
 
-    async def _write_records(self, name: str, records: list[tuple[Any, int]], atomic: bool = True) -> None:
-        await self.write(name, lambda: ControllerResult(records, None, atomic))
+    def _count_fault(self, e: BaseException) -> None:
+        """A fault the controller survives (a failed snapshot): Kafka's MetadataErrorCount."""
+        self.metadata_errors += 1
 
-    def _append(self, records: list[tuple[Any, int]], atomic: bool) -> int:
-        """Frame, replay at the offsets they will get, then append. Returns the last offset."""
-        mlog = self.mlog
-        assert mlog is not None
-        if atomic and len(records) > MAX_RECORDS_PER_BATCH:
-            raise ApiError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
-        values = [recs.frame(r, v) for r, v in records]
-        base = mlog.end_offset
-        now = self.clock.wall_ms()
-        replay = self.image.replay
+    def _handler_fault(self, e: BaseException) -> None:
+        """Kafka's catch-all for an event that throws something other than an ApiException: a
+        non-fatal fault (MetadataErrorCount) and a failover. The client sees
+        UNKNOWN_SERVER_ERROR; with one voter, this node is elected again in the next epoch."""
+        self.metadata_errors += 1
+        log.error("event failed with %s (treated as UnknownServerException) at epoch %d: %s; renouncing",
+                  type(e).__name__, self.epoch, e)
+        self._renounce()
+
+    def _renounce(self) -> None:
+        """Resign: take back whatever is not committed, drop the soft state and the timers, then
+        (one voter) win the next election and activate again."""
+        if not self.active:
+            return
+        self.active = False
+        raft = self.raft
+        assert raft is not None
+        if self.image.journaling:
+            self.image.revert_to(max(raft.committed_offset, self.image.revertible_from()))
+        self.cluster.deactivate()
+        current = asyncio.current_task()
+        for t in self._tasks:
+            if t is not current:
+                t.cancel()
+        self._tasks = [asyncio.create_task(self._reclaim(), name="kraftsim-reclaim")]
+
+    async def _reclaim(self) -> None:
+        mlog, raft = self.mlog, self.raft
+        assert mlog is not None and raft is not None
         try:
-            for i, (r, _) in enumerate(records):
-                replay(r, base + i, now)
-                describe = _STATE_CHANGE_LOGS.get(r.api_key())
-                if describe is not None:
-                    log.info("%s (offset %d)", describe(r), base + i)
-        except Exception as e:
-            self.metadata_errors += 1
-            self._fail(e)
-            raise FatalControllerError(f"replay of a record at offset {base + i} failed: {e}") from e
-        try:
-            _, last = mlog.append_values(values, epoch=self.epoch, timestamp=now)
+            await raft.wait_committed(mlog.end_offset - 1)  # what the last epoch appended, first
+            election = elect_single_voter(mlog, self.node_id, self.voters, self.clock.wall_ms())
+            self.epoch = raft.epoch = election.epoch
+            await raft.wait_committed(election.leader_change_offset)
+            log.info("node %d is the active controller again in epoch %d", self.node_id, self.epoch)
+            await self._activate()
         except LogFailedError as e:
             self._fail(e)
-            raise NotControllerError("The controller failed to write the metadata log.") from e
-        self._bytes_since_snapshot += sum(len(v) for v in values)
-        return last
 
     def _fail(self, e: BaseException) -> None:
-        if self.fatal is None:
-            self.fatal = e
-            self.active = False
-            log.error("fatal controller fault, resigning: %r", e)
-            if self.on_fatal is not None:
-                self.on_fatal(e)
+        """Resign after a fault: first take back whatever was applied but never committed."""
+        if self.fatal is not None:
+            return
+        self.fatal = e
+        self.fault_reason = f"{type(e).__name__}: {e}"
+        self.metadata_errors += 1  # Kafka's fatal fault handler counts it too
+        self.active = False
+        if self.raft is not None and self.image.journaling:
+            try:
+                self.image.revert_to(max(self.raft.committed_offset, self.image.revertible_from()))
+            except ValueError as err:  # noqa: PERF203 - nothing better to do while failing
+                log.error("could not revert the image to the committed offset: %s", err)
+        log.error("fatal controller fault, resigning: %r", e)
+        if self.on_fatal is not None:
+            self.on_fatal(e)
 
     def _on_event_timeout(self, name: str) -> None:
         self.timed_out_events += 1
@@ -440,7 +434,6 @@ class QuorumController:
         img = self.image
         topics = img.topics
         cluster = img.cluster
-        mlog = self.mlog
         now = self.clock.wall_ms()
         return {
             "ActiveBrokerCount": cluster.active_count,
@@ -452,12 +445,12 @@ class QuorumController:
             "PreferredReplicaImbalanceCount": topics.preferred_replica_imbalance_count,
             "MetadataErrorCount": self.metadata_errors,
             "LastAppliedRecordOffset": img.offset,
-            "LastCommittedRecordOffset": mlog.committed_offset if mlog else -1,
+            "LastCommittedRecordOffset": self.raft.committed_offset if self.raft else -1,
             "LastAppliedRecordTimestamp": img.last_timestamp_ms,
             "LastAppliedRecordLagMs": max(0, now - img.last_timestamp_ms) if img.last_timestamp_ms else 0,
-            "TimedOutBrokerHeartbeatCount": self.timed_out_heartbeats,
+            "TimedOutBrokerHeartbeatCount": self.cluster.timed_out_heartbeats if self.cluster else 0,
             "NewActiveControllersCount": self.new_active_controllers,
-            "ZkMigrationState": getattr(img.migration, "state", 0),
+            "ZkMigrationState": int(img.migration.state),
             "MigratingZkBrokerCount": cluster.migrating_zk_count,
             "EventQueueOperationsTimedOutCount": self.timed_out_events,
         }
@@ -478,7 +471,6 @@ class QuorumController:
         if self.mlog is not None:
             try:
                 if self.fatal is None:
-                    self.mlog.commit_now()
+                    self.mlog.flush_now()
             finally:
                 self.mlog.close()
-        self._stopped.set()

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from rpc.error_codes import ErrorCode
-from rpc.message import Message
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.message import Message
 
 T = TypeVar("T")
 RecordAndVersion = tuple[Message, int]

@@ -10,11 +10,11 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from controller.config import ConfigError, load
-from metadata import files, versions
-from metadata import records as recs
-from metadata.snapshots import write_snapshot_file
-from rpc import uuids
+from kraftsim.controller.config import ConfigError, load
+from kraftsim.metadata import files, versions
+from kraftsim.metadata import records as recs
+from kraftsim.metadata.snapshots import write_snapshot_file
+from kraftsim.rpc import uuids
 
 
 class FormatError(Exception):

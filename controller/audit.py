@@ -1,0 +1,85 @@
+"""One audit line per mutating request, on the logger ``kraftsim.audit``.
+
+Kafka's ``kafka.request.logger`` writes ``Completed request:`` and a JSON document for every
+request (at DEBUG); operators turn it on to learn who changed what. kraftsim writes the same kind
+of line, at INFO, for the requests that can change the cluster (registrations, topics, configs,
+features, producer ids, ISR changes, forwarded admin requests), with the keys Kafka uses: the
+request header, who asked (``principal``, ``clientAddress``, ``listener``, ``securityProtocol``),
+``isForwarded`` (the request came inside an Envelope, so principal and address are the original
+client's), and the outcome as Kafka's ``errorCounts``: how many times each error code appears in
+the response. Request bodies are not logged: config values may be secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from typing import Any
+
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.dispatch import RequestContext
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.message import Message, Struct
+
+log = logging.getLogger("kraftsim.audit")
+
+
+def api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"UNKNOWN_{api_key}"
+
+
+def error_counts(response: Message) -> dict[int, int]:
+    """Every ``ErrorCode`` field in the response, at any depth, counted: Kafka's errorCounts,
+    which leaves other codes (CreateTopics' TopicConfigErrorCode) out."""
+    counts: Counter[int] = Counter()
+    _count(response, counts)
+    return dict(counts)
+
+
+def _count(obj: Any, counts: Counter[int]) -> None:
+    for attr in obj.__slots__:
+        value = getattr(obj, attr, None)
+        if attr == "error_code" and isinstance(value, int):
+            counts[value] += 1
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, Struct):
+                    _count(item, counts)
+        elif isinstance(value, Struct):
+            _count(value, counts)
+
+
+def contains_error(response: Message, code: int) -> bool:
+    return code in error_counts(response)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+def audit(context: RequestContext, outcome: Message | dict[int, int], elapsed_ms: float | None = None) -> None:
+    """Log the completed request ``context`` with its response (or ready-made error counts)."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    counts = outcome if isinstance(outcome, dict) else error_counts(outcome)
+    doc: dict[str, Any] = {
+        "isForwarded": context.from_envelope,
+        "requestHeader": {"requestApiKey": context.api_key, "requestApiVersion": context.api_version,
+                          "correlationId": context.correlation_id, "clientId": context.client_id,
+                          "requestApiKeyName": api_name(context.api_key)},
+        "principal": context.principal,
+        "clientAddress": context.client_address,
+        "listener": context.listener,
+        "securityProtocol": context.security_protocol,
+        "outcome": {_error_name(code): n for code, n in sorted(counts.items())},
+    }
+    if elapsed_ms is not None:
+        doc["totalTimeMs"] = round(elapsed_ms, 3)
+    log.info("Completed request:%s", json.dumps(doc, separators=(",", ":"), ensure_ascii=False))

@@ -1,0 +1,87 @@
+"""The authorization seam: who may do what, asked where Kafka's ControllerApis asks.
+
+Kafka with no ``authorizer.class.name`` lets every principal do everything, and that is all
+kraftsim does today: :class:`AllowAll`. The call sites already ask the question Kafka asks
+(CLUSTER_ACTION on the cluster for an Envelope's sender, ALTER_CONFIGS per config resource,
+DESCRIBE for DescribeCluster's authorized operations), so a StandardAuthorizer-style
+implementation later only has to replace the object handed to ``ControllerApis``.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final, Protocol
+
+from kraftsim.rpc.dispatch import RequestContext
+
+CLUSTER_NAME: Final = "kafka-cluster"
+
+
+class AclOperation(IntEnum):
+    """Kafka's AclOperation codes (they appear on the wire in authorized-operations bit fields)."""
+
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+
+
+class ResourceType(IntEnum):
+    """Kafka's ResourceType codes."""
+
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+# AclEntry.supportedOperations(CLUSTER): what DescribeCluster reports as authorized operations.
+CLUSTER_OPERATIONS: Final = (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+                             AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+                             AclOperation.DESCRIBE)
+
+
+class Authorizer(Protocol):
+    def authorize(self, context: RequestContext, operation: AclOperation, resource_type: ResourceType,
+                  resource_name: str) -> bool:
+        """May ``context.principal`` (from ``context.client_address``) do ``operation`` on the
+        resource? Forwarded requests carry the original client's principal and address."""
+        ...
+
+
+class AllowAll:
+    """No authorizer configured: Kafka allows everything."""
+
+    def authorize(self, context: RequestContext, operation: AclOperation, resource_type: ResourceType,
+                  resource_name: str) -> bool:
+        return True
+
+
+def to_32bit_field(operations: list[AclOperation] | tuple[AclOperation, ...]) -> int:
+    """Utils.to32BitField: one bit per operation code, as a signed int32."""
+    bits = 0
+    for op in operations:
+        bits |= 1 << int(op)
+    return bits - (1 << 32) if bits >= 1 << 31 else bits
+
+
+def authorized_operations(authorizer: Authorizer, context: RequestContext, resource_type: ResourceType,
+                          resource_name: str, supported: tuple[AclOperation, ...]) -> int:
+    """AuthHelper.authorizedOperations: the supported operations the principal may perform."""
+    allowed = [op for op in supported if authorizer.authorize(context, op, resource_type, resource_name)]
+    return to_32bit_field(allowed)

@@ -1,0 +1,69 @@
+"""The order in which Java's ``HashMap``/``HashSet`` hand back string keys.
+
+Kafka's controller sometimes walks a ``HashMap<String, ...>`` to produce records or results:
+CreateTopics collects a topic's configs into one (``computeConfigChanges``) and writes a
+ConfigRecord per entry in its order; the config names of one IncrementalAlterConfigs resource
+become ConfigRecords in that order; the topics of a CreatePartitions request come back in
+``HashSet`` order. That order is a pure function of the strings, so reproducing it keeps our
+log and our responses byte-identical to a real controller's, where a "nicer" order (the
+request's) would be a visible difference.
+
+The model: ``String.hashCode`` over UTF-16 units, spread as ``h ^ (h >>> 16)``, bucket
+``hash & (capacity - 1)``, capacity 16 doubled while more than 3/4 full, and insertion order
+within a bucket (a resize splits a bucket without reordering it). Not modelled: buckets of 8+
+colliding keys in a table of 64+, which Java turns into trees with their own order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+_MASK = 0xFFFFFFFF
+
+
+def _unsigned_hash(s: str) -> int:
+    h = 0
+    if s.isascii():
+        for c in s.encode("ascii"):
+            h = (31 * h + c) & _MASK
+        return h
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK
+    return h
+
+
+def string_hash(s: str) -> int:
+    """Java's ``String.hashCode()``, a signed 32-bit int."""
+    h = _unsigned_hash(s)
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def capacity_for(size: int) -> int:
+    """The table size a HashMap reaches after ``size`` distinct insertions."""
+    cap = 16
+    while size > cap * 3 // 4:
+        cap *= 2
+    return cap
+
+
+def hash_order(keys: Iterable[str], capacity: int | None = None) -> list[str]:
+    """``keys`` (distinct, in insertion order) in the order a Java HashMap iterates them.
+
+    ``capacity`` is the table size when keys were removed after insertion (a table never
+    shrinks); by default it follows from the number of keys."""
+    items = list(keys)
+    cap = capacity if capacity is not None else capacity_for(len(items))
+    mask = cap - 1
+
+    def bucket(k: str) -> int:
+        h = _unsigned_hash(k)
+        return (h ^ (h >> 16)) & mask
+
+    return sorted(items, key=bucket)  # sorted() is stable: insertion order within a bucket
+
+
+def hash_map_order(keys: Iterable[str]) -> list[str]:
+    """The distinct ``keys`` in the order a ``new HashMap<>()`` filled with them (in this order,
+    a repeated key keeping its first place) iterates."""
+    return hash_order(dict.fromkeys(keys))

@@ -1,0 +1,38 @@
+"""A route: which manager method serves an API key, declared beside that manager.
+
+Each control manager lists its routes in ``routes()``, next to the handlers they name, so the
+handler for an API key is found by searching for ``ApiKey.<NAME>``. Adding an API is one
+handler ``(request, ctx) -> ControllerResult`` and one ``Route`` line; ``controller/apis.py``
+runs every route the same way (an event on the controller's queue, the write path, the reply
+after commit, Kafka's error response on failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kraftsim.controller.result import ControllerResult
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.dispatch import RequestContext
+from kraftsim.rpc.error_response import error_response
+from kraftsim.rpc.message import Message
+
+ErrorBuilder = Callable[[Message, int, int, str | None], Message]
+"""(request, version, error code, message) -> the whole-request error response."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    api_key: ApiKey
+    event: str  # the event's name on the controller queue (Kafka's, for its logs and metrics)
+    handler: Callable[[Any, RequestContext], ControllerResult[Any]]
+    # A deadline in the queue, from the request (CreateTopics' TimeoutMs) or fixed; past it the
+    # request fails with REQUEST_TIMED_OUT and ``on_timeout`` (if any) is told.
+    timeout_ms: Callable[[Any], int | None] | None = None
+    on_timeout: Callable[[Any], None] | None = None
+    error: ErrorBuilder = error_response
+    # Requests that may change the cluster get one line on the audit log (``audit.py``); reads
+    # and the broker's own heartbeats do not.
+    mutating: bool = True

@@ -1,0 +1,105 @@
+"""The one path from a handler's records to the log, sans I/O.
+
+A handler returns (records, response) without touching anything. This module is what happens
+to the records next, for the controller and for every test that drives a manager: check the
+size of the operation against Kafka's cap, frame each record, replay it into the image at the
+offset the log will give it ("apply at append", revertible until committed), append the batch
+through the Raft leader, tell the record listeners, and hand the last offset to the result's
+``after_append`` hook (how a heartbeat learns the offset of its controlled-shutdown batch).
+A record the image refuses, or an append storage refuses, leaves the image as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Final, Protocol
+
+from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
+from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.metadata.records import frame
+from kraftsim.rpc.clock import Clock
+from kraftsim.rpc.error_codes import ErrorCode
+
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: an atomic operation writing more records
+# than this fails whole, before anything is written.
+MAX_RECORDS_PER_USER_OP: Final = 10_000
+EXCESSIVE_BATCH_MESSAGE: Final = "Unable to perform excessively large batch operation."
+# Kafka's QuorumController.MAX_RECORDS_PER_BATCH: a (non-atomic) result is appended as Raft
+# batches of at most this many records. A different rule from the cap above, with the same value.
+MAX_RECORDS_PER_BATCH: Final = 10_000
+
+RecordListener = Callable[[list[RecordAndVersion], int], None]
+"""Told of each appended batch: its records and the offset of the first."""
+
+
+def check_record_count(count: int) -> None:
+    """POLICY_VIOLATION when an operation would write more than the cap. Handlers whose record
+    count follows from the request call this before doing the work, as arithmetic on it."""
+    if count > MAX_RECORDS_PER_USER_OP:
+        raise ApiError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH_MESSAGE)
+
+
+class Appender(Protocol):
+    """Where batches go: the Raft leader (``kraftsim.raft.leader.RaftLeader``)."""
+
+    @property
+    def end_offset(self) -> int: ...
+
+    def append(self, values: Sequence[bytes], timestamp: int) -> int: ...
+
+
+class ReplayFailedError(Exception):
+    """A record the controller itself generated does not replay: a fault, fatal as in Kafka."""
+
+    def __init__(self, offset: int, cause: BaseException) -> None:
+        super().__init__(f"replay of the record at offset {offset} failed: {cause}")
+        self.offset = offset
+
+
+class WritePath:
+    __slots__ = ("image", "appender", "clock", "listeners", "bytes_appended")
+
+    def __init__(self, image: MetadataImage, appender: Appender, clock: Clock,
+                 listeners: Sequence[RecordListener] = ()) -> None:
+        self.image = image
+        self.appender = appender
+        self.clock = clock
+        self.listeners = list(listeners)
+        self.bytes_appended = 0  # framed record bytes, since start (snapshots are due by bytes)
+
+    def append(self, result: ControllerResult[object]) -> int:
+        """Write ``result``'s records (there must be some); returns the offset of the last.
+
+        ApiError (POLICY_VIOLATION) for an atomic operation over the cap, ReplayFailedError for a
+        record the image refuses, and storage's LogFailedError: in each case nothing changed.
+        """
+        records = result.records
+        if result.atomic:
+            check_record_count(len(records))
+        values = [frame(r, v) for r, v in records]
+        image = self.image
+        before = image.offset
+        base = self.appender.end_offset
+        now = self.clock.wall_ms()
+        image.mark(before)  # revertible until committed
+        replay = image.replay
+        i = 0
+        try:
+            for i, (record, _) in enumerate(records):  # noqa: B007 - i names the failing record
+                replay(record, base + i, now)
+        except Exception as e:  # noqa: BLE001 - any refusal is the same fault
+            image.revert_to(before)
+            raise ReplayFailedError(base + i, e) from e
+        try:
+            for start in range(0, len(values), MAX_RECORDS_PER_BATCH):
+                last = self.appender.append(values[start:start + MAX_RECORDS_PER_BATCH], now)
+        except BaseException:
+            image.revert_to(before)
+            raise
+        self.bytes_appended += sum(map(len, values))
+        for listener in self.listeners:
+            listener(records, base)
+        after = getattr(result, "after_append", None)
+        if after is not None:
+            after(last)
+        return last
