@@ -1,0 +1,540 @@
+"""The differential driver: one scripted sequence, played through kraftsim's own protocol client
+against a real Kafka 3.9 controller and against kraftsim, then compared.
+
+A scenario is a list of steps. A :class:`Call` builds its request from the state of the side it
+is played on (each side's broker epochs, topic ids and log offsets), sends it at a given version
+and records the decoded response; an :class:`AwaitRecord` polls the side's log until a record
+the controller writes by itself (session-timeout fencing) has appeared. After every step the
+records that side appended are read from its log on disk with the project's reader. Both sides
+play concurrently, each on its own connection; the two transcripts (every response field, every
+appended record's type, version and fields) are compared after the normalisations of
+``tests/kafka/normalise.py``, and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+import os
+import pprint
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kraftsim.metadata.batch import BatchError, IncompleteBatchError, decode_control_record
+from kraftsim.metadata.files import METADATA_TOPIC_DIR
+from kraftsim.metadata.records import type_name, unframe
+from kraftsim.metadata.segments import iter_file_batches, parse_segment_name
+from kraftsim.rpc import registry
+from kraftsim.rpc.client import KafkaClient
+from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.message import Message
+from tests.kafka import normalise as norm
+from tests.kafka.harness import Node
+
+REG = registry.request_class(62)
+HB = registry.request_class(63)
+UNREG = registry.request_class(64)
+UF = registry.request_class(57)
+CT = registry.request_class(19)
+DT = registry.request_class(20)
+AV = registry.request_class(18)
+
+
+# -- the log on disk ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LoggedRecord:
+    offset: int
+    control: bool
+    type: str
+    version: int
+    message: Message | None
+
+
+def read_log(metadata_dir: Path, start: int = 0) -> list[LoggedRecord]:
+    """Every record at or after ``start`` in the segments of ``__cluster_metadata-0``.
+
+    A batch still being written at the end of the active segment is left for the next poll."""
+    out: list[LoggedRecord] = []
+    d = metadata_dir / METADATA_TOPIC_DIR
+    segments = sorted((p for p in d.glob("*.log") if parse_segment_name(p.name) is not None),
+                      key=lambda p: parse_segment_name(p.name) or 0)
+    for seg in segments:
+        try:
+            for _, batch in iter_file_batches(seg):
+                if batch.next_offset <= start:
+                    continue
+                for rec in batch.records():
+                    if rec.offset < start:
+                        continue
+                    if batch.is_control:
+                        ctl = decode_control_record(rec)
+                        if ctl is None:
+                            out.append(LoggedRecord(rec.offset, True, "Unknown", 0, None))
+                        else:
+                            out.append(LoggedRecord(rec.offset, True, type(ctl[1]).__name__, 0, ctl[1]))
+                    else:
+                        assert rec.value is not None, f"record without a value at {rec.offset}"
+                        msg, version = unframe(rec.value)
+                        api_key = msg.api_key()
+                        out.append(LoggedRecord(rec.offset, False, type_name(api_key if api_key is not None else -1),
+                                                version, msg))
+        except IncompleteBatchError:
+            break
+        except BatchError as e:
+            raise AssertionError(f"{seg}: {e}") from e
+    return out
+
+
+def log_end(metadata_dir: Path) -> int:
+    """The next offset the log will assign (its log end offset)."""
+    end = 0
+    d = metadata_dir / METADATA_TOPIC_DIR
+    for seg in d.glob("*.log"):
+        base = parse_segment_name(seg.name)
+        if base is None:
+            continue
+        end = max(end, base)
+        try:
+            for _, batch in iter_file_batches(seg, verify_crc=False):
+                end = max(end, batch.next_offset)
+        except IncompleteBatchError:
+            pass
+    return end
+
+
+# -- one side -----------------------------------------------------------------------------------
+
+@dataclass
+class Side:
+    """One controller as a scenario sees it: a connection, its log, and what it has told us."""
+
+    node: Node
+    client: KafkaClient
+    base: int = 0
+    cursor: int = 0
+    epochs: dict[int, int] = field(default_factory=dict)
+    registered: set[int] = field(default_factory=set)  # broker ids whose registration is in the log
+    last_feature_offset: int = -1  # of the last FeatureLevelRecord read
+    adopted: bool = False  # epochs come from the log (adopt_log), not from this scenario
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    view: norm.SideView = field(default_factory=lambda: norm.SideView(0))
+
+    @property
+    def name(self) -> str:
+        return self.node.kind
+
+    @property
+    def cluster_id(self) -> str:
+        return self.node.cluster_id
+
+    def begin(self) -> None:
+        """Start a scenario here: offsets from now on are relative to the current log end.
+        Epochs are forgotten unless :meth:`adopt_log` taught them for this scenario."""
+        self.base = self.cursor = log_end(self.node.metadata_dir)
+        if not self.adopted:
+            self.epochs.clear()
+        placed = self.view.placed_topics
+        self.view = norm.SideView(self.base, placed_topics=placed)
+        for r in read_log(self.node.metadata_dir, 0):  # offsets before the start count without them too
+            if r.type in norm.DROPPED_RECORDS:
+                self.view.drop(r.offset)
+        for name, tid in self.topic_ids.items():
+            self.view.topic_names[tid] = name
+
+    def adopt_log(self) -> None:
+        """Learn broker epochs and topic ids from the whole log, for a controller started on a
+        directory another controller wrote (the swap tests): what the scenario refers to."""
+        for r in read_log(self.node.metadata_dir, 0):
+            m: Any = r.message
+            if r.type == "RegisterBrokerRecord":
+                self.epochs[m.broker_id] = m.broker_epoch
+                self.registered.add(m.broker_id)
+            elif r.type == "UnregisterBrokerRecord":
+                self.epochs.pop(m.broker_id, None)
+                self.registered.discard(m.broker_id)
+            elif r.type == "TopicRecord":
+                self.topic_ids[m.name] = m.topic_id
+            elif r.type == "RemoveTopicRecord":
+                self.topic_ids = {n: t for n, t in self.topic_ids.items() if t != m.topic_id}
+        self.adopted = True
+
+    def last_offset(self) -> int:
+        return log_end(self.node.metadata_dir) - 1
+
+    def offset(self, relative: int) -> int:
+        return self.base + relative
+
+    def new_records(self) -> list[LoggedRecord]:
+        recs = read_log(self.node.metadata_dir, self.cursor)
+        if recs:
+            self.cursor = recs[-1].offset + 1
+        for r in recs:
+            m: Any = r.message
+            if r.type in norm.DROPPED_RECORDS:
+                self.view.drop(r.offset)
+            elif r.type == "TopicRecord":
+                self.learn_topic(m.name, m.topic_id)
+            elif r.type == "FeatureLevelRecord":
+                self.last_feature_offset = r.offset
+            elif r.type == "RemoveTopicRecord":
+                self.topic_ids = {n: t for n, t in self.topic_ids.items() if t != m.topic_id}
+            elif r.type == "RegisterBrokerRecord":
+                self.registered.add(m.broker_id)
+            elif r.type == "UnregisterBrokerRecord":
+                self.registered.discard(m.broker_id)
+        return recs
+
+    async def cleanup(self) -> None:
+        """Unregister the brokers and delete the topics this scenario left, so the next scenario
+        on a shared pair starts from the same state (not compared: it is not part of a test)."""
+        self.new_records()
+        if self.topic_ids:
+            await self.client.request(DT(topic_names=sorted(self.topic_ids), timeout_ms=30_000), 5)
+        for b in sorted(self.registered):
+            await self.client.request(UNREG(broker_id=b), 0)
+        self.new_records()
+        self.topic_ids.clear()
+        self.epochs.clear()
+
+    def new_records_peek(self) -> None:
+        """Learn the last feature change from records not read yet, without consuming them."""
+        for r in read_log(self.node.metadata_dir, self.cursor):
+            if r.type == "FeatureLevelRecord":
+                self.last_feature_offset = r.offset
+
+    def learn_topic(self, name: str, topic_id: uuid.UUID) -> None:
+        if topic_id != uuid.UUID(int=0):
+            self.topic_ids[name] = topic_id
+            self.view.topic_names[topic_id] = name
+
+    def capture(self, req: Message, resp: Message) -> None:
+        """Remember what later steps refer to: broker epochs and topic ids."""
+        name = type(resp).__name__
+        if name == "BrokerRegistrationResponse" and resp.error_code == 0:  # type: ignore[attr-defined]
+            self.epochs[req.broker_id] = resp.broker_epoch  # type: ignore[attr-defined]
+        elif name == "CreateTopicsResponse":
+            for t in resp.topics:  # type: ignore[attr-defined]
+                if t.error_code == 0:
+                    self.learn_topic(t.name, t.topic_id)
+        elif name == "UnregisterBrokerResponse" and resp.error_code == 0:  # type: ignore[attr-defined]
+            self.epochs.pop(req.broker_id, None)  # type: ignore[attr-defined]
+
+
+Builder = Callable[[Side], Message]
+
+
+@dataclass(frozen=True)
+class Call:
+    label: str
+    build: Builder
+    version: int | None = None
+
+
+@dataclass(frozen=True)
+class AwaitRecord:
+    """Wait (with a deadline) until the records the side appended since the previous step
+    satisfy ``done`` (e.g. they fence every broker named)."""
+
+    label: str
+    done: Callable[[list[LoggedRecord]], bool]
+    timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Bytes sent on a fresh connection; the response frame is recorded after its correlation id."""
+
+    label: str
+    frame: bytes
+
+
+Step = Call | AwaitRecord | Raw
+
+
+def records_view(records: list[LoggedRecord], view: norm.SideView) -> list[Any]:
+    """The records as compared: dropped ones left out (their offsets were noted on reading)."""
+    return norm.order_records([{"offset": view.offset(r.offset), "control": r.control, "type": r.type, "version": r.version,
+             "fields": norm.normalise_record(r.message, view) if r.message is not None else None}
+            for r in records if r.type not in norm.DROPPED_RECORDS])
+
+
+async def play(side: Side, steps: Sequence[Step], mask: bool = True) -> list[dict[str, Any]]:
+    transcript: list[dict[str, Any]] = []
+    side.begin()
+    for step in steps:
+        entry: dict[str, Any] = {"step": step.label}
+        if isinstance(step, Call):
+            if step.version is not None:
+                entry["version"] = step.version
+            try:
+                req = step.build(side)
+            except KeyError as e:  # e.g. the epoch of a broker whose registration failed here
+                entry["response"] = f"<not built: no {e}>"
+                records = side.new_records()
+            else:
+                try:
+                    resp = await request(side, req, step.version)
+                except (ConnectionError, TimeoutError, DecodeError) as e:  # the peer's doing: compared
+                    entry["response"] = f"<{type(e).__name__}>"
+                    records = side.new_records()
+                else:
+                    side.capture(req, resp)
+                    # Records first: a dropped record before the response's offsets renumbers them.
+                    records = side.new_records()
+                    entry["response"] = norm.normalise(resp, side.view, mask=mask)
+            entry["records"] = records_view(records, side.view)
+        elif isinstance(step, AwaitRecord):
+            deadline = time.monotonic() + step.timeout
+            got: list[LoggedRecord] = []
+            while True:
+                got += side.new_records()
+                if step.done(got):
+                    break
+                if time.monotonic() > deadline:
+                    entry["timeout"] = f"no matching record within {step.timeout}s"
+                    break
+                await asyncio.sleep(0.05)
+            entry["records"] = records_view(got, side.view)
+        else:
+            entry["response"] = await raw_exchange(side.node.bootstrap, step.frame)
+            entry["records"] = records_view(side.new_records(), side.view)
+        transcript.append(entry)
+    return transcript
+
+
+async def request(side: Side, req: Message, version: int | None, timeout: float = 30) -> Any:
+    """One request; ApiVersions is re-sent until it has seen the last feature change
+    (normalise.PUBLICATION_LAG)."""
+    resp = await side.client.request(req, version, timeout=60)
+    if type(req).__name__ != "ApiVersionsRequest":
+        return resp
+    v = 4 if version is None else version
+    side.new_records_peek()
+    deadline = time.monotonic() + timeout
+    while not norm.api_versions_settled(resp, v, side.last_feature_offset) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+        resp = await side.client.request(req, version, timeout=60)
+    return resp
+
+
+async def raw_exchange(bootstrap: str, frame: bytes, timeout: float = 30) -> str:
+    host, port = bootstrap.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(frame)
+        await writer.drain()
+        size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), timeout), "big", signed=True)
+        body = await asyncio.wait_for(reader.readexactly(size), timeout)
+        return body[4:].hex()  # after the correlation id
+    except (asyncio.IncompleteReadError, ConnectionError) as e:
+        return f"<closed: {type(e).__name__}>"
+    finally:
+        writer.close()
+
+
+@dataclass
+class Pair:
+    """A real Kafka controller and a kraftsim controller formatted alike, with one client each."""
+
+    kafka: Side
+    kraftsim: Side
+
+    @property
+    def sides(self) -> tuple[Side, Side]:
+        return self.kafka, self.kraftsim
+
+
+async def run(pair: Pair, steps: Sequence[Step], mask: bool = True) -> tuple[list[Any], list[Any]]:
+    """Both sides concurrently; if one side fails, the other is finished before re-raising, so the
+    cleanup that follows never races a scenario still being played."""
+    results = await asyncio.gather(play(pair.kafka, steps, mask), play(pair.kraftsim, steps, mask),
+                                   return_exceptions=True)
+    done: list[list[Any]] = []
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+        done.append(r)
+    return done[0], done[1]
+
+
+def assert_same(kafka_t: list[Any], kraftsim_t: list[Any]) -> None:
+    """Equal transcripts, or an error showing the first differing step as a diff."""
+    if kafka_t == kraftsim_t:
+        return
+    out = os.environ.get("KRAFTSIM_DIFF_DIR")  # both transcripts in full, for a closer look
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        test = os.environ.get("PYTEST_CURRENT_TEST", "scenario").split(" ")[0]
+        stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in test)
+        for name, t in (("kafka", kafka_t), ("kraftsim", kraftsim_t)):
+            (Path(out) / f"{stem}.{name}.json").write_text(dumps(t))
+    differing = [i for i, (x, y) in enumerate(zip(kafka_t, kraftsim_t, strict=True)) if x != y]
+    i = differing[0]
+    left = pprint.pformat(kafka_t[i], width=110, sort_dicts=False).splitlines()
+    right = pprint.pformat(kraftsim_t[i], width=110, sort_dicts=False).splitlines()
+    diff = "\n".join(difflib.unified_diff(left, right, "kafka", "kraftsim", lineterm="", n=4))
+    labels = ", ".join(repr(kafka_t[j]["step"]) for j in differing)
+    raise AssertionError(f"kraftsim differs from Kafka 3.9 at {len(differing)} step(s): {labels}\n"
+                         f"first: step {i} {kafka_t[i]['step']!r}\n{diff}\n\nnormalisations applied:\n"
+                         f"{norm.describe()}")
+
+
+async def check(pair: Pair, steps: Sequence[Step]) -> Transcript:
+    """Play ``steps`` on both sides and assert the transcripts are the same; returns Kafka's."""
+    a, b = await run(pair, steps)
+    assert_same(a, b)
+    return Transcript(a)
+
+
+class Transcript(list[dict[str, Any]]):
+    """Kafka's side of a compared run, for asserting that a scenario took the path it meant to."""
+
+    def __getitem__(self, label: Any) -> Any:  # type: ignore[override]
+        if isinstance(label, str):
+            hits = [e for e in self if e["step"] == label]
+            assert len(hits) == 1, f"{len(hits)} steps labelled {label!r}"
+            return hits[0]
+        return super().__getitem__(label)
+
+    def response(self, label: str) -> Any:
+        return self[label]["response"]
+
+    def error(self, label: str) -> int:
+        r = self.response(label)
+        if "error_code" in r:
+            return int(r["error_code"])
+        raise KeyError(f"{label}: no top-level error_code in {r}")
+
+    def record_types(self, label: str) -> list[str]:
+        return [r["type"] for r in self[label]["records"]]
+
+
+def dumps(transcript: list[Any]) -> str:
+    return json.dumps(transcript, indent=1, default=str)
+
+
+# -- request builders ---------------------------------------------------------------------------
+
+def scenario_uuid(n: int) -> uuid.UUID:
+    """A fixed uuid the scenario supplies (incarnations, log dirs): kept as is by normalisation."""
+    return norm.scenario_uuid(n)
+
+
+MV_39 = 21
+
+
+def listeners(broker_id: int) -> list[Any]:
+    return [REG.Listener(name="PLAINTEXT", host="localhost", port=9092 + broker_id, security_protocol=0)]
+
+
+def mv_feature(lo: int = 1, hi: int = MV_39) -> list[Any]:
+    return [REG.Feature(name="metadata.version", min_supported_version=lo, max_supported_version=hi)]
+
+
+def register(broker_id: int, *, incarnation: int | None = None, cluster_id: str | None = None,
+             features: list[Any] | None = None, log_dirs: list[uuid.UUID] | None = None,
+             rack: str | None = None, migrating: bool = False, previous_epoch: int = -1,
+             listener_list: list[Any] | None = None) -> Builder:
+    inc = scenario_uuid(broker_id * 100 + (incarnation or 0))
+    dirs = [norm.default_dir(broker_id)] if log_dirs is None else log_dirs
+
+    def build(side: Side) -> Message:
+        return REG(broker_id=broker_id, cluster_id=side.cluster_id if cluster_id is None else cluster_id,
+                   incarnation_id=inc, listeners=listener_list if listener_list is not None else listeners(broker_id),
+                   features=mv_feature() if features is None else features, rack=rack,
+                   is_migrating_zk_broker=migrating, log_dirs=dirs, previous_broker_epoch=previous_epoch)
+    return build
+
+
+def heartbeat(broker_id: int, *, epoch: int | None = None, epoch_delta: int = 0, offset: int | str = "last",
+              want_fence: bool = False, want_shutdown: bool = False,
+              offline_dirs: list[uuid.UUID] | None = None) -> Builder:
+    """``offset``: "last" (the side's last offset: caught up), or an offset relative to the start.
+    ``epoch``: by default the epoch this side gave the broker, -1 if it gave none."""
+    def build(side: Side) -> Message:
+        e = (side.epochs.get(broker_id, -1) if epoch is None else epoch) + epoch_delta
+        off = side.last_offset() if offset == "last" else side.offset(int(offset))
+        return HB(broker_id=broker_id, broker_epoch=e, current_metadata_offset=off, want_fence=want_fence,
+                  want_shut_down=want_shutdown, offline_log_dirs=list(offline_dirs or []))
+    return build
+
+
+def unregister(broker_id: int) -> Builder:
+    return lambda side: UNREG(broker_id=broker_id)
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int = -1
+    rf: int = -1
+    assignments: dict[int, list[int]] | None = None
+    configs: dict[str, str | None] | None = None
+
+
+def create_topics(*topics: TopicSpec, validate_only: bool = False, timeout_ms: int = 30_000) -> Builder:
+    def build(side: Side) -> Message:
+        ts = []
+        for t in topics:
+            if not t.assignments:
+                side.view.placed_topics.add(t.name)
+            ts.append(CT.CreatableTopic(
+                name=t.name, num_partitions=t.partitions, replication_factor=t.rf,
+                assignments=[CT.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
+                             for p, b in (t.assignments or {}).items()],
+                configs=[CT.CreatableTopicConfig(name=k, value=v) for k, v in (t.configs or {}).items()]))
+        return CT(topics=ts, timeout_ms=timeout_ms, validate_only=validate_only)
+    return build
+
+
+def delete_topics(*names: str, version: int = 6, by_id: bool = False, unknown_ids: Sequence[uuid.UUID] = (),
+                  timeout_ms: int = 30_000) -> Builder:
+    """By name (every version), or by this side's topic id (v6); ``unknown_ids`` adds ids nobody has.
+    ``version`` picks the request layout: TopicNames before v6, Topics from v6."""
+    def build(side: Side) -> Message:
+        if version < 6:
+            assert not by_id and not unknown_ids, "topic ids need v6"
+            return DT(topic_names=list(names), timeout_ms=timeout_ms)
+        states = []
+        for n in names:
+            if by_id:
+                states.append(DT.DeleteTopicState(name=None, topic_id=side.topic_ids.get(n, uuid.UUID(int=0))))
+            else:
+                states.append(DT.DeleteTopicState(name=n, topic_id=uuid.UUID(int=0)))
+        states += [DT.DeleteTopicState(name=None, topic_id=u) for u in unknown_ids]
+        return DT(topics=states, timeout_ms=timeout_ms)
+    return build
+
+
+def update_features(*updates: tuple[str, int, int], validate_only: bool = False,
+                    allow_downgrade: bool = False, timeout_ms: int = 30_000) -> Builder:
+    """``updates``: (feature, level, upgrade type 1 upgrade / 2 safe / 3 unsafe downgrade)."""
+    def build(side: Side) -> Message:
+        return UF(timeout_ms=timeout_ms, validate_only=validate_only, feature_updates=[
+            UF.FeatureUpdateKey(feature=f, max_version_level=lvl, upgrade_type=ut, allow_downgrade=allow_downgrade)
+            for f, lvl, ut in updates])
+    return build
+
+
+def api_versions(software: str = "kraftsim-tests", version: str = "1.0") -> Builder:
+    return lambda side: AV(client_software_name=software, client_software_version=version)
+
+
+def fenced(*broker_ids: int) -> Callable[[list[LoggedRecord]], bool]:
+    """Records that fence every broker named (in either form Kafka writes)."""
+    def done(records: list[LoggedRecord]) -> bool:
+        seen = set()
+        for r in records:
+            m: Any = r.message
+            if r.type == "FenceBrokerRecord":
+                seen.add(m.id)
+            elif r.type == "BrokerRegistrationChangeRecord" and m.fenced == 1:
+                seen.add(m.broker_id)
+        return seen >= set(broker_ids)
+    return done

@@ -1,0 +1,354 @@
+"""Every normalisation the differential tests apply, each with its reason, in this one place.
+
+The differential driver (``tests/kafka/differential.py``) compares every field of every
+response and every field of every metadata record that Kafka 3.9 and kraftsim append. Only what
+legitimately differs between two correct controllers is rewritten here, before comparing:
+
+* values drawn at random per run,
+* values that are log offsets (both logs hold the same records but may start the scenario at
+  different offsets, see OFFSETS),
+* what the timing of the machine decides (batch boundaries, timestamps, timer records).
+
+``KNOWN_DIVERGENCES`` is different in kind: kraftsim does *not* behave like Kafka there yet.
+Each entry hides one field from the general comparisons so that every other field keeps being
+checked, and names the strict-xfail test that compares the field unmasked (so the fix turns that
+test red until the entry is removed here).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Normalisation:
+    name: str
+    reason: str
+
+
+OFFSETS = Normalisation(
+    "offsets are relative to the scenario's start",
+    "Broker epochs (RegisterBrokerRecord.BrokerEpoch, BrokerRegistrationResponse.BrokerEpoch, the epochs "
+    "in Fence/Unfence/BrokerRegistrationChange/UnregisterBroker records) and record offsets are log "
+    "offsets. Before a scenario starts, each controller's log holds its own start-up records (and its "
+    "RegisterControllerRecord, KIP-919, written a moment after activation), so each side's offsets are taken "
+    "relative to that side's log end at the start of the "
+    "scenario. Requests that carry offsets (CurrentMetadataOffset) are built the same way, per side.")
+
+TOPIC_IDS = Normalisation(
+    "topic ids by topic name",
+    "A controller draws a random topic id (Uuid.randomUuid) for every new topic, so each id is replaced "
+    "by 'topic-id:<name>' using the names that side's TopicRecords and CreateTopics responses give.")
+
+UNKNOWN_UUIDS = Normalisation(
+    "other random uuids by first appearance",
+    "Uuids the scenario supplies (incarnations, log dirs; see scenario_uuid) are kept. Any other uuid that no "
+    "topic explains (none is expected today) is replaced by 'uuid#n', numbered in order of first appearance "
+    "per side, so two runs compare by structure.")
+
+SCENARIO_UUID_PREFIX = 0x5CE7A210
+
+
+def scenario_uuid(n: int) -> uuid.UUID:
+    """A fixed uuid made by a scenario: the same on both sides, so never rewritten."""
+    return uuid.UUID(int=(SCENARIO_UUID_PREFIX << 96) | n)
+
+
+BATCHES = Normalisation(
+    "batch headers and boundaries are not compared",
+    "Records are compared one by one (type, version, every field). How a side groups them into RecordBatches "
+    "depends on append linger and timing (Kafka's accumulator may share a batch between events), and batch "
+    "timestamps, CRCs and file positions depend on the clock.")
+
+TIMER_RECORDS = Normalisation(
+    "NoOpRecords are dropped, and offsets counted without them",
+    "Both sides run with metadata.max.idle.interval.ms=0, so neither writes the periodic NoOpRecord; any that "
+    "still appears was written by a timer at a moment the scenario does not decide. It is left out of the "
+    "transcript, and offsets after it (record offsets and every field in OFFSET_FIELDS) are counted as if it "
+    "were not there, so a timer record moves no other value.")
+
+PLACEMENT = Normalisation(
+    "automatic replica placement compared by its invariants",
+    "For topics created without manual assignments, Kafka's StripedReplicaPlacer starts at a random broker "
+    "and shuffles with an unseeded java.util.Random, so which brokers hold a partition, and in which order, "
+    "differs run to run. In those topics' PartitionRecords each replica is compared as 'replica' (after "
+    "checking the replicas are distinct), its directory as 'default dir' when it is the one log dir the "
+    "scenario registered for that broker, the leader as 'first in ISR' when it is the ISR's first member "
+    "(Kafka: isr.get(0), the first replica unless that broker is fenced or shutting down), and the ISR as 'all replicas' when it equals the replicas (else by its size); in their PartitionChangeRecords "
+    "the ISR is compared by size and a leader as 'in ISR'. Scenarios that move leaders use manual "
+    "assignments, which are compared exactly.")
+
+HASH_ORDER = Normalisation(
+    "orders Kafka takes from hash maps of random ids, and a shuffle",
+    "Kafka shuffles DeleteTopics results on purpose (ControllerApis.deleteTopics: Collections.shuffle, so a "
+    "result's position tells nothing), so they are compared sorted. It deletes the topics of one request by "
+    "walking a HashSet of topic ids, and it finds the partitions a broker is in (or the leaderless ones) by "
+    "walking an index keyed by topic id (BrokersToIsrs); topic ids are random, so the order across topics "
+    "is too. Within a step, each run of consecutive RemoveTopicRecords is compared sorted by topic, and each "
+    "run of consecutive PartitionChangeRecords sorted by (topic, partition), offsets re-dealt in that order.")
+
+PUBLICATION_LAG = Normalisation(
+    "ApiVersions is asked again until it has seen the last feature change",
+    "A Kafka controller answers ApiVersions from the metadata image its MetadataLoader publishes a moment "
+    "after a FeatureLevelRecord commits, so right after an UpdateFeatures it may still report the old levels. "
+    "An ApiVersions (v3+) step is re-sent, with a deadline, until its FinalizedFeaturesEpoch has reached the "
+    "offset of the side's last FeatureLevelRecord (api_versions_settled); then it is compared like any other.")
+
+DUMP_JSON = Normalisation(
+    "kafka-dump-log's JSON leaves out tagged fields at their default",
+    "Only for comparing kraftsim dump-log --json with DumpLogSegments --cluster-metadata-decoder: Kafka's "
+    "generated JsonConverter writes a tagged field only when it differs from its default; kraftsim's dump-log "
+    "writes every field of the record's version. The records are the same (kafka_json).")
+
+TOOL_OUTPUT = Normalisation(
+    "a JVM tool's log lines are not its output",
+    "Only for comparing kraftsim features with kafka-features (tests/kafka/test_tools.py): lines the JVM's "
+    "log4j prints ('[date] LEVEL ...', e.g. the admin client's warnings) are dropped from Kafka's tool's "
+    "stdout and stderr before comparing (tool_lines); everything the tool itself prints is compared.")
+
+SHELL_CATCH_UP = Normalisation(
+    "the metadata shell is asked again until it has read the whole snapshot",
+    "Only for the metadata shell on kraftsim's snapshot (tests/kafka/test_files.py::shell_tree): the 3.9 shell "
+    "runs a one-shot command as soon as its loader has applied any offset (MetadataShell.waitUntilCaughtUp: "
+    "lastAppliedOffset > 0), sometimes before the rest of the file is published. The command is repeated, with "
+    "a deadline, until /image/provenance has reached the snapshot's last record; its ERROR lines about "
+    "skipping the snapshot header and footer control records are printed for Kafka's own snapshots too.")
+
+THROTTLE = Normalisation(
+    "none for throttle_time_ms",
+    "Compared as is: neither side throttles these APIs (listed so nobody adds a mask for it).")
+
+
+@dataclass(frozen=True)
+class KnownDivergence:
+    name: str
+    what: str
+    test: str  # the strict-xfail test that compares it unmasked
+    message: str  # the response class it touches
+    attr: str  # the field it touches
+    mask: Callable[[Any, Any], Any]  # (value, the message holding it) -> the value compared in its place
+
+
+# The api keys a Kafka 3.9 controller serves that kraftsim does not serve yet (later issues add them).
+NOT_SERVED_YET = frozenset({7, 17, 29, 30, 31, 32, 33, 36, 38, 39, 40, 41, 43, 45, 46, 49, 50, 51, 80, 81, 82})
+
+CONTROLLER_APIS = KnownDivergence(
+    "controller APIs not served yet",
+    "ApiVersionsResponse.ApiKeys: a Kafka 3.9 controller also serves the api keys in NOT_SERVED_YET "
+    "(ControlledShutdown, SaslHandshake, ACLs, AlterConfigs, quotas, SCRAM, delegation tokens, reassignments, "
+    "ElectLeaders, ...: the admin API of issue 12). Their "
+    "entries are left out of the general comparison; every entry both serve is compared with its versions.",
+    "tests/kafka/test_api_versions.py::test_api_versions_lists_every_controller_api",
+    "ApiVersionsResponse", "api_keys",
+    lambda keys, msg: [k for k in keys if k.api_key not in NOT_SERVED_YET])
+
+KNOWN_DIVERGENCES = (CONTROLLER_APIS,)
+
+CONTROLLER_REGISTRATION = Normalisation(
+    "RegisterControllerRecord is dropped like a timer record",
+    "A controller registers itself (KIP-919: ControllerRegistration to the active controller, which writes a "
+    "RegisterControllerRecord) once metadata.version is 3.7-IV0 or later: a moment after start-up, or after "
+    "whatever step an UpdateFeatures crosses 3.7-IV0. Kafka's ControllerRegistrationManager does it from its "
+    "own thread when the new image is published, so the record lands at a moment the scenario does not decide "
+    "(kraftsim's lands in the step that crossed 3.7-IV0). It is left out like a NoOpRecord (offsets counted "
+    "without it); tests/kafka/test_files.py::test_activation_records_with_controller_registration compares "
+    "the log with it, record by record.")
+
+# Records left out of transcripts, offsets renumbered around them.
+DROPPED_RECORDS = {"NoOpRecord": TIMER_RECORDS, "RegisterControllerRecord": CONTROLLER_REGISTRATION}
+
+ALL = (OFFSETS, TOPIC_IDS, UNKNOWN_UUIDS, PLACEMENT, BATCHES, TIMER_RECORDS, CONTROLLER_REGISTRATION, HASH_ORDER, PUBLICATION_LAG, DUMP_JSON, TOOL_OUTPUT, SHELL_CATCH_UP, THROTTLE)
+
+# Where offsets live: (message class name, field attribute).
+OFFSET_FIELDS: frozenset[tuple[str, str]] = frozenset({
+    ("BrokerRegistrationResponse", "broker_epoch"),
+    ("RegisterBrokerRecord", "broker_epoch"),
+    ("FenceBrokerRecord", "epoch"),
+    ("UnfenceBrokerRecord", "epoch"),
+    ("BrokerRegistrationChangeRecord", "broker_epoch"),
+    ("UnregisterBrokerRecord", "broker_epoch"),
+    ("ApiVersionsResponse", "finalized_features_epoch"),  # the offset the features last changed at
+})
+
+
+@dataclass
+class SideView:
+    """What one side's normalisation needs: its offset base, its topics, the uuids it has seen."""
+
+    base: int
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
+    placed_topics: set[str] = field(default_factory=set)  # created without manual assignments
+    unknown: dict[uuid.UUID, str] = field(default_factory=dict)
+    dropped: list[int] = field(default_factory=list)  # offsets of DROPPED_RECORDS seen, ascending
+
+    def uuid(self, u: uuid.UUID) -> Any:
+        if u.int >> 96 == SCENARIO_UUID_PREFIX or u.int in (0, 1):
+            return str(u)
+        name = self.topic_names.get(u)
+        if name is not None:
+            return f"topic-id:{name}"
+        if u not in self.unknown:
+            self.unknown[u] = f"uuid#{len(self.unknown)}"
+        return self.unknown[u]
+
+    def offset(self, value: int) -> Any:
+        """``base+n``: n records (not counting dropped ones) after the scenario's first offset;
+        negative n for an offset before it (a swapped controller's brokers)."""
+        if value < 0:
+            return value
+        return f"base{self._index(value) - self._index(self.base):+d}"
+
+    def _index(self, offset: int) -> int:
+        return offset - bisect.bisect_left(self.dropped, offset)
+
+    def drop(self, offset: int) -> None:
+        bisect.insort(self.dropped, offset)
+
+
+def normalise(obj: Any, view: SideView, cls_name: str | None = None, mask: bool = True) -> Any:
+    """A plain, comparable value of a decoded message (or struct, list, scalar)."""
+    from kraftsim.rpc.message import Struct
+
+    if isinstance(obj, Struct):
+        name = type(obj).__name__
+        top = cls_name or name
+        masked = {d.attr: d for d in KNOWN_DIVERGENCES if d.message == top} if mask and name == top else {}
+        out: dict[str, Any] = {}
+        for attr in obj.__slots__:
+            if attr == "unknown_tagged_fields":
+                v = getattr(obj, attr)
+                if v:
+                    out[attr] = repr(v)
+                continue
+            v = getattr(obj, attr)
+            if attr in masked:
+                out[attr] = normalise(masked[attr].mask(v, obj), view, top, mask)
+            elif (top, attr) == ("DeleteTopicsResponse", "responses") and name == top:  # HASH_ORDER
+                out[attr] = sorted(normalise(v, view, top, mask), key=repr)
+            elif (top, attr) in OFFSET_FIELDS and isinstance(v, int) and name == top:
+                out[attr] = view.offset(v)
+            else:
+                out[attr] = normalise(v, view, top, mask)
+        return out
+    if isinstance(obj, list | tuple):
+        return [normalise(v, view, cls_name, mask) for v in obj]
+    if isinstance(obj, uuid.UUID):
+        return view.uuid(obj)
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return bytes(obj).hex()
+    return obj
+
+
+def normalise_record(rec: Any, view: SideView) -> Any:
+    """A metadata record's fields, normalised (PLACEMENT applies to records of placed topics)."""
+    out = normalise(rec, view)
+    name = type(rec).__name__
+    topic = view.topic_names.get(rec.topic_id) if hasattr(rec, "topic_id") else None
+    if topic is None or topic not in view.placed_topics:
+        return out
+    if name == "PartitionRecord":
+        replicas = list(rec.replicas)
+        if len(set(replicas)) != len(replicas):
+            return out  # not a valid placement: compare as is
+        out["replicas"] = ["replica"] * len(replicas)
+        if rec.directories:
+            out["directories"] = ["default dir" if dirs == default_dir(r) else view.uuid(dirs)
+                                  for r, dirs in zip(replicas, rec.directories, strict=False)]
+        if rec.isr and rec.leader == rec.isr[0]:
+            out["leader"] = "first in ISR"
+        out["isr"] = "all replicas" if list(rec.isr) == replicas else f"{len(rec.isr)} of the replicas"
+    elif name == "PartitionChangeRecord":
+        if rec.isr is not None:
+            out["isr"] = f"{len(rec.isr)} replicas"
+        if rec.leader >= 0 and (rec.isr is None or rec.leader in rec.isr):
+            out["leader"] = "in ISR"
+    return out
+
+
+_SORTED_RUNS: dict[str, Callable[[dict[str, Any]], tuple[str, int]]] = {
+    "RemoveTopicRecord": lambda f: (repr(f["topic_id"]), 0),
+    "PartitionChangeRecord": lambda f: (repr(f["topic_id"]), int(f["partition_id"])),
+}
+
+
+def order_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """HASH_ORDER for the records one step appended (already normalised, in log order)."""
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(records):
+        j = i
+        key = _SORTED_RUNS.get(records[i]["type"])
+        while j < len(records) and records[j]["type"] == records[i]["type"] and key is not None:
+            j += 1
+        if j - i > 1 and key is not None:
+            by = key
+            run = sorted(records[i:j], key=lambda r: by(r["fields"]))
+            offsets = [r["offset"] for r in records[i:j]]
+            out += [{**r, "offset": o} for r, o in zip(run, offsets, strict=True)]
+            i = j
+        else:
+            out.append(records[i])
+            i += 1
+    return out
+
+
+def default_dir(broker_id: int) -> uuid.UUID:
+    """The one log dir the scenario's registrations give a broker (tests/kafka/differential.register)."""
+    return scenario_uuid(10_000 + broker_id)
+
+
+def api_versions_settled(resp: Any, version: int, last_feature_offset: int) -> bool:
+    """PUBLICATION_LAG: whether an ApiVersions response reflects the last feature change."""
+    return version < 3 or resp.error_code != 0 or resp.finalized_features_epoch >= last_feature_offset
+
+
+def kafka_json(record_type: str, version: int, data: dict[str, Any]) -> dict[str, Any]:
+    """DUMP_JSON: kraftsim dump-log's JSON of a record, without the tagged fields Kafka's
+    JsonConverter would leave out (those at their default value)."""
+    from kraftsim.metadata.records import by_name
+    from kraftsim.rpc.values import camel
+
+    def strip(spec: Any, doc: dict[str, Any]) -> dict[str, Any]:
+        out = dict(doc)
+        for f in spec.fields:
+            key = camel(f.name)
+            if key not in out:
+                continue
+            if version in f.tagged and out[key] == _json_default(f):
+                del out[key]
+            elif f.struct is not None and out[key] is not None:
+                out[key] = ([strip(f.struct, e) for e in out[key]] if f.is_array else strip(f.struct, out[key]))
+        return out
+
+    return strip(by_name(record_type)._struct_spec, data)
+
+
+def _json_default(f: Any) -> Any:
+    v = f.default_value()
+    if isinstance(v, uuid.UUID):
+        from kraftsim.rpc.uuids import to_str
+        return to_str(v)
+    return list(v) if isinstance(v, tuple) else v
+
+
+def mask_feature_epoch(text: str) -> str:
+    """OFFSETS in kafka-features describe's output: its 'Epoch: N' is an offset, and the two logs'
+    offsets differ by their bases (the epoch itself is compared, base-relative, in ApiVersions)."""
+    return re.sub(r"Epoch: -?\d+", "Epoch: <known divergence>", text)
+
+
+def tool_lines(text: str) -> list[str]:
+    """TOOL_OUTPUT: a tool's own lines, without the JVM's log4j lines ("[date] LEVEL ...")."""
+    return [ln for ln in text.splitlines() if ln.strip() and not re.match(r"^\[\d{4}-\d\d-\d\d ", ln)]
+
+
+def describe() -> str:
+    """The list above as text (shown by the differential tests' failure messages)."""
+    lines = [f"- {n.name}: {n.reason}" for n in ALL]
+    lines += [f"- known divergence {d.name}: {d.what} (unmasked in {d.test})" for d in KNOWN_DIVERGENCES]
+    return "\n".join(lines)

@@ -1,0 +1,107 @@
+"""UpdateFeatures, and a cluster formatted at an older release, against a real Kafka 3.9
+controller (differential). Each test has a pair of its own: a finalized metadata.version
+cannot always be taken back, so the shared pair never sees a feature change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.kafka import differential as d
+from tests.kafka.conftest import PairNodes, close, connect
+from tests.kafka.differential import REG, Call, TopicSpec
+from tests.kafka.golden import assert_golden
+
+pytestmark = pytest.mark.kafka
+
+UPGRADE, SAFE, UNSAFE = 1, 2, 3
+MV = "metadata.version"
+
+
+async def test_update_features_error_paths_and_partial_success(pair_factory: Callable[..., PairNodes]) -> None:
+    pair = await connect(pair_factory("features"))
+    try:
+        t = await d.check(pair, [
+            Call("ApiVersions before", d.api_versions(), 4),
+            Call("no updates", d.update_features(), 1),
+            Call("the same level (validate only)", d.update_features((MV, 21, UPGRADE), validate_only=True), 1),
+            Call("the same level", d.update_features((MV, 21, UPGRADE)), 1),
+            Call("an unknown feature", d.update_features(("acme.feature", 1, UPGRADE)), 1),
+            Call("an unknown feature, level 0", d.update_features(("acme.feature", 0, SAFE)), 1),
+            Call("metadata.version above the supported range", d.update_features((MV, 22, UPGRADE)), 1),
+            Call("metadata.version below the supported range", d.update_features((MV, 0, UNSAFE)), 1),
+            Call("downgrade without saying so", d.update_features((MV, 20, UPGRADE)), 1),
+            Call("an unknown upgrade type", d.update_features((MV, 20, 9)), 1),
+            Call("unsafe downgrade", d.update_features((MV, 19, UNSAFE)), 1),
+            Call("downgrade across a metadata change (3.7-IV1)", d.update_features((MV, 16, SAFE)), 1),
+            Call("kraft.version 1", d.update_features(("kraft.version", 1, UPGRADE)), 1),
+            Call("kraft.version 2", d.update_features(("kraft.version", 2, UPGRADE)), 1),
+            Call("transaction.version 1", d.update_features(("transaction.version", 1, UPGRADE)), 1),
+            Call("group.version 1", d.update_features(("group.version", 1, UPGRADE)), 1),
+            Call("the same feature twice", d.update_features((MV, 21, UPGRADE), (MV, 20, SAFE)), 1),
+            Call("partial success", d.update_features((MV, 21, UPGRADE), ("acme.feature", 2, UPGRADE)), 1),
+            Call("v0: the same level", d.update_features((MV, 21, UPGRADE)), 0),
+            Call("v0: an unknown feature", d.update_features(("acme.feature", 1, UPGRADE)), 0),
+            Call("safe downgrade to 3.8 (validate only)", d.update_features((MV, 20, SAFE), validate_only=True), 1),
+            Call("safe downgrade to 3.8", d.update_features((MV, 20, SAFE)), 1),
+            Call("a broker that needs 3.9 now", d.register(1, features=d.mv_feature(21, 21))),
+            Call("a broker that supports 3.8", d.register(2)),
+            Call("upgrade back to 3.9", d.update_features((MV, 21, UPGRADE)), 1),
+            Call("ApiVersions after", d.api_versions(), 4),
+        ])
+        assert t.response("an unknown feature")["results"][0]["error_code"] == 95  # INVALID_UPDATE_VERSION
+        assert t.record_types("safe downgrade to 3.8") == ["FeatureLevelRecord"]
+        assert t.record_types("upgrade back to 3.9") == ["FeatureLevelRecord"]
+    finally:
+        await close(pair)
+
+
+async def test_v0_allow_downgrade_is_a_deliberate_difference(pair_factory: Callable[..., PairNodes]) -> None:
+    """kraftsim maps a v0 request's AllowDowngrade=true to SAFE_DOWNGRADE, as Kafka's Java client
+    does when it builds the request (controller/features.py). A 3.9 controller ignores the
+    flag, reads the v0 default UpgradeType (upgrade) and refuses the downgrade."""
+    pair = await connect(pair_factory("v0-downgrade"))
+    try:
+        a, b = await d.run(pair, [Call("v0 downgrade", d.update_features((MV, 20, UPGRADE), allow_downgrade=True), 0)])
+        assert a[0]["response"]["results"][0]["error_code"] == 95  # INVALID_UPDATE_VERSION
+        assert b[0]["response"]["results"][0]["error_code"] == 0
+    finally:
+        await close(pair)
+
+
+async def test_a_cluster_formatted_at_3_6_and_upgraded(pair_factory: Callable[..., PairNodes]) -> None:
+    # Before 3.7-IV0 a controller registers no controller record; before 3.7-IV2 brokers have no
+    # log dirs, so v0/v1 registrations are fine and records are written at older versions.
+    nodes = pair_factory("release-3.6", release="3.6")
+    pair = await connect(nodes)
+    try:
+        t = await d.check(pair, [
+            Call("ApiVersions", d.api_versions(), 4),
+            Call("register v0", d.register(1, features=d.mv_feature(1, 21)), 0),
+            Call("register v1", d.register(2, features=d.mv_feature(1, 21)), 1),
+            Call("register v4 with dirs", d.register(3), 4),
+            Call("a broker that needs 3.7", d.register(4, features=d.mv_feature(15, 21))),
+            *(Call(f"unfence {b}", d.heartbeat(b)) for b in (1, 2, 3)),
+            Call("topic", d.create_topics(TopicSpec("old", assignments={0: [1, 2], 1: [2, 3]}))),
+            Call("3.6: fence 1", d.heartbeat(1, want_fence=True)),
+            Call("3.6: unfence 1", d.heartbeat(1)),
+            Call("upgrade to 3.7-IV2 (JBOD)", d.update_features((MV, 17, UPGRADE)), 1),
+            Call("a broker without dirs now", d.register(5, log_dirs=[])),
+            Call("re-register 1 with dirs", d.register(1, incarnation=1)),
+            Call("upgrade to 3.9", d.update_features((MV, 21, UPGRADE)), 1),
+            Call("topic at 3.9", d.create_topics(TopicSpec("new", assignments={0: [1, 2], 1: [2, 3]}))),
+            Call("3.9: fence 2", d.heartbeat(2, want_fence=True)),
+            Call("controlled shutdown of 3", d.heartbeat(3, want_shutdown=True)),
+            Call("register with an extra feature",
+                 d.register(6, features=[*d.mv_feature(), REG.Feature(name="kraft.version", min_supported_version=0,
+                                                                      max_supported_version=1)])),
+        ])
+        assert t["register v0"]["records"][0]["version"] == 2  # RegisterBrokerRecord below 3.7-IV2
+        assert t["register with an extra feature"]["records"][0]["version"] == 3
+    finally:
+        await close(pair)
+    # Golden bytes of the older record versions too (issue 8, item 6): PartitionRecord v0,
+    # RegisterBrokerRecord v2, PartitionChangeRecord v0 came from Kafka's serializer before the upgrade.
+    seen = assert_golden(sorted((nodes.kafka.metadata_dir / "__cluster_metadata-0").glob("*.log")))
+    assert {0, 1} <= seen["PartitionRecord"] and {2, 3} <= seen["RegisterBrokerRecord"], seen
