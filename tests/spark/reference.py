@@ -1,0 +1,66 @@
+"""What the project's own single-process reader says about a log: the reference for Spark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kraftsim.metadata import records as recs
+from kraftsim.metadata.batch import decode_control_record
+from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.metadata.log import LogConfig, MetadataLog
+from kraftsim.metadata.snapshots import SnapshotId, read_snapshot_file
+from kraftsim.rpc.message import Message
+from pyspark_kraft.image import from_metadata_image
+
+
+@dataclass
+class Rec:
+    offset: int
+    base_offset: int
+    epoch: int
+    timestamp: int
+    is_control: bool
+    record_type: str | None
+    version: int | None
+    msg: Message | None
+
+
+def read_log(directory: Path) -> list[Rec]:
+    """Every record of the segments, control records included, decoded by the project's code."""
+    mlog = MetadataLog.open(directory, LogConfig(linger_ms=0))
+    out = []
+    try:
+        for b in mlog.batches(mlog.start_offset):
+            for r in b.records():
+                if b.is_control:
+                    ctl = decode_control_record(r)
+                    name = None
+                    if ctl is not None:
+                        name = type(ctl[1]).__name__
+                    out.append(Rec(r.offset, b.base_offset, b.partition_leader_epoch, r.timestamp, True, name,
+                                   0 if ctl else None, ctl[1] if ctl else None))
+                else:
+                    assert r.value is not None
+                    msg, version = recs.unframe(r.value)
+                    out.append(Rec(r.offset, b.base_offset, b.partition_leader_epoch, r.timestamp, False,
+                                   type(msg).__name__, version, msg))
+    finally:
+        mlog.close()
+    return out
+
+
+def python_image(directory: Path, offset: int, snapshot: SnapshotId | None = None) -> dict[str, Any]:
+    """The Python MetadataImage replayed to ``offset`` (from ``snapshot`` if given), plain form."""
+    img = MetadataImage()
+    start = 0
+    part = directory / "__cluster_metadata-0"
+    if snapshot is not None:
+        img.load_snapshot(read_snapshot_file(part / snapshot.file_name), snapshot.end_offset - 1)
+        start = snapshot.end_offset
+    for r in read_log(directory):
+        if r.offset < start or r.is_control or r.offset > offset:
+            continue
+        img.replay(r.msg, r.offset, r.timestamp)
+    return from_metadata_image(img)
