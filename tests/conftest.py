@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from rpc.dispatch import Dispatcher
-from rpc.server import KafkaServer
+from kraftsim.rpc.dispatch import Dispatcher
+from kraftsim.rpc.server import KafkaServer
 
 # CI runs derandomized so a red build is reproducible; locally, hypothesis explores freely.
 settings.register_profile("ci", derandomize=True, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
@@ -52,3 +52,19 @@ async def assert_closed(reader: asyncio.StreamReader, timeout: float = 5.0) -> N
     except ConnectionResetError:
         return
     assert data == b"", f"expected the connection to be closed, got {data[:40]!r}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``kafka`` run a real Apache Kafka 3.9; they skip only where Java or Maven is
+    missing and cannot be installed, and the reason says so (tests/kafka/provision.py)."""
+    if not any(item.get_closest_marker("kafka") for item in items):
+        return
+    from tests.kafka.provision import why_unavailable
+
+    reason = why_unavailable()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if item.get_closest_marker("kafka"):
+            item.add_marker(skip)

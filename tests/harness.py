@@ -4,7 +4,9 @@ subprocess, always on loopback with ports chosen by the OS."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,12 +14,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from controller.config import load
-from controller.daemon import RunningController, start
-from controller.storage import format_storage
-from rpc.client import KafkaClient
-from rpc.clock import Clock
-from rpc.uuids import random_uuid, to_str
+from kraftsim.controller.config import load
+from kraftsim.controller.daemon import RunningController, start
+from kraftsim.controller.storage import format_storage
+from kraftsim.rpc.client import KafkaClient
+from kraftsim.rpc.clock import Clock
+from kraftsim.rpc.uuids import random_uuid, to_str
 
 NODE_ID = 3000
 
@@ -60,6 +62,19 @@ async def start_controller(config: Path, overrides: list[str] | None = None,
     return await start(load(config, overrides or []), clock)
 
 
+async def settled(running: RunningController, timeout: float = 10.0) -> None:
+    """Wait until the controller has registered itself (a RegisterControllerRecord written right
+    after start-up, as Kafka's controllers do) and everything it wrote is committed, so a test
+    starts from a quiet log."""
+    ctl = running.controller
+
+    def quiet() -> bool:
+        return (not ctl._registering and not ctl.controllers.needs_registration()
+                and ctl.raft.committed_offset >= ctl.image.offset)
+
+    await poll_until(quiet, timeout)
+
+
 async def connect(running: RunningController, client_id: str = "test") -> KafkaClient:
     return await KafkaClient.connect("127.0.0.1", running.server.port, client_id=client_id)
 
@@ -82,6 +97,17 @@ def kraftsim(*args: str, timeout: float = 60, **kw: object) -> subprocess.Comple
                           env={**os.environ, "PYTHONUNBUFFERED": "1"}, **kw)  # type: ignore[call-overload]
 
 
+_SPAWNED: list[subprocess.Popen[str]] = []
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """A controller a failed test could not stop must not outlive the test run."""
+    for proc in _SPAWNED:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def spawn_controller(config: Path) -> subprocess.Popen[str]:
     """``kraftsim controller`` in the background; its stdout/stderr go to files beside the config
     (a pipe nobody reads would block the controller once its log fills the pipe)."""
@@ -89,11 +115,27 @@ def spawn_controller(config: Path) -> subprocess.Popen[str]:
     out = open(config.with_name("controller.out"), "a")  # noqa: SIM115 - owned by the child
     err = open(config.with_name("controller.err"), "a")  # noqa: SIM115
     try:
-        return subprocess.Popen([str(exe), "controller", str(config)], stdout=out, stderr=err, text=True,
+        proc = subprocess.Popen([str(exe), "controller", str(config)], stdout=out, stderr=err, text=True,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
     finally:
         out.close()
         err.close()
+    _SPAWNED.append(proc)
+    return proc
+
+
+def stop(proc: subprocess.Popen[str], timeout: float = 30) -> int:
+    """SIGTERM and wait; a controller that has not exited by the deadline is killed and the test
+    fails (a stuck event loop must not leave a process behind, nor hang the suite)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            raise AssertionError(f"the controller did not stop within {timeout} s of SIGTERM; killed") from None
+    return proc.returncode
 
 
 def controller_output(config: Path) -> tuple[str, str]:

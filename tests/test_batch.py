@@ -25,7 +25,7 @@ from kio.records.schema import NewRecordBatch, Record, RecordHeader
 from kio.records.writers import write_batch as kio_write_batch
 from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
-from metadata.batch import (
+from kraftsim.metadata.batch import (
     BATCH_OVERHEAD,
     Batch,
     BatchError,
@@ -43,8 +43,8 @@ from metadata.batch import (
     read_batch,
     read_batches,
 )
-from metadata.crc import crc32c
-from metadata.records import data_class
+from kraftsim.metadata.crc import crc32c
+from kraftsim.metadata.records import data_class
 
 TS = 1_700_000_000_000
 NOOP_VALUE = bytes.fromhex("01140000")  # framed NoOpRecord v0 (digest §4.1)
@@ -143,7 +143,7 @@ def test_crc32c_falls_back_to_the_crc32c_package_without_google_crc32cs_c_extens
     import sys
     import types
 
-    import metadata.crc as crc_module
+    import kraftsim.metadata.crc as crc_module
 
     fake = types.ModuleType("google_crc32c")
     fake.implementation = "python"  # type: ignore[attr-defined]

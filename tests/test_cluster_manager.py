@@ -1,50 +1,40 @@
 """Broker registration, heartbeats, fencing and controlled shutdown (controller/cluster.py).
 
-The image only ever changes by replaying records: the fixtures' and the ones the handlers
-return, at offsets from a counter, exactly as the controller core does (replay, then the
-heartbeat ``after_append`` hook when records were appended). Every test runs twice: without
-and with the optional per-record ``ClusterControlManager.replay`` hook, which must not change
-any outcome.
+The image only ever changes by replaying records, the fixtures' and the ones the handlers
+return, through the controller's own write path (tests/controller_harness.py): a real log,
+replay at append, the heartbeat ``after_append`` hook, commit.
 """
 
 from __future__ import annotations
 
-import timeit
 import uuid
 from typing import Any
 
 import pytest
 
-from controller.cluster import ClusterControlManager, HeartbeatResult, is_reserved_dir
-from controller.config import Config
-from controller.context import ControllerContext
-from controller.result import ApiError, ControllerResult
-from metadata import versions
-from metadata.image import MetadataImage
-from metadata.image.topics import RECOVERING
-from metadata.records import by_name
-from rpc.clock import ManualClock
-from rpc.error_codes import ErrorCode
-from rpc.registry import request_class
+from kraftsim.controller.cluster import ClusterControlManager, HeartbeatResult
+from kraftsim.controller.result import ApiError, ControllerResult
+from kraftsim.metadata import versions
+from kraftsim.metadata.directories import is_reserved as is_reserved_dir
+from kraftsim.metadata.image.topics import RECOVERING
+from kraftsim.metadata.records import by_name
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.registry import request_class
+from tests.controller_harness import CLUSTER_ID, WriteHarness, request_context
 
 R = by_name
-RegReq = request_class(62)
-HbReq = request_class(63)
-UnregReq = request_class(64)
-CLUSTER = "kraftsim-test-cluster"
+RegReq = request_class(ApiKey.BROKER_REGISTRATION)
+HbReq = request_class(ApiKey.BROKER_HEARTBEAT)
+UnregReq = request_class(ApiKey.UNREGISTER_BROKER)
+CLUSTER = CLUSTER_ID
 T1 = uuid.UUID(int=0xA1)
 T2 = uuid.UUID(int=0xA2)
 
 
-REPLAY_HOOK = False
-
-
-@pytest.fixture(autouse=True, params=[False, True], ids=["core", "core+replay-hook"])
-def _replay_hook(request: pytest.FixtureRequest) -> Any:
-    global REPLAY_HOOK
-    REPLAY_HOOK = request.param
-    yield
-    REPLAY_HOOK = False
+REG_CTX = request_context(ApiKey.BROKER_REGISTRATION, 4)
+HB_CTX = request_context(ApiKey.BROKER_HEARTBEAT, 1)
+UNREG_CTX = request_context(ApiKey.UNREGISTER_BROKER, 0)
 
 
 def inc(n: int) -> uuid.UUID:
@@ -55,42 +45,17 @@ def dirs_of(bid: int, n: int = 1) -> list[uuid.UUID]:
     return [uuid.UUID(int=((bid + 1) << 80) | (i + 1)) for i in range(n)]
 
 
-class Harness:
-    """A controller core in miniature: offsets from a counter, replay, hooks."""
+class Harness(WriteHarness):
+    """The cluster manager, active, over the controller's write path."""
 
     def __init__(self, mv: int = versions.IBP_3_9_IV0, session_ms: int = 9000, **config: str) -> None:
-        raw = {"process.roles": "controller", "node.id": "3000",
-               "broker.session.timeout.ms": str(session_ms), **config}
-        self.clock = ManualClock()
-        self.image = MetadataImage()
-        self.offset = 0
-        self.ctx = ControllerContext(self.image, Config(raw), self.clock, 3000, CLUSTER,
-                                     next_offset=lambda: self.offset)
+        super().__init__(mv, {"broker.session.timeout.ms": str(session_ms), **config})
         self.cm = ClusterControlManager(self.ctx)
-        self.replay(R("FeatureLevelRecord")(name="metadata.version", feature_level=mv))
         self.cm.activate()
 
     @property
     def mv(self) -> int:
         return self.image.metadata_version
-
-    def replay(self, record: Any) -> int:
-        off = self.offset
-        self.image.replay(record, off)
-        if REPLAY_HOOK:
-            self.cm.replay(record, off)
-        self.offset += 1
-        return off
-
-    def apply(self, result: ControllerResult | None) -> Any:
-        if result is None:
-            return None
-        for rec, _version in result.records:
-            self.replay(rec)
-        hook = getattr(result, "after_append", None)
-        if hook is not None and result.records:
-            hook(self.offset - 1)
-        return result.response
 
     # --- requests ----------------------------------------------------------------------
 
@@ -109,7 +74,7 @@ class Harness:
 
     def register(self, bid: int, incarnation: int | None = None,
                  finalized_features: dict[str, int] | None = None, **kw: Any) -> int:
-        resp = self.apply(self.cm.register_broker(self.reg_request(bid, incarnation, **kw), 4,
+        resp = self.apply(self.cm.register_broker(self.reg_request(bid, incarnation, **kw), REG_CTX,
                                                   finalized_features=finalized_features))
         assert resp.error_code == 0
         return resp.broker_epoch
@@ -118,9 +83,9 @@ class Harness:
                   want_fence: bool = False, want_shut_down: bool = False) -> tuple[Any, HeartbeatResult]:
         epoch = self.image.cluster.brokers[bid].epoch if epoch is None else epoch
         req = HbReq(broker_id=bid, broker_epoch=epoch,
-                    current_metadata_offset=self.offset - 1 if offset is None else offset,
+                    current_metadata_offset=self.next_offset - 1 if offset is None else offset,
                     want_fence=want_fence, want_shut_down=want_shut_down)
-        result = self.cm.heartbeat(req, 1)
+        result = self.cm.heartbeat(req, HB_CTX)
         records = list(result.records)
         self.apply(result)
         return result.response, HeartbeatResult(records, result.response, result.atomic, result.after_append)
@@ -134,12 +99,13 @@ class Harness:
 
     def topic(self, name: str, tid: uuid.UUID, assignments: list[list[int]],
               isrs: list[list[int]] | None = None, leaders: list[int] | None = None) -> None:
-        self.replay(R("TopicRecord")(name=name, topic_id=tid))
+        records = [R("TopicRecord")(name=name, topic_id=tid)]
         for pid, replicas in enumerate(assignments):
             isr = replicas if isrs is None else isrs[pid]
             leader = (isr[0] if isr else -1) if leaders is None else leaders[pid]
-            self.replay(R("PartitionRecord")(partition_id=pid, topic_id=tid, replicas=replicas, isr=isr,
-                                             leader=leader, leader_epoch=0, partition_epoch=0))
+            records.append(R("PartitionRecord")(partition_id=pid, topic_id=tid, replicas=replicas, isr=isr,
+                                                leader=leader, leader_epoch=0, partition_epoch=0))
+        self.replay(*records)
 
     def part(self, tid: uuid.UUID = T1, pid: int = 0) -> Any:
         p = self.image.topics.partition(tid, pid)
@@ -305,7 +271,7 @@ def test_unlisted_finalized_feature_fails_as_0_0_and_unknown_features_recorded()
     e = api_error(h.cm.register_broker, req, 4, finalized_features=fin)
     assert "finalized version 0 of made.up" in (e.message or "")
     req.features[-1] = RegReq.Feature(name="made.up", min_supported_version=0, max_supported_version=5)
-    h.apply(h.cm.register_broker(req, 4, finalized_features=fin))
+    h.apply(h.cm.register_broker(req, REG_CTX, finalized_features=fin))
     assert h.image.cluster.brokers[1].supported_features["made.up"] == (0, 5)
     # A finalized level of 0 for an unlisted feature is fine.
     h.register(2, finalized_features=None)
@@ -323,7 +289,7 @@ def test_broker_id_colliding_with_controller_is_not_checked() -> None:
                                         (versions.IBP_3_7_IV2, 3), (versions.IBP_3_9_IV0, 3)])
 def test_register_record_version_by_mv(mv: int, version: int) -> None:
     h = Harness(mv=mv)
-    result = h.cm.register_broker(h.reg_request(1), 4)
+    result = h.cm.register_broker(h.reg_request(1), REG_CTX)
     assert result.atomic and len(result.records) == 1
     rec, v = result.records[0]
     assert (type(rec).__name__, v) == ("RegisterBrokerRecord", version)
@@ -333,12 +299,13 @@ def test_register_record_version_by_mv(mv: int, version: int) -> None:
 
 def test_epoch_is_the_record_offset() -> None:
     h = Harness()
-    h.offset = 1234
-    result = h.cm.register_broker(h.reg_request(5), 4)
-    assert result.response.broker_epoch == 1234 and result.response.error_code == 0
+    h.replay(*[R("NoOpRecord")() for _ in range(40)])
+    expected = h.next_offset
+    result = h.cm.register_broker(h.reg_request(5), REG_CTX)
+    assert result.response.broker_epoch == expected and result.response.error_code == 0
     h.apply(result)
     reg = h.image.cluster.brokers[5]
-    assert reg.epoch == reg.registration_offset == 1234
+    assert reg.epoch == reg.registration_offset == expected
 
 
 def test_same_incarnation_keeps_epoch_and_copies_state() -> None:
@@ -349,7 +316,7 @@ def test_same_incarnation_keeps_epoch_and_copies_state() -> None:
     h.heartbeat(1, want_shut_down=True)  # leads t-0: controlled shutdown, marked in registry
     assert h.image.cluster.brokers[1].in_controlled_shutdown
     req = h.reg_request(1, rack="r1")
-    result = h.cm.register_broker(req, 4)
+    result = h.cm.register_broker(req, REG_CTX)
     rec = result.records[0][0]
     assert (rec.broker_epoch, rec.fenced, rec.in_controlled_shutdown) == (epoch, False, True)
     h.apply(result)
@@ -396,7 +363,7 @@ def test_heartbeat_on_inactive_controller_is_a_fault() -> None:
     h.register(1)
     h.cm.deactivate()
     with pytest.raises(RuntimeError):
-        h.cm.heartbeat(HbReq(broker_id=1, broker_epoch=h.image.cluster.brokers[1].epoch), 0)
+        h.cm.heartbeat(HbReq(broker_id=1, broker_epoch=h.image.cluster.brokers[1].epoch), HB_CTX)
 
 
 # ----- the heartbeat state table (reference 3.3) -----------------------------------------------
@@ -430,10 +397,10 @@ def test_fenced_want_shutdown_is_shutdown_now_with_redundant_fence_record() -> N
 def test_unfenced_steady_state_writes_nothing() -> None:
     h = Harness()
     h.start(1)
-    before = h.offset
+    before = h.next_offset
     h.clock.advance(2000)
     resp, res = h.heartbeat(1)
-    assert res.records == [] and h.offset == before
+    assert res.records == [] and h.next_offset == before
     assert (resp.is_caught_up, resp.is_fenced, resp.should_shut_down, resp.error_code) == (True, False, False, 0)
     assert h.cm.heartbeats.get(1).last_contact_ms == h.clock.monotonic_ms()
     resp, res = h.heartbeat(1, offset=0)
@@ -481,7 +448,7 @@ def test_controlled_shutdown_moves_leadership_then_waits_for_active_brokers() ->
     assert names(res) == ["BrokerRegistrationChangeRecord", "PartitionChangeRecord", "PartitionChangeRecord"]
     assert (res.records[0][0].in_controlled_shutdown, res.records[0][1]) == (1, 1)
     assert res.after_append is not None
-    cs_offset = h.offset - 1
+    cs_offset = h.next_offset - 1
     assert h.cm.heartbeats.controlled_shutdown_offset(1) == cs_offset
     p0, p1 = h.part(T1, 0), h.part(T1, 1)
     assert (p0.leader, p0.isr, p1.leader, p1.isr) == (2, (2, 3), 2, (2, 3))
@@ -533,7 +500,7 @@ def test_controlled_shutdown_below_3_3_iv3_has_no_marker_record() -> None:
     h.start(2)
     _, res = h.heartbeat(1, want_shut_down=True)
     assert names(res) == ["PartitionChangeRecord"]
-    assert h.cm.heartbeats.controlled_shutdown_offset(1) == h.offset - 1
+    assert h.cm.heartbeats.controlled_shutdown_offset(1) == h.next_offset - 1
 
 
 def test_controlled_shutdown_offset_without_records_uses_last_offset() -> None:
@@ -562,7 +529,7 @@ def test_heartbeats_are_not_atomic_results() -> None:
     h = Harness()
     h.register(1)
     res = h.cm.heartbeat(HbReq(broker_id=1, broker_epoch=h.image.cluster.brokers[1].epoch,
-                               current_metadata_offset=h.offset), 0)
+                               current_metadata_offset=h.next_offset), HB_CTX)
     assert res.atomic is False
 
 
@@ -676,7 +643,7 @@ def test_timed_out_heartbeat_refreshes_session_without_transition() -> None:
     assert h.cm.timed_out_heartbeat(HbReq(broker_id=1, broker_epoch=h.image.cluster.brokers[1].epoch,
                                           current_metadata_offset=3))
     # A fenced broker is not unfenced by a timed-out heartbeat.
-    assert h.cm.timed_out_heartbeat(HbReq(broker_id=2, broker_epoch=epoch, current_metadata_offset=h.offset))
+    assert h.cm.timed_out_heartbeat(HbReq(broker_id=2, broker_epoch=epoch, current_metadata_offset=h.next_offset))
     assert h.image.cluster.brokers[2].fenced and h.cm.heartbeats.get(2).fenced
     h.clock.advance(2000)
     assert h.cm.fence_stale_brokers() is None  # 1 was refreshed at t=8000
@@ -712,7 +679,7 @@ def test_fenced_brokers_not_tracked_for_expiry() -> None:
 
 def test_unregister_unknown_broker() -> None:
     h = Harness()
-    e = api_error(h.cm.unregister_broker, UnregReq(broker_id=9))
+    e = api_error(h.cm.unregister_broker, UnregReq(broker_id=9), UNREG_CTX)
     assert (e.code, e.message) == (ErrorCode.BROKER_ID_NOT_REGISTERED, "Broker ID 9 is not currently registered")
 
 
@@ -722,7 +689,7 @@ def test_unregister_removes_from_isr_then_unregisters() -> None:
     for b in (1, 2, 3):
         h.start(b)
     epoch = h.image.cluster.brokers[1].epoch
-    res = h.cm.unregister_broker(UnregReq(broker_id=1))
+    res = h.cm.unregister_broker(UnregReq(broker_id=1), UNREG_CTX)
     assert names(res) == ["PartitionChangeRecord", "PartitionChangeRecord", "UnregisterBrokerRecord"]
     assert res.records[-1][0].broker_epoch == epoch and res.atomic is False
     assert res.response.error_code == 0
@@ -744,8 +711,8 @@ def test_offline_log_dir_moves_partitions_and_records_remaining_dirs() -> None:
         h.replay(R("PartitionRecord")(partition_id=pid, topic_id=T1, replicas=[1, 2], isr=[1, 2], leader=1,
                                       leader_epoch=0, partition_epoch=0, directories=[d, dirs_of(2)[0]]))
     req = HbReq(broker_id=1, broker_epoch=h.image.cluster.brokers[1].epoch,
-                current_metadata_offset=h.offset, offline_log_dirs=[d2])
-    res = h.cm.heartbeat(req, 1)
+                current_metadata_offset=h.next_offset, offline_log_dirs=[d2])
+    res = h.cm.heartbeat(req, HB_CTX)
     assert names(res) == ["PartitionChangeRecord", "BrokerRegistrationChangeRecord"]
     assert res.records[0][0].partition_id == 1
     assert (res.records[1][0].log_dirs, res.records[1][1]) == ([d1], 2)
@@ -753,31 +720,11 @@ def test_offline_log_dir_moves_partitions_and_records_remaining_dirs() -> None:
     assert h.part(T1, 1).leader == 2 and h.part(T1, 0).leader == 1
     assert h.image.cluster.brokers[1].directories == (d1,)
     # Reported again: already offline, nothing new.
-    res = h.cm.heartbeat(req, 1)
+    res = h.cm.heartbeat(req, HB_CTX)
     assert res.records == []
 
 
-# ----- performance ----------------------------------------------------------------------------
-
-def test_no_change_heartbeat_cost() -> None:
-    h = Harness()
-    for b in range(1, 101):
-        h.start(b)
-    reqs = [HbReq(broker_id=b, broker_epoch=h.image.cluster.brokers[b].epoch,
-                  current_metadata_offset=h.offset) for b in range(1, 101)]
-    hb = h.cm.heartbeat
-    n = 20_000
-
-    def run() -> None:
-        for r in reqs:
-            hb(r, 1)
-
-    best = min(timeit.repeat(run, number=n // 100, repeat=5)) / n * 1e6
-    print(f"\nno-change heartbeat: {best:.2f} us")
-    assert best < 20  # generous for slow CI; measured ~1-2 us
-
-
-# ----- robustness: the tracker matches Kafka's even without the per-record replay hook ----------
+# ----- robustness: the tracker matches Kafka's --------------------------------------------------
 
 def test_timed_out_heartbeat_with_bare_broker_id() -> None:
     h = Harness()
@@ -811,7 +758,7 @@ def test_session_fenced_broker_in_controlled_shutdown_leaves_it() -> None:
 
 def test_broker_registered_by_foreign_record_is_tracked_on_first_heartbeat() -> None:
     h = Harness()
-    off = h.replay(R("RegisterBrokerRecord")(broker_id=5, broker_epoch=h.offset, incarnation_id=inc(5),
+    off = h.replay(R("RegisterBrokerRecord")(broker_id=5, broker_epoch=h.next_offset, incarnation_id=inc(5),
                                              fenced=True))
     resp, res = h.heartbeat(5, epoch=off, offset=off)
     assert not resp.is_fenced and names(res) == ["BrokerRegistrationChangeRecord"]
@@ -821,7 +768,7 @@ def test_broker_registered_by_foreign_record_is_tracked_on_first_heartbeat() -> 
 def test_unregistered_broker_never_reaches_the_fencing_check() -> None:
     h = Harness()
     h.start(1)
-    h.apply(h.cm.unregister_broker(UnregReq(broker_id=1)))
+    h.apply(h.cm.unregister_broker(UnregReq(broker_id=1), UNREG_CTX))
     h.clock.advance(60_000)
     assert h.cm.fence_stale_brokers() is None and h.cm.next_fence_check_ms() is None
     # ...and a broker dropped from the image behind our back is skipped, not a fault.
@@ -847,7 +794,7 @@ def test_same_incarnation_reregistration_resets_controlled_shutdown_session() ->
 # ----- the tracker on its own -----------------------------------------------------------------
 
 def test_heartbeat_manager_from_context_and_ordering() -> None:
-    from controller.heartbeats import NO_ACTIVE_BROKERS, BrokerHeartbeatManager
+    from kraftsim.controller.heartbeats import NO_ACTIVE_BROKERS, BrokerHeartbeatManager
     h = Harness(session_ms=100)
     hb = BrokerHeartbeatManager(h.ctx)
     assert (hb.session_timeout_ms, hb.clock) == (100, h.clock)

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rpc import frames, registry
-from rpc.errors import DecodeError
+from kraftsim.rpc import frames, registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.errors import DecodeError
 
 MESSAGES = [(name, v) for name in registry.names() for v in registry.message_class(name)._spec.versions()]
 
@@ -55,13 +56,13 @@ def test_truncated_and_mutated_frames(idx: int, cut: int, flips: list[tuple[int,
 
 def test_huge_claimed_counts_fail_fast() -> None:
     # CreateTopics v7 (flexible): compact array count near 2^32 then nothing.
-    frame = frames.encode_request(registry.request_class(19)(), 7, 1, "x")[4:]
+    frame = frames.encode_request(registry.request_class(ApiKey.CREATE_TOPICS)(), 7, 1, "x")[4:]
     hdr_len = 4 + 4 + 2 + 1 + 1  # key, version, correlation, client id "x", tag section
     evil = frame[:hdr_len] + bytes.fromhex("ffffffff0f")
     with pytest.raises(DecodeError):
         frames.decode_request(evil)
     # Classic (v4) int32 count of 2^31-1.
-    frame = frames.encode_request(registry.request_class(19)(), 4, 1, "x")[4:]
+    frame = frames.encode_request(registry.request_class(ApiKey.CREATE_TOPICS)(), 4, 1, "x")[4:]
     evil = frame[: 4 + 4 + 3] + bytes.fromhex("7fffffff")
     with pytest.raises(DecodeError):
         frames.decode_request(evil)

@@ -7,8 +7,9 @@ import uuid
 
 import pytest
 
-from rpc import _runtime, frames, registry, uuids
-from rpc.errors import DecodeError, EncodeError, UnsupportedVersionError
+from kraftsim.rpc import _runtime, frames, registry, uuids
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.errors import DecodeError, EncodeError, UnsupportedVersionError
 
 UVARINT = [(0, "00"), (1, "01"), (63, "3f"), (64, "40"), (8191, "ff3f"), (8192, "8040"),
            (1048575, "ffff3f"), (1048576, "808040"), (2**31 - 1, "ffffffff07"),
@@ -57,7 +58,7 @@ def test_request_header_sizes_match_kafka() -> None:
 
 
 def test_api_versions_v3_request_frame() -> None:
-    req = registry.request_class(18)(client_software_name="n", client_software_version="v")
+    req = registry.request_class(ApiKey.API_VERSIONS)(client_software_name="n", client_software_version="v")
     frame = frames.encode_request(req, 3, 1, "c")
     assert frame.hex() == "00000011" "0012" "0003" "00000001" "000163" "00" "026e" "0276" "00"
     hdr, body = frames.decode_request(frame[4:])
@@ -66,12 +67,12 @@ def test_api_versions_v3_request_frame() -> None:
 
 
 def test_api_versions_v0_request_frame() -> None:
-    frame = frames.encode_request(registry.request_class(18)(), 0, 1, "c")
+    frame = frames.encode_request(registry.request_class(ApiKey.API_VERSIONS)(), 0, 1, "c")
     assert frame.hex() == "0000000b" "0012" "0000" "00000001" "000163"
 
 
 def test_api_versions_v3_response_uses_header_v0() -> None:
-    cls = registry.response_class(18)
+    cls = registry.response_class(ApiKey.API_VERSIONS)
     resp = cls(error_code=0, api_keys=[cls.ApiVersion(api_key=18, min_version=0, max_version=4)])
     frame = frames.encode_response(resp, 3, 1)
     assert frame.hex() == "00000013" "00000001" "0000" "02" "0012000000040" "0" "00000000" "00"
@@ -90,7 +91,7 @@ def test_header_versions_follow_flexibility() -> None:
 
 
 def test_controlled_shutdown_v0_uses_header_v0() -> None:
-    req = registry.request_class(7)(broker_id=3)
+    req = registry.request_class(ApiKey.CONTROLLED_SHUTDOWN)(broker_id=3)
     frame = frames.encode_request(req, 0, 9, "ignored")
     assert frame.hex() == "0000000c" "0007" "0000" "00000009" "00000003"
     hdr, body = frames.decode_request(frame[4:])
@@ -98,7 +99,7 @@ def test_controlled_shutdown_v0_uses_header_v0() -> None:
 
 
 def test_tagged_field_omitted_at_default_and_written_otherwise() -> None:
-    cls = registry.request_class(63)
+    cls = registry.request_class(ApiKey.BROKER_HEARTBEAT)
     base = cls(broker_id=1, broker_epoch=5, current_metadata_offset=7)
     assert base.encode(1) == base.encode(0)
     d = uuid.UUID(int=0x0102030405060708090A0B0C0D0E0F10)
@@ -111,7 +112,7 @@ def test_tagged_field_omitted_at_default_and_written_otherwise() -> None:
 
 
 def test_unknown_tagged_fields_survive_a_round_trip() -> None:
-    cls = registry.request_class(63)
+    cls = registry.request_class(ApiKey.BROKER_HEARTBEAT)
     raw = cls(broker_id=1).encode(1)
     # Replace the empty tag section by one holding an unknown tag 7 and the known tag 0 (empty list).
     tampered = raw[:-1] + bytes.fromhex("02" "00" "01" "01" "07" "03" "aabbcc")
@@ -121,7 +122,7 @@ def test_unknown_tagged_fields_survive_a_round_trip() -> None:
 
 
 def test_non_nullable_null_is_rejected_both_ways() -> None:
-    cls = registry.request_class(62)
+    cls = registry.request_class(ApiKey.BROKER_REGISTRATION)
     with pytest.raises(EncodeError):
         cls(cluster_id=None).encode(0)
     # BrokerRegistration v0: BrokerId then a compact string ClusterId; 0 means null.
@@ -131,13 +132,13 @@ def test_non_nullable_null_is_rejected_both_ways() -> None:
 
 
 def test_schema_defaults_apply() -> None:
-    hb = registry.request_class(63)()
+    hb = registry.request_class(ApiKey.BROKER_HEARTBEAT)()
     assert hb.broker_epoch == -1
-    resp = registry.response_class(63)()
+    resp = registry.response_class(ApiKey.BROKER_HEARTBEAT)()
     assert resp.is_fenced is True and resp.is_caught_up is False
-    uf = registry.request_class(57)()
+    uf = registry.request_class(ApiKey.UPDATE_FEATURES)()
     assert uf.timeout_ms == 60000
-    up = registry.request_class(57).FeatureUpdateKey()
+    up = registry.request_class(ApiKey.UPDATE_FEATURES).FeatureUpdateKey()
     assert up.upgrade_type == 1
 
 
@@ -164,10 +165,14 @@ def test_every_schema_compiles_and_round_trips_its_defaults() -> None:
 
 @pytest.mark.parametrize("n", [0, 1, 63, 64, 1000])
 def test_fixed_width_arrays_of_any_length(n: int) -> None:
-    from metadata import records
+    from kraftsim.metadata import records
 
     part = records.by_name("PartitionRecord")
     rec = part(partition_id=1, topic_id=uuid.uuid4(), replicas=list(range(n)), isr=list(range(n)))
     raw = rec.encode(1)
     assert part.decode(raw, 1) == rec
-    assert raw[20:21] == bytes([n + 1]) if n < 127 else True  # compact array count after id + uuid
+    # The compact array count (n + 1 as an unsigned varint, written out by hand) after id + uuid.
+    count = bytes([n + 1]) if n + 1 < 128 else bytes([((n + 1) & 0x7F) | 0x80, (n + 1) >> 7])
+    assert raw[20:20 + len(count)] == count
+    replicas = b"".join(i.to_bytes(4, "big") for i in range(n))
+    assert raw[20 + len(count):20 + len(count) + 4 * n] == replicas

@@ -12,23 +12,24 @@ from typing import Any
 
 import pytest
 
-from metadata import files
-from metadata.image.image import MetadataImage
-from metadata.legacy import decode_value
-from metadata.loader import load_image
-from metadata.log import LogConfig, MetadataLog
-from rpc import registry
-from rpc.client import KafkaClient
-from rpc.clock import ManualClock
-from rpc.error_codes import ErrorCode
+from kraftsim.metadata import files
+from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.metadata.legacy import decode_value
+from kraftsim.metadata.loader import load_image
+from kraftsim.metadata.log import LogConfig, MetadataLog
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.client import KafkaClient
+from kraftsim.rpc.clock import ManualClock
+from kraftsim.rpc.error_codes import ErrorCode
 from tests import harness
 
-REG = registry.request_class(62)
-HB = registry.request_class(63)
-UNREG = registry.request_class(64)
-UF = registry.request_class(57)
-CT = registry.request_class(19)
-DT = registry.request_class(20)
+REG = registry.request_class(ApiKey.BROKER_REGISTRATION)
+HB = registry.request_class(ApiKey.BROKER_HEARTBEAT)
+UNREG = registry.request_class(ApiKey.UNREGISTER_BROKER)
+UF = registry.request_class(ApiKey.UPDATE_FEATURES)
+CT = registry.request_class(ApiKey.CREATE_TOPICS)
+DT = registry.request_class(ApiKey.DELETE_TOPICS)
 
 
 def registration(broker_id: int, cluster_id: str, incarnation: uuid.UUID | None = None, *, min_mv: int = 7,
@@ -53,6 +54,7 @@ class Cluster:
 
     async def start(self) -> None:
         self.running = await harness.start_controller(self.config, clock=self.clock)
+        await harness.settled(self.running)
         self.client = await harness.connect(self.running)
 
     async def stop(self) -> None:
@@ -87,6 +89,14 @@ class Cluster:
         return r
 
 
+def same_but_registrations(a: MetadataImage, b: MetadataImage) -> bool:
+    """Equal images but for the controllers' registrations: a controller process registers a new
+    incarnation at every start, as Kafka's does."""
+    slices = ("features", "migration", "topics", "configs", "quotas", "acls", "scram", "tokens", "producer_ids")
+    return (all(getattr(a, n) == getattr(b, n) for n in slices)
+            and a.cluster.brokers == b.cluster.brokers and set(a.cluster.controllers) == set(b.cluster.controllers))
+
+
 @pytest.fixture
 async def cluster(tmp_path: Path) -> Any:
     c = Cluster(tmp_path)
@@ -99,7 +109,7 @@ async def cluster(tmp_path: Path) -> Any:
 
 def log_records(metadata_dir: Path) -> list[tuple[int, str, Any]]:
     """(offset, type name, record) for every metadata and control record on disk."""
-    from metadata.batch import decode_control_record
+    from kraftsim.metadata.batch import decode_control_record
 
     mlog = MetadataLog.open(metadata_dir, LogConfig(linger_ms=0))
     out = []
@@ -132,7 +142,9 @@ async def test_api_versions_reports_finalized_features(cluster: Cluster) -> None
     resp = await cluster.client.negotiate()
     fin = {f.name: (f.min_version_level, f.max_version_level) for f in resp.finalized_features}
     assert fin == {"metadata.version": (21, 21)}
-    assert resp.finalized_features_epoch == cluster.controller.image.offset >= 4
+    # The offset of the last features change (the bootstrap transaction's End), not of the log's
+    # end: the controller's own RegisterControllerRecord follows it.
+    assert resp.finalized_features_epoch == 4 < cluster.controller.image.offset
     sup = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     assert sup["metadata.version"] == (1, 21)
     keys = {k.api_key for k in resp.api_keys}
@@ -150,7 +162,7 @@ async def test_registration_epoch_is_the_record_offset_and_survives_reregistrati
 
 
 def log_records_live(cluster: Cluster) -> list[tuple[int, str, Any]]:
-    cluster.controller.mlog.commit_now()
+    cluster.controller.mlog.flush_now()
     return log_records(cluster.tmp / "data")
 
 
@@ -250,9 +262,13 @@ async def test_restart_keeps_brokers_epochs_topics_and_features(cluster: Cluster
     await cluster.req(UF(feature_updates=[UF.FeatureUpdateKey(feature="metadata.version", max_version_level=20,
                                                               upgrade_type=2)], timeout_ms=5000), 1)
     before = cluster.controller.image
+    old_incarnation = before.cluster.controllers[harness.NODE_ID].incarnation_id
     await cluster.restart()
     after = cluster.controller.image
-    assert after == before
+    # Everything but this controller's registration: a new process is a new incarnation, and it
+    # registers again (Kafka's ControllerRegistrationManager does the same at every start).
+    await harness.poll_until(lambda: after.cluster.controllers[harness.NODE_ID].incarnation_id != old_incarnation)
+    assert same_but_registrations(after, before)
     assert after.cluster.brokers[1].epoch == e1
     assert after.topics.by_name["t"].id == before.topics.by_name["t"].id
     assert after.features.level("metadata.version") == 20
@@ -269,14 +285,15 @@ async def test_restart_from_a_snapshot_plus_tail(tmp_path: Path) -> None:
         r = await c.req(CT(topics=[CT.CreatableTopic(name="a", num_partitions=3, replication_factor=1)],
                            timeout_ms=5000), 7)
         assert r.topics[0].error_code == 0
-        c.controller.mlog.commit_now()
-        assert c.controller.maybe_snapshot(force=True)
+        task = c.controller.snapshot(force=True)
+        assert task is not None
+        await task
         await c.req(CT(topics=[CT.CreatableTopic(name="b", num_partitions=2, replication_factor=1)],
                        timeout_ms=5000), 7)
         before = c.controller.image
         await c.restart()
         assert c.controller.mlog.latest_snapshot() is not None
-        assert c.controller.image == before
+        assert same_but_registrations(c.controller.image, before)
         assert set(c.controller.image.topics.by_name) == {"a", "b"}
     finally:
         await c.stop()

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import uuid
 from pathlib import Path
 
-from metadata.image.image import MetadataImage
-from metadata.loader import load_image
-from metadata.log import LogConfig, MetadataLog
-from rpc import registry
-from rpc.client import KafkaClient
+from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.metadata.loader import load_image
+from kraftsim.metadata.log import LogConfig, MetadataLog
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.client import KafkaClient
 from tests import harness
 
 
@@ -40,8 +40,7 @@ def test_new_user_path_describe_metrics_and_clean_shutdown(tmp_path: Path) -> No
         assert "kafka_controller_kafkacontroller_activecontrollercount 1.0" in metrics
         assert "kafka_controller_kafkacontroller_globalpartitioncount 0.0" in metrics
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
+        harness.stop(proc)
     out, err = harness.controller_output(cfg)
     assert proc.returncode == 0, err
     assert "shut down cleanly" in out
@@ -49,9 +48,9 @@ def test_new_user_path_describe_metrics_and_clean_shutdown(tmp_path: Path) -> No
 
 def test_sigkill_right_after_acknowledgement_loses_nothing(tmp_path: Path) -> None:
     cfg, port, _, cid, proc = _start(tmp_path)
-    reg = registry.request_class(62)
-    hb = registry.request_class(63)
-    ct = registry.request_class(19)
+    reg = registry.request_class(ApiKey.BROKER_REGISTRATION)
+    hb = registry.request_class(ApiKey.BROKER_HEARTBEAT)
+    ct = registry.request_class(ApiKey.CREATE_TOPICS)
 
     async def work() -> dict[int, int]:
         c = await KafkaClient.connect("127.0.0.1", port)
@@ -80,7 +79,6 @@ def test_sigkill_right_after_acknowledgement_loses_nothing(tmp_path: Path) -> No
     mlog = MetadataLog.open(tmp_path / "data", LogConfig(linger_ms=0))
     image, _ = load_image(mlog, MetadataImage)
     mlog.close()
-    assert isinstance(image, MetadataImage)
     assert {b: image.cluster.brokers[b].epoch for b in epochs} == epochs
     assert all(not image.cluster.brokers[b].fenced for b in epochs)
     assert {f"t{i}" for i in range(20)} <= set(image.topics.by_name)
@@ -89,8 +87,7 @@ def test_sigkill_right_after_acknowledgement_loses_nothing(tmp_path: Path) -> No
     try:
         harness.wait_http(int(cfg.read_text().split("kraftsim.http.listen=127.0.0.1:")[1].split()[0]))
     finally:
-        proc2.send_signal(signal.SIGTERM)
-        proc2.communicate(timeout=30)
+        harness.stop(proc2)
     assert proc2.returncode == 0
 
 
@@ -112,8 +109,7 @@ def test_unknown_key_warns_naming_it(tmp_path: Path) -> None:
     try:
         harness.wait_http(http_port)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
+        harness.stop(proc)
     out, _ = harness.controller_output(cfg)
     assert "The configuration 'no.such.key' was supplied but isn't a known config." in out
 

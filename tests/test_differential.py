@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from metadata import records
-from rpc import frames, registry
-from rpc.values import from_dict, to_dict
+from kraftsim.metadata import records
+from kraftsim.rpc import frames, registry
+from kraftsim.rpc.values import from_dict, to_dict
 from tests.peers import (
     PeerCannotExpress,
     entity_schema,

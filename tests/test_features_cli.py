@@ -18,14 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from controller import features_cli
-from controller.features import FeatureControlManager
-from controller.features_cli import main
-from metadata import versions
-from rpc.dispatch import Dispatcher, RequestContext
-from rpc.message import Message
-from rpc.server import KafkaServer
-from tests.test_features_manager import FULL, KV, MV, NODE, broker, context, feature, mv
+from kraftsim.controller import features_cli
+from kraftsim.controller.features import FeatureControlManager
+from kraftsim.controller.features_cli import main
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.client import KafkaClient
+from kraftsim.rpc.dispatch import Dispatcher, RequestContext
+from kraftsim.rpc.message import Message
+from kraftsim.rpc.server import KafkaServer
+from tests.test_features_manager import FULL, KV, MV, NODE, apply, broker, feature, manager, mv
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,8 +49,8 @@ class Controller:
         return self.manager.ctx.image
 
 
-async def start(records: Iterable[Message]) -> Controller:
-    m = FeatureControlManager(context(records))
+async def start(records: Iterable[Message], cfg: dict[str, str] | None = None) -> Controller:
+    m = manager(list(records), cfg=cfg)
     d = Dispatcher()
     d.features = m
     server = KafkaServer(d, "127.0.0.1", 0)
@@ -56,13 +58,12 @@ async def start(records: Iterable[Message]) -> Controller:
 
     def update_features(rc: RequestContext, req: Message) -> Message:
         ctl.requests.append((rc.api_version, req))
-        res = m.update_features(req, rc.api_version, rc)
-        for rec, _ in res.records:
-            m.ctx.image.replay(rec, m.ctx.image.offset + 1)
+        res = m.update_features(req, rc)
+        apply(m, res)  # the controller's write path
         assert res.response is not None
         return res.response
 
-    d.register(57, update_features)
+    d.register(ApiKey.UPDATE_FEATURES, update_features)
     await server.start()
     return ctl
 
@@ -96,8 +97,8 @@ async def test_describe(ctl: Controller, capsys: pytest.CaptureFixture[str]) -> 
     assert (rc, err) == (0, [])
     # kraft.version's range starts at 0: listed because describe uses ApiVersions v4.
     assert out == [
-        describe_line(KV, "0", "1", "0", 2),
-        describe_line(MV, "3.0-IV1", "3.9-IV0", "3.8-IV0", 2),
+        describe_line(KV, "0", "1", "0", 3),
+        describe_line(MV, "3.0-IV1", "3.9-IV0", "3.8-IV0", 3),
     ]
 
 
@@ -106,7 +107,7 @@ async def test_describe_after_changes_and_bootstrap_server_flag(capsys: pytest.C
     try:
         rc, out, _ = await run(["--bootstrap-server", c.addr, "describe"], capsys)
         assert rc == 0
-        assert out == [describe_line(KV, "0", "1", "1", 1), describe_line(MV, "3.0-IV1", "3.9-IV0", "3.9-IV0", 1)]
+        assert out == [describe_line(KV, "0", "1", "1", 2), describe_line(MV, "3.0-IV1", "3.9-IV0", "3.9-IV0", 2)]
         # The flag is also accepted after the sub-command.
         rc, out2, _ = await run(["describe", "--bootstrap-controller", c.addr], capsys)
         assert (rc, out2) == (0, out)
@@ -115,9 +116,9 @@ async def test_describe_after_changes_and_bootstrap_server_flag(capsys: pytest.C
 
 
 def test_format_describe_unknown_levels_and_missing_epoch() -> None:
-    from rpc import registry
+    from kraftsim.rpc import registry
 
-    cls = registry.response_class(18)
+    cls = registry.response_class(ApiKey.API_VERSIONS)
     resp = cls(supported_features=[cls.SupportedFeatureKey(name=MV, min_version=1, max_version=40),
                                    cls.SupportedFeatureKey(name="a.feature", min_version=1, max_version=3)],
                finalized_features=[cls.FinalizedFeatureKey(name="not.supported", min_version_level=1,
@@ -262,8 +263,9 @@ async def test_second_bootstrap_address_is_tried(ctl: Controller, capsys: pytest
     (["--bootstrap-controller", "h:1", "disable", "--feature", "a", "--feature", "a"],
      "Feature a was specified more than once."),
     (["--bootstrap-controller", "h:1", "upgrade", "--metadata", "9.9"],
-     "Unsupported metadata.version 9.9. Supported metadata.version are "
-     + ", ".join(versions.name(lv) for lv in range(4, 22))),
+     "Unsupported metadata.version 9.9. Supported metadata.version are 3.3-IV0, 3.3-IV1, 3.3-IV2, "
+     "3.3-IV3, 3.4-IV0, 3.5-IV0, 3.5-IV1, 3.5-IV2, 3.6-IV0, 3.6-IV1, 3.6-IV2, 3.7-IV0, 3.7-IV1, 3.7-IV2, "
+     "3.7-IV3, 3.7-IV4, 3.8-IV0, 3.9-IV0"),
     (["--bootstrap-controller", "h:1", "upgrade", "--unsafe", "--metadata", "3.9"], None),
     (["--bootstrap-controller", "no-such-host.invalid:1", "describe"], None),
     (["--bootstrap-controller", "h:1", "upgrade", "--metadata", "3.9", "--release-version", "3.9"], None),
@@ -309,12 +311,29 @@ async def test_register_into_a_kraftsim_style_parser(ctl: Controller, capsys: py
 async def test_python_dash_m(ctl: Controller) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "controller.features_cli", "--bootstrap-controller", ctl.addr, "describe",
+        sys.executable, "-m", "kraftsim.controller.features_cli", "--bootstrap-controller", ctl.addr, "describe",
         cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err
     assert out.decode().splitlines() == [
-        describe_line(KV, "0", "1", "0", 2),
-        describe_line(MV, "3.0-IV1", "3.9-IV0", "3.8-IV0", 2),
+        describe_line(KV, "0", "1", "0", 3),
+        describe_line(MV, "3.0-IV1", "3.9-IV0", "3.8-IV0", 3),
     ]
     assert err == b""
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+async def test_api_versions_reports_zk_migration_ready_from_the_config(enabled: bool) -> None:
+    """ApiVersions v3+ carries ZkMigrationReady (KIP-866) from zookeeper.metadata.migration.enable."""
+    cfg = {"zookeeper.metadata.migration.enable": "true", "zookeeper.connect": "127.0.0.1:2181"} if enabled else None
+    c = await start([mv(21)], cfg)
+    try:
+        client = await KafkaClient.connect("127.0.0.1", c.server.port)
+        try:
+            resp = await client.request(registry.request_class(ApiKey.API_VERSIONS)(
+                client_software_name="t", client_software_version="1"), 3)
+        finally:
+            await client.close()
+        assert resp.error_code == 0 and resp.zk_migration_ready is enabled
+    finally:
+        await c.server.stop()

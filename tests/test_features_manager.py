@@ -12,31 +12,31 @@ from collections.abc import Iterable
 
 import pytest
 
-from controller.config import Config
-from controller.context import ControllerContext
-from controller.features import (
-    MAX_RECORDS_PER_USER_OP,
+from kraftsim.controller.features import (
     FeatureControlManager,
     UpgradeType,
     range_to_string,
     reason_not_supported,
 )
-from controller.result import ApiError, ControllerResult
-from metadata import versions
-from metadata.image.image import MetadataImage
-from metadata.image.migration import ZkMigrationState
-from metadata.records import by_name
-from rpc import registry
-from rpc.clock import ManualClock
-from rpc.error_codes import ErrorCode
-from rpc.message import Message
+from kraftsim.controller.result import ApiError, ControllerResult
+from kraftsim.controller.write_path import MAX_RECORDS_PER_USER_OP
+from kraftsim.metadata import versions
+from kraftsim.metadata.image.migration import ZkMigrationState
+from kraftsim.metadata.records import by_name
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.error_response import error_response
+from kraftsim.rpc.message import Message
+from tests.controller_harness import WriteHarness, request_context
 
 FeatureLevelRecord = by_name("FeatureLevelRecord")
 RegisterBrokerRecord = by_name("RegisterBrokerRecord")
 RegisterControllerRecord = by_name("RegisterControllerRecord")
 ZkMigrationStateRecord = by_name("ZkMigrationStateRecord")
-Req = registry.request_class(57)
-Resp = registry.response_class(57)
+Req = registry.request_class(ApiKey.UPDATE_FEATURES)
+Resp = registry.response_class(ApiKey.UPDATE_FEATURES)
+UF = [request_context(ApiKey.UPDATE_FEATURES, v) for v in (0, 1)]
 
 NODE = 3000
 MV = versions.FEATURE_NAME
@@ -79,27 +79,25 @@ def migration(state: ZkMigrationState) -> Message:
     return ZkMigrationStateRecord(zk_migration_state=int(state))
 
 
-def config(**extra: str) -> Config:
-    raw = {"process.roles": "controller", "node.id": str(NODE),
-           "controller.quorum.voters": f"{NODE}@127.0.0.1:9093",
-           "listeners": "CONTROLLER://127.0.0.1:9093", "controller.listener.names": "CONTROLLER",
-           "listener.security.protocol.map": "CONTROLLER:PLAINTEXT"}
-    raw.update({k.replace("_", "."): v for k, v in extra.items()})
-    return Config(raw)
+def config(**extra: str) -> dict[str, str]:
+    return {k.replace("_", "."): v for k, v in extra.items()}
 
 
-def context(records: Iterable[Message], voters: Iterable[int] = (NODE,),
-            cfg: Config | None = None) -> ControllerContext:
-    image = MetadataImage()
-    for offset, rec in enumerate(records):
-        image.replay(rec, offset)
-    return ControllerContext(image=image, config=cfg or config(), clock=ManualClock(), node_id=NODE,
-                             cluster_id="AAAAAAAAAAAAAAAAAAAAAA", voters=list(voters))
+_HARNESS: dict[int, WriteHarness] = {}
 
 
 def manager(records: Iterable[Message] = (mv(21),), voters: Iterable[int] = (NODE,),
-            supported: dict[str, tuple[int, int]] | None = None) -> FeatureControlManager:
-    return FeatureControlManager(context(records, voters), supported)
+            supported: dict[str, tuple[int, int]] | None = None,
+            cfg: dict[str, str] | None = None) -> FeatureControlManager:
+    """The manager of a controller whose write path has carried ``records``."""
+    h = WriteHarness(mv=None, config=cfg, voters=list(voters))
+    m = FeatureControlManager(h.ctx, supported)
+    h.writer.listeners.append(m.note_batch)  # as the controller wires it (FinalizedFeaturesEpoch)
+    records = list(records)
+    if records:
+        h.replay(*records)
+    _HARNESS[id(h.ctx)] = h
+    return m
 
 
 def request(*updates: tuple[str, int, int], validate_only: bool = False) -> Message:
@@ -115,16 +113,15 @@ def results(result: ControllerResult[Message]) -> list[tuple[str, int, str | Non
 def one(m: FeatureControlManager, name: str, level: int,
         utype: UpgradeType = UpgradeType.UPGRADE) -> tuple[int, str | None, list[tuple[str, int]]]:
     """Update one feature; (error code, message, [(name, level)] of the records written)."""
-    res = m.update_features(request((name, level, int(utype))), 1)
+    res = m.update_features(request((name, level, int(utype))), UF[1])
     [(got, code, msg)] = results(res)
     assert got == name
     return code, msg, [(r.name, r.feature_level) for r, v in res.records]
 
 
 def apply(m: FeatureControlManager, res: ControllerResult[Message]) -> None:
-    """What the controller core does with the result: replay each record at the next offset."""
-    for rec, _ in res.records:
-        m.ctx.image.replay(rec, m.ctx.image.offset + 1)
+    """What the controller does with the result: the write path, then commit."""
+    _HARNESS[id(m.ctx)].apply(res)
 
 
 def invalid(level: int, name: str, reason: str) -> tuple[int, str, list[tuple[str, int]]]:
@@ -139,21 +136,26 @@ def invalid_mv(level: int, reason: str) -> tuple[int, str, list[tuple[str, int]]
 
 def test_supported_features_production_and_unstable() -> None:
     assert manager().supported_features() == {MV: (1, 21), KV: (0, 1)}
-    unstable = FeatureControlManager(context([mv(21)], cfg=config(unstable_feature_versions_enable="true")))
+    unstable = manager([mv(21)], cfg=config(unstable_feature_versions_enable="true"))
     assert unstable.supported_features() == {MV: (1, 23), KV: (0, 1), versions.TRANSACTION_VERSION: (0, 2)}
 
 
-def test_finalized_features_epoch_is_the_image_offset_and_mv_is_always_listed() -> None:
-    m = manager([mv(21), broker(1, FULL), feature(KV, 1)])
-    assert m.finalized_features() == (2, {MV: 21, KV: 1})
+def test_finalized_features_epoch_is_the_last_features_change_and_mv_is_always_listed() -> None:
+    m = manager([mv(21), broker(1, FULL), feature(KV, 1)])  # one batch, offsets 1-3
+    assert m.finalized_features() == (3, {MV: 21, KV: 1})
+    apply(m, ControllerResult([(broker(2, FULL), 0)], None))  # not a features change: no new epoch
+    assert m.finalized_features()[0] == 3
     empty = manager([])
     assert empty.finalized_features() == (-1, {MV: versions.MINIMUM_KRAFT})
 
 
-def test_zk_migration_ready_follows_config() -> None:
-    assert manager().zk_migration_ready() is False
-    cfg = config(zookeeper_metadata_migration_enable="true", zookeeper_connect="localhost:2181")
-    assert FeatureControlManager(context([mv(21)], cfg=cfg)).zk_migration_ready() is True
+def test_finalized_features_epoch_of_a_change_inside_a_transaction_is_the_end_of_it() -> None:
+    begin, end = by_name("BeginTransactionRecord"), by_name("EndTransactionRecord")
+    m = manager([])
+    apply(m, ControllerResult([(begin(name="Bootstrap records"), 0), (mv(21), 0)], None, False))
+    assert m.finalized_features()[0] == -1  # not published while the transaction is open
+    apply(m, ControllerResult([(broker(1, FULL), 0), (end(), 0)], None, False))
+    assert m.finalized_features()[0] == 4  # LeaderChange 0, Begin 1, FeatureLevel 2, broker 3, End 4
 
 
 # ----- §4.2 per-feature checks, in order ----------------------------------------------------
@@ -161,7 +163,7 @@ def test_zk_migration_ready_follows_config() -> None:
 @pytest.mark.parametrize("code", [0, 4, 127, -1])
 def test_unknown_upgrade_type(code: int) -> None:
     m = manager()
-    res = m.update_features(request((KV, 1, code)), 1)
+    res = m.update_features(request((KV, 1, code)), UF[1])
     assert results(res) == [(KV, INVALID, f"Invalid update version 1 for feature {KV}. "
                                           "The controller does not support the given upgrade type.")]
     assert res.records == []
@@ -327,7 +329,7 @@ def test_downgrade_without_a_metadata_change(utype: UpgradeType) -> None:
 
 def test_metadata_version_upgrade_record_and_replay() -> None:
     m = manager([mv(versions.IBP_3_3_IV0)])
-    res = m.update_features(request((MV, 21, 1)), 1)
+    res = m.update_features(request((MV, 21, 1)), UF[1])
     assert results(res) == [(MV, 0, None)]
     assert [(r.name, r.feature_level, v) for r, v in res.records] == [(MV, 21, 0)]
     apply(m, res)
@@ -338,7 +340,7 @@ def test_metadata_version_upgrade_record_and_replay() -> None:
 
 def test_partial_success_is_one_atomic_batch() -> None:
     m = manager([mv(20), broker(1, FULL)])
-    res = m.update_features(request((MV, 21, 1), (KV, 2, 1), ("group.version", 1, 1), (KV + "x", 0, 2)), 1)
+    res = m.update_features(request((MV, 21, 1), (KV, 2, 1), ("group.version", 1, 1), (KV + "x", 0, 2)), UF[1])
     assert results(res) == [  # ordered by name, as Kafka's TreeMap orders them
         ("group.version", INVALID, f"Invalid update version 1 for feature group.version. "
                                    f"Local controller {NODE} does not support this feature."),
@@ -354,8 +356,8 @@ def test_partial_success_is_one_atomic_batch() -> None:
 def test_validate_only_writes_nothing_and_reports_the_same() -> None:
     m = manager([mv(20)])
     req = request((MV, 21, 1), (KV, 2, 1))
-    real = m.update_features(req, 1)
-    dry = m.update_features(request((MV, 21, 1), (KV, 2, 1), validate_only=True), 1)
+    real = m.update_features(req, UF[1])
+    dry = m.update_features(request((MV, 21, 1), (KV, 2, 1), validate_only=True), UF[1])
     assert dry.records == []
     assert results(dry) == results(real)
     assert len(real.records) == 1
@@ -364,26 +366,26 @@ def test_validate_only_writes_nothing_and_reports_the_same() -> None:
 def test_level_zero_removes_a_feature() -> None:
     m = manager([mv(21), feature(KV, 1)])
     assert m.finalized_features()[1] == {MV: 21, KV: 1}
-    res = m.update_features(request((KV, 0, int(UpgradeType.SAFE_DOWNGRADE))), 1)
+    res = m.update_features(request((KV, 0, int(UpgradeType.SAFE_DOWNGRADE))), UF[1])
     assert results(res) == [(KV, 0, None)]
     assert [(r.name, r.feature_level) for r, _ in res.records] == [(KV, 0)]
     apply(m, res)
-    assert m.finalized_features() == (2, {MV: 21})
+    assert m.finalized_features() == (3, {MV: 21})  # the KV record at offset 3
     assert m.ctx.image.features.level(KV) == 0
 
 
 def test_duplicate_feature_names_last_entry_wins() -> None:
     m = manager([mv(21)])
-    res = m.update_features(request((KV, 1, 1), (KV, 5, 1)), 1)
+    res = m.update_features(request((KV, 1, 1), (KV, 5, 1)), UF[1])
     assert results(res) == [(KV, INVALID, f"Invalid update version 5 for feature {KV}. "
                                           f"Local controller {NODE} only supports versions 0-1")]
-    res = m.update_features(request((KV, 5, 1), (KV, 1, 1)), 1)
+    res = m.update_features(request((KV, 5, 1), (KV, 1, 1)), UF[1])
     assert results(res) == [(KV, 0, None)]
     assert len(res.records) == 1
 
 
 def test_empty_request_is_an_empty_success() -> None:
-    res = manager().update_features(request(), 1)
+    res = manager().update_features(request(), UF[1])
     assert res.records == [] and results(res) == []
 
 
@@ -391,10 +393,10 @@ def test_oversized_batch_fails_the_whole_request() -> None:
     m = manager()
     req = request(*[(f"f{i}", 0, int(UpgradeType.SAFE_DOWNGRADE)) for i in range(MAX_RECORDS_PER_USER_OP + 1)])
     with pytest.raises(ApiError) as e:
-        m.update_features(req, 1)
+        m.update_features(req, UF[1])
     assert e.value.code == ErrorCode.POLICY_VIOLATION
     assert e.value.message == "Unable to perform excessively large batch operation."
-    resp = FeatureControlManager.error_response(e.value)
+    resp = error_response(req, 1, e.value.code, e.value.message)  # what the API layer sends
     assert (resp.error_code, resp.error_message, resp.results) == (44, e.value.message, [])
 
 
@@ -409,7 +411,7 @@ def test_v0_allow_downgrade_maps_to_safe_downgrade() -> None:
     m = manager([mv(21), feature(KV, 1)])
     # Round-trip through the wire so the request is exactly what a v0 client sends.
     req = Req.decode(v0_request((KV, 0, True), (MV, 16, True)).encode(0), 0)
-    res = m.update_features(req, 0)
+    res = m.update_features(req, UF[0])
     assert results(res) == [
         (KV, 0, None),
         (MV, INVALID, "Invalid metadata.version 16. Refusing to perform the requested downgrade "
@@ -421,7 +423,7 @@ def test_v0_allow_downgrade_maps_to_safe_downgrade() -> None:
 def test_v0_without_allow_downgrade_is_an_upgrade() -> None:
     m = manager([mv(21), feature(KV, 1)])
     req = Req.decode(v0_request((KV, 0, False), (MV, 21, False)).encode(0), 0)
-    res = m.update_features(req, 0)
+    res = m.update_features(req, UF[0])
     assert results(res) == [
         (KV, INVALID, f"Invalid update version 0 for feature {KV}. Can't downgrade the version of this "
                       "feature without setting the upgrade type to either safe or unsafe downgrade."),
@@ -429,7 +431,7 @@ def test_v0_without_allow_downgrade_is_an_upgrade() -> None:
     ]
     # With AllowDowngrade, an upgrade is "a downgrade to a newer version".
     req = Req.decode(v0_request((MV, 21, True)).encode(0), 0)
-    assert results(manager([mv(20)]).update_features(req, 0)) == [
+    assert results(manager([mv(20)]).update_features(req, UF[0])) == [
         (MV, INVALID, f"Invalid update version 21 for feature {MV}. Can't downgrade to a newer version.")]
 
 
@@ -437,14 +439,14 @@ def test_v1_ignores_allow_downgrade_and_v0_has_no_validate_only() -> None:
     req = request((KV, 1, 1), validate_only=True)
     decoded = Req.decode(req.replace(validate_only=False).encode(0), 0)
     assert decoded.validate_only is False
-    res = manager().update_features(decoded, 0)
+    res = manager().update_features(decoded, UF[0])
     assert len(res.records) == 1
 
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_response_encodes_at_every_version(version: int) -> None:
     m = manager([mv(20)])
-    res = m.update_features(request((MV, 21, 1), (KV, 9, 1)), 1)
+    res = m.update_features(request((MV, 21, 1), (KV, 9, 1)), UF[1])
     assert res.response is not None
     back = Resp.decode(res.response.encode(version), version)
     assert [(r.feature, r.error_code, r.error_message) for r in back.results] == results(res)

@@ -6,11 +6,11 @@ import uuid
 
 import pytest
 
-from metadata import versions
-from metadata.image import MetadataImage, ReplayError, UnwritableMetadataError
-from metadata.image.migration import ZkMigrationState
-from metadata.image.topics import MIGRATING
-from metadata.records import by_name
+from kraftsim.metadata import versions
+from kraftsim.metadata.directories import MIGRATING
+from kraftsim.metadata.image import MetadataImage, ReplayError, UnwritableMetadataError
+from kraftsim.metadata.image.migration import ZkMigrationState
+from kraftsim.metadata.records import by_name
 
 R = by_name
 T1 = uuid.UUID(int=0x1111)
@@ -398,7 +398,7 @@ def test_noop_advances_offset_only() -> None:
 
 
 def test_unhandled_record_type() -> None:
-    from metadata.records import data_class
+    from kraftsim.metadata.records import data_class
     img = image()
     with pytest.raises(ReplayError, match="Unhandled"):
         img.replay(data_class("LeaderChangeMessage")(), 3)

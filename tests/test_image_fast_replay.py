@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.image import MetadataImage, ReplayError
-from metadata.image.fast_replay import replay_framed
-from metadata.records import by_name, frame, unframe
-from rpc.errors import DecodeError
+from kraftsim.metadata.image import MetadataImage, ReplayError
+from kraftsim.metadata.image.fast_replay import replay_framed
+from kraftsim.metadata.records import by_name, frame, unframe
+from kraftsim.rpc.errors import DecodeError
 
 T = uuid.UUID(int=0xABC)
 DIRS = [uuid.UUID(int=(i + 1) << 64) for i in range(4)]

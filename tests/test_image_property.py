@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metadata import versions
-from metadata.image import MetadataImage
-from metadata.image.fast_replay import replay_framed
-from metadata.image.topics import MIGRATING
-from metadata.records import by_name, frame, unframe
-from rpc.message import Message
+from kraftsim.metadata import versions
+from kraftsim.metadata.directories import MIGRATING
+from kraftsim.metadata.image import MetadataImage
+from kraftsim.metadata.image.fast_replay import replay_framed
+from kraftsim.metadata.records import by_name, frame, unframe
+from kraftsim.rpc.message import Message
 
 R = by_name
 SUPPORTED = versions.supported_features(enable_unstable=True)
@@ -328,8 +328,11 @@ def _check_indexes(img: MetadataImage) -> None:
     all_parts = [(topic.key, pid, p) for topic in t.by_id.values() for pid, p in topic.partitions.items()]
     assert t.partition_count == len(all_parts)
     assert set(t.leaderless) == {(k, pid) for k, pid, p in all_parts if p.leader == -1}
-    assert set(t.imbalanced) == {(k, pid) for k, pid, p in all_parts if not p.has_preferred_leader()}
-    assert set(t.reassigning) == {(k, pid) for k, pid, p in all_parts if p.is_reassigning()}
+    # Written out here, not borrowed from Partition: the leader is not the first replica; some
+    # replica is being added or removed.
+    assert set(t.imbalanced) == {(k, pid) for k, pid, p in all_parts if p.leader != (p.replicas[0] if p.replicas else -1)}
+    assert set(t.reassigning) == {(k, pid) for k, pid, p in all_parts
+                                  if len(p.adding_replicas) + len(p.removing_replicas) > 0}
     brokers = {b for _, _, p in all_parts for b in p.isr}
     assert set(t.isr_index) == brokers
     for b in brokers:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metadata import versions as v
+from kraftsim.metadata import versions as v
 
 
 def test_table_names_and_releases() -> None:

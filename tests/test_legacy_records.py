@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metadata import legacy, records
-from rpc import uuids
-from rpc.errors import DecodeError
+from kraftsim.metadata import legacy, records
+from kraftsim.rpc import uuids
+from kraftsim.rpc.errors import DecodeError
 
 # ---- independent byte builders (Kafka's non-flexible and flexible primitives) ---------------
 

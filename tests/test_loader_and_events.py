@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from controller.events import EventQueue, EventTimeoutError
-from metadata import records as recs
-from metadata.image.image import MetadataImage
-from metadata.loader import LoadError, load_image
-from metadata.log import LogConfig, MetadataLog
-from rpc.clock import ManualClock
+from kraftsim.controller.events import EventQueue, EventTimeoutError
+from kraftsim.metadata import records as recs
+from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.metadata.loader import LoadError, load_image
+from kraftsim.metadata.log import LogConfig, MetadataLog
+from kraftsim.rpc.clock import ManualClock
 from tests import harness
 
 FEATURE = recs.by_name("FeatureLevelRecord")
@@ -27,13 +27,12 @@ def _log_with_topics(tmp: Path, n: int) -> MetadataLog:
     mlog.append_records([(FEATURE(name="metadata.version", feature_level=21), 0)], epoch=1, timestamp=1)
     for i in range(n):
         mlog.append_records([(TOPIC(name=f"t{i}", topic_id=uuid.UUID(int=i + 10)), 0)], epoch=1, timestamp=1)
-    mlog.commit_now()
+    mlog.flush_now()
     return mlog
 
 
 def _snapshot_now(mlog: MetadataLog) -> None:
     image, _ = load_image(mlog, MetadataImage)
-    assert isinstance(image, MetadataImage)
     mlog.write_snapshot(image.records(), image.offset, 1, 1)
 
 
@@ -42,7 +41,7 @@ def test_a_corrupt_newest_snapshot_falls_back_to_an_older_one(tmp_path: Path) ->
     _snapshot_now(mlog)
     for i in range(5, 8):
         mlog.append_records([(TOPIC(name=f"t{i}", topic_id=uuid.UUID(int=i + 10)), 0)], epoch=1, timestamp=1)
-    mlog.commit_now()
+    mlog.flush_now()
     _snapshot_now(mlog)
     newest = mlog.latest_snapshot()
     assert newest is not None and len(mlog.snapshots()) == 2
@@ -50,14 +49,14 @@ def test_a_corrupt_newest_snapshot_falls_back_to_an_older_one(tmp_path: Path) ->
     path.write_bytes(path.read_bytes()[:-30])
     image, result = load_image(mlog, MetadataImage)
     assert result.snapshot == mlog.snapshots()[0]
-    assert isinstance(image, MetadataImage) and set(image.topics.by_name) == {f"t{i}" for i in range(8)}
+    assert set(image.topics.by_name) == {f"t{i}" for i in range(8)}
 
 
 def test_no_readable_snapshot_and_a_truncated_log_start_is_a_load_error(tmp_path: Path) -> None:
     mlog = _log_with_topics(tmp_path, 20)
     _snapshot_now(mlog)
     mlog.append_records([(TOPIC(name="late", topic_id=uuid.UUID(int=999)), 0)], epoch=1, timestamp=1)
-    mlog.commit_now()
+    mlog.flush_now()
     assert mlog.apply_retention(now_ms=10**12) > 0 and mlog.start_offset > 0
     for sid in mlog.snapshots():
         mlog.snapshot_path(sid).write_bytes(b"garbage")
@@ -66,18 +65,32 @@ def test_no_readable_snapshot_and_a_truncated_log_start_is_a_load_error(tmp_path
 
 
 def test_snapshot_ahead_of_the_log_truncates_the_log_to_it(tmp_path: Path) -> None:
-    mlog = _log_with_topics(tmp_path, 6)
+    """The log on disk is shorter than the newest snapshot (a follower that fetched a snapshot
+    does this): the loader starts the log at the snapshot, as Kafka does, instead of replaying
+    the stale head and then appending after it."""
+    mlog = MetadataLog.open(tmp_path, LogConfig(linger_ms=0))
+    mlog.append_records([(FEATURE(name="metadata.version", feature_level=21), 0)], epoch=1, timestamp=1)
+    mlog.append_records([(TOPIC(name="t0", topic_id=uuid.UUID(int=10)), 0)], epoch=1, timestamp=1)
+    mlog.flush_now()
+    segment = next((tmp_path / "__cluster_metadata-0").glob("*.log"))
+    short = segment.stat().st_size  # the log as it will be left: offsets 0-1
+    for i in range(1, 6):
+        mlog.append_records([(TOPIC(name=f"t{i}", topic_id=uuid.UUID(int=i + 10)), 0)], epoch=1, timestamp=1)
+    mlog.flush_now()
     _snapshot_now(mlog)
     sid = mlog.latest_snapshot()
-    assert sid is not None
+    assert sid is not None and sid.end_offset == 7
     mlog.close()
-    seg_dir = tmp_path / "__cluster_metadata-0"
-    for seg in seg_dir.glob("*.log"):
-        seg.unlink()
+    with segment.open("r+b") as f:
+        f.truncate(short)
     reopened = MetadataLog.open(tmp_path, LogConfig(linger_ms=0))
+    assert reopened.end_offset == 2 < sid.end_offset  # the case: the log ends before the snapshot
     image, result = load_image(reopened, MetadataImage)
-    assert reopened.end_offset == sid.end_offset
-    assert isinstance(image, MetadataImage) and len(image.topics.by_name) == 6
+    assert (reopened.start_offset, reopened.end_offset, reopened.flushed_offset) == (7, 7, 6)
+    assert result.snapshot == sid and result.records_replayed == 0
+    assert set(image.topics.by_name) == {f"t{i}" for i in range(6)}
+    assert reopened.append_records([(TOPIC(name="next", topic_id=uuid.UUID(int=99)), 0)], epoch=1,
+                                   timestamp=1) == (7, 7)
 
 
 async def test_queued_events_past_their_deadline_time_out() -> None:
@@ -154,7 +167,7 @@ async def test_the_controller_snapshots_in_the_background_while_serving(tmp_path
         assert r.error_code == 0 and r.is_fenced is False
         sid = mlog.latest_snapshot()
         assert sid is not None
-        from metadata.snapshots import load_snapshot
+        from kraftsim.metadata.snapshots import load_snapshot
 
         names = [type(rec).__name__ for rec, _ in load_snapshot(mlog.snapshot_path(sid))]
         assert names.count("TopicRecord") == 50 and names.count("PartitionRecord") == 500

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from metadata import files
-from metadata import records as recs
-from metadata.batch import ControlRecordType, read_batches
-from metadata.log import LogConfig, MetadataLog
-from metadata.segments import LogFailedError, SegmentedLog, iter_file_batches
-from metadata.snapshots import SnapshotError, SnapshotId, list_snapshots, load_snapshot
+from kraftsim.metadata import files
+from kraftsim.metadata import records as recs
+from kraftsim.metadata.batch import ControlRecordType, read_batches
+from kraftsim.metadata.log import LogConfig, MetadataLog
+from kraftsim.metadata.segments import CorruptLogError, LogFailedError, SegmentedLog, iter_file_batches
+from kraftsim.metadata.snapshots import SnapshotError, SnapshotId, list_snapshots, load_snapshot
 
 NOOP = recs.by_name("NoOpRecord")
 TOPIC = recs.by_name("TopicRecord")
@@ -32,13 +32,13 @@ def open_log(tmp_path: Path, **kw: int) -> MetadataLog:
 
 
 def all_offsets(log: MetadataLog) -> list[int]:
-    return [r.offset for b in log.batches(0, committed_only=False) for r in b.records()]
+    return [r.offset for b in log.batches(0, flushed_only=False) for r in b.records()]
 
 
 def test_layout_matches_kafka(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_records([topic(0)], epoch=1, timestamp=1000)
-    log.commit_now()
+    log.flush_now()
     d = tmp_path / "__cluster_metadata-0"
     assert (d / "00000000000000000000.log").exists()
     assert (d / "partition.metadata").read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
@@ -46,14 +46,17 @@ def test_layout_matches_kafka(tmp_path: Path) -> None:
     log.close()
 
 
-def test_append_assigns_offsets_and_splits_batches_of_ten_thousand(tmp_path: Path) -> None:
+def test_append_assigns_offsets_and_splits_batches_at_eight_mib(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     first, last = log.append_records([topic(i) for i in range(25_000)], epoch=3, timestamp=5)
     assert (first, last) == (0, 24_999)
-    assert log.committed_offset == -1  # appended is not committed
-    log.commit_now()
+    assert log.flushed_offset == -1  # appended is not flushed
+    big = [bytes([i]) * (3 * 1024 * 1024) for i in range(5)]  # 15 MiB: 2 + 2 + 1 values per batch
+    assert log.append_values(big, epoch=3, timestamp=5) == (25_000, 25_004)
+    log.flush_now()
     batches = list(log.batches(0))
-    assert [b.records_count for b in batches] == [10_000, 10_000, 5_000]
+    assert [b.records_count for b in batches] == [25_000, 2, 2, 1]
+    assert [r.value for b in batches[1:] for r in b.records()] == big
     assert {b.partition_leader_epoch for b in batches} == {3}
     assert all(b.crc_valid() for b in batches)
     log.close()
@@ -70,9 +73,9 @@ async def test_group_commit_wakes_waiters_only_after_fsync(tmp_path: Path) -> No
 
     log.segments.sync = counting_sync  # type: ignore[method-assign]
     offsets = [log.append_records([topic(i)], epoch=1, timestamp=1)[1] for i in range(50)]
-    assert log.committed_offset == -1
-    await asyncio.wait_for(asyncio.gather(*(log.wait_committed(o) for o in offsets)), 10)
-    assert log.committed_offset == 49
+    assert log.flushed_offset == -1
+    await asyncio.wait_for(asyncio.gather(*(log.wait_flushed(o) for o in offsets)), 10)
+    assert log.flushed_offset == 49
     assert len(syncs) < 5  # one fsync covered many appends
     log.close()
 
@@ -80,7 +83,7 @@ async def test_group_commit_wakes_waiters_only_after_fsync(tmp_path: Path) -> No
 async def test_fsync_failure_fails_closed(tmp_path: Path) -> None:
     log = MetadataLog.open(tmp_path, LogConfig(linger_ms=0))
     _, ok = log.append_records([topic(0)], epoch=1, timestamp=1)
-    await log.wait_committed(ok)
+    await log.wait_flushed(ok)
 
     def broken() -> None:
         raise LogFailedError("injected fsync failure")
@@ -89,8 +92,8 @@ async def test_fsync_failure_fails_closed(tmp_path: Path) -> None:
     log.segments.failed = None
     _, bad = log.append_records([topic(1)], epoch=1, timestamp=1)
     with pytest.raises(LogFailedError):
-        await asyncio.wait_for(log.wait_committed(bad), 5)
-    assert log.committed_offset == ok
+        await asyncio.wait_for(log.wait_flushed(bad), 5)
+    assert log.flushed_offset == ok
     with pytest.raises(LogFailedError):
         log.append_records([topic(2)], epoch=1, timestamp=1)
 
@@ -98,7 +101,7 @@ async def test_fsync_failure_fails_closed(tmp_path: Path) -> None:
 def test_write_error_fails_closed(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_records([topic(0)], epoch=1, timestamp=1)
-    log.commit_now()
+    log.flush_now()
     os.close(log.segments.fileno())  # the next write hits EBADF
     with pytest.raises(LogFailedError):
         log.append_records([topic(1)], epoch=1, timestamp=1)
@@ -110,13 +113,17 @@ def test_write_error_fails_closed(tmp_path: Path) -> None:
     reopened.close()
 
 
-def _three_batch_log(tmp_path: Path) -> tuple[Path, list[int]]:
+def _three_batch_log(tmp_path: Path, recovery_point: int = 6) -> tuple[Path, list[int]]:
+    """Three batches of three records; the recovery point says the first two were fsynced and
+    the third was not (so the third may be a torn tail), unless told otherwise."""
     log = open_log(tmp_path)
     ends = []
     for i in range(3):
         log.append_records([topic(10 * i + j) for j in range(3)], epoch=1, timestamp=1)
         ends.append(log.segments.segments[-1].size)
     log.close()
+    files.write_recovery_point(tmp_path / "__cluster_metadata-0" / files.RECOVERY_POINT_CHECKPOINT,
+                               recovery_point, durable=True)
     return tmp_path / "__cluster_metadata-0" / "00000000000000000000.log", ends
 
 
@@ -125,6 +132,7 @@ def test_every_cut_inside_the_last_batch_keeps_exactly_the_earlier_batches(tmp_p
     original = seg.read_bytes()
     for cut in range(ends[1], ends[2]):
         seg.write_bytes(original[:cut])
+        files.write_recovery_point(seg.parent / files.RECOVERY_POINT_CHECKPOINT, 6, durable=True)
         log = open_log(tmp_path)
         assert all_offsets(log) == list(range(6)), cut
         assert seg.stat().st_size == ends[1]
@@ -141,9 +149,58 @@ def test_every_byte_flip_inside_the_last_batch_keeps_exactly_the_earlier_batches
         data = bytearray(original)
         data[pos] ^= 0x5A
         seg.write_bytes(bytes(data))
+        files.write_recovery_point(seg.parent / files.RECOVERY_POINT_CHECKPOINT, 6, durable=True)
         log = open_log(tmp_path)
         assert all_offsets(log) == list(range(6)), pos
         log.close()
+
+
+def test_a_flip_in_fsynced_data_is_refused_with_one_line_naming_where(tmp_path: Path) -> None:
+    seg, ends = _three_batch_log(tmp_path, recovery_point=9)  # all three batches were fsynced
+    data = bytearray(seg.read_bytes())
+    data[ends[1] + 40] ^= 0x5A  # inside the third batch's CRC-covered header
+    seg.write_bytes(bytes(data))
+    with pytest.raises(CorruptLogError) as e:
+        open_log(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and "00000000000000000000.log" in msg and f"at byte {ends[1]}" in msg
+    assert "(offset 6)" in msg and "below the recovery point 9" in msg and "--truncate-at 6" in msg
+    assert seg.stat().st_size == ends[2]  # nothing was cut
+
+
+def test_a_flip_followed_by_valid_batches_is_refused_even_after_the_recovery_point(tmp_path: Path) -> None:
+    seg, ends = _three_batch_log(tmp_path, recovery_point=0)
+    data = bytearray(seg.read_bytes())
+    data[ends[0] + 30] ^= 0x01  # the middle batch; the third is intact behind it
+    seg.write_bytes(bytes(data))
+    with pytest.raises(CorruptLogError, match=f"followed by a valid batch at position {ends[1]}"):
+        open_log(tmp_path)
+    assert seg.stat().st_size == ends[2]
+
+
+def test_garbage_appended_after_the_last_fsync_is_a_torn_tail(tmp_path: Path) -> None:
+    seg, ends = _three_batch_log(tmp_path, recovery_point=9)
+    with open(seg, "ab") as f:
+        f.write(os.urandom(300))
+    log = open_log(tmp_path)
+    assert all_offsets(log) == list(range(9)) and seg.stat().st_size == ends[2]
+    log.close()
+
+
+def test_a_corrupt_batch_in_an_older_segment_is_one_line_when_read(tmp_path: Path) -> None:
+    log = MetadataLog.open(tmp_path, LogConfig(linger_ms=0, segment_bytes=200))
+    for i in range(6):
+        log.append_records([topic(i)], epoch=1, timestamp=1)
+    log.close()
+    segs = sorted((tmp_path / "__cluster_metadata-0").glob("*.log"))
+    assert len(segs) > 2
+    data = bytearray(segs[0].read_bytes())
+    data[30] ^= 0xFF
+    segs[0].write_bytes(bytes(data))
+    log = MetadataLog.open(tmp_path, LogConfig(linger_ms=0, segment_bytes=200))
+    with pytest.raises(CorruptLogError, match=f"{segs[0].name} at byte 0 \\(offset 0\\)"):
+        list(log.batches(0))
+    log.close()
 
 
 def test_wrong_base_offset_in_the_tail_is_truncated(tmp_path: Path) -> None:
@@ -169,7 +226,7 @@ def test_segments_roll_and_reading_spans_them(tmp_path: Path) -> None:
     log = open_log(tmp_path, segment_bytes=500)
     for i in range(40):
         log.append_records([topic(i)], epoch=1, timestamp=1)
-    log.commit_now()
+    log.flush_now()
     names = sorted(p.name for p in (tmp_path / "__cluster_metadata-0").glob("*.log"))
     assert len(names) > 3
     assert names[0] == "00000000000000000000.log"
@@ -190,7 +247,7 @@ def test_control_batches_are_kept_apart(tmp_path: Path) -> None:
                                lc(version=0, leader_id=1, voters=[voter], granting_voters=[voter]))],
                              epoch=1, timestamp=1)
     log.append_records([topic(0)], epoch=1, timestamp=1)
-    log.commit_now()
+    log.flush_now()
     batches = list(log.batches(0))
     assert off == 0 and [b.is_control for b in batches] == [True, False]
     log.close()
@@ -200,7 +257,7 @@ def test_snapshot_write_read_and_retention(tmp_path: Path) -> None:
     log = open_log(tmp_path, segment_bytes=1500, retention_bytes=0)
     for i in range(60):
         log.append_records([topic(i)], epoch=2, timestamp=1_000 + i)
-    log.commit_now()
+    log.flush_now()
     items = [(FEATURE(name="metadata.version", feature_level=21), 0)] + [topic(i) for i in range(30)]
     sid = log.write_snapshot(items, last_offset=29, timestamp=5, last_contained_timestamp=1_029)
     assert sid == SnapshotId(30, 2)
@@ -225,7 +282,7 @@ def test_snapshot_write_read_and_retention(tmp_path: Path) -> None:
 def test_snapshot_files_are_atomic_and_validated(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_records([topic(0)], epoch=1, timestamp=1)
-    log.commit_now()
+    log.flush_now()
     sid = log.write_snapshot([topic(0)], last_offset=0, timestamp=1, last_contained_timestamp=1)
     d = tmp_path / "__cluster_metadata-0"
     assert not list(d.glob("*.part"))
@@ -266,3 +323,32 @@ def test_segmented_log_refuses_out_of_order_appends(tmp_path: Path) -> None:
         seg.append(b"x", 5, 6, 0)
     seg.close()
     assert list(iter_file_batches(tmp_path / "00000000000000000000.log")) == []
+
+
+def test_the_write_path_leaves_the_image_as_it_was_when_storage_refuses(tmp_path: Path) -> None:
+    from kraftsim.controller.result import ControllerResult
+    from kraftsim.metadata.segments import LogFailedError
+    from tests.controller_harness import WriteHarness
+
+    h = WriteHarness(directory=tmp_path)
+    before = (h.image.offset, dict(h.image.topics.by_name))
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, h.mlog.segments.fileno())
+    os.close(full)
+    with pytest.raises(LogFailedError):
+        h.writer.append(ControllerResult([(topic(1)[0], 0)], None))
+    assert (h.image.offset, dict(h.image.topics.by_name)) == before
+
+
+def test_the_write_path_appends_a_large_result_as_batches_of_ten_thousand(tmp_path: Path) -> None:
+    """Kafka's QuorumController.MAX_RECORDS_PER_BATCH, for results that need not be atomic."""
+    from kraftsim.controller.result import ControllerResult
+    from tests.controller_harness import WriteHarness
+
+    h = WriteHarness(directory=tmp_path)
+    start = h.next_offset
+    last = h.writer.append(ControllerResult([topic(i) for i in range(25_000)], None, atomic=False))
+    h.mlog.flush_now()
+    assert last == start + 24_999
+    sizes = [b.records_count for b in h.mlog.batches(start)]
+    assert sizes == [10_000, 10_000, 5_000] and len(h.image.topics.by_name) == 25_000

@@ -10,16 +10,16 @@ from collections.abc import Callable
 
 import pytest
 
-from controller.partition_change import (
+from kraftsim.controller.partition_change import (
     Election,
     PartitionChangeBuilder,
     build,
     election_from_wire,
 )
-from metadata import versions
-from metadata.image import MetadataImage
-from metadata.image.topics import RECOVERING, Partition
-from metadata.records import by_name
+from kraftsim.metadata import versions
+from kraftsim.metadata.image import MetadataImage
+from kraftsim.metadata.image.topics import RECOVERING, Partition
+from kraftsim.metadata.records import by_name
 
 R = by_name
 TID = uuid.UUID(int=0xBEEF)

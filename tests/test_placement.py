@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from controller.placement import InvalidReplicationFactor, StripedReplicaPlacer, UsableBroker
-from rpc.error_codes import ErrorCode
+from kraftsim.controller.placement import InvalidReplicationFactor, StripedReplicaPlacer, UsableBroker
+from kraftsim.rpc.error_codes import ErrorCode
 
 
 def brokers(n: int, racks: int = 0, fenced: tuple[int, ...] = ()) -> list[UsableBroker]:

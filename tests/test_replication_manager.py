@@ -9,44 +9,40 @@ from typing import Any
 
 import pytest
 
-from controller.config import Config
-from controller.context import ControllerContext
-from controller.replication import (
+from kraftsim.controller.replication import ReplicationControlManager
+from kraftsim.controller.result import ApiError, ControllerResult
+from kraftsim.controller.topic_configs import (
     DEFAULT_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
-    EXCESSIVE_BATCH,
     STATIC_BROKER_CONFIG,
     TOPIC_CONFIGS,
-    ReplicationControlManager,
 )
-from controller.result import ApiError, ControllerResult
-from metadata.image import MetadataImage
-from metadata.image.topics import MIGRATING, UNASSIGNED
-from metadata.records import by_name
-from rpc import registry
-from rpc.clock import ManualClock
-from rpc.error_codes import ErrorCode as E
-from rpc.uuids import ZERO
+from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE as EXCESSIVE_BATCH
+from kraftsim.metadata.directories import MIGRATING, UNASSIGNED
+from kraftsim.metadata.records import by_name
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.error_codes import ErrorCode as E
+from kraftsim.rpc.uuids import ZERO
+from tests.controller_harness import WriteHarness, request_context
 
 R = by_name
-CreateReq = registry.request_class(19)
-DeleteReq = registry.request_class(20)
+CreateReq = registry.request_class(ApiKey.CREATE_TOPICS)
+DeleteReq = registry.request_class(ApiKey.DELETE_TOPICS)
 DIR = [uuid.UUID(int=(i + 7) << 64) for i in range(64)]
 
 
 # ----- harness --------------------------------------------------------------------------------
 
-class Cluster:
-    """An image with registered (and by default unfenced) brokers, and a manager over it."""
+class Cluster(WriteHarness):
+    """Registered (and by default unfenced) brokers, and the manager, over the write path."""
 
     def __init__(self, brokers: Iterable[int] = (1, 2, 3), *, racks: dict[int, str] | None = None,
                  fenced: Iterable[int] = (), shutdown: Iterable[int] = (), level: int = 21,
                  dirs: dict[int, list[uuid.UUID]] | None = None, seed: int = 7,
                  config: dict[str, str] | None = None) -> None:
-        self.image = MetadataImage()
-        self.offset = 0
-        self.replay(R("FeatureLevelRecord")(name="metadata.version", feature_level=level))
+        super().__init__(level, config)
         brc = R("BrokerRegistrationChangeRecord")
         for b in brokers:
             d = (dirs or {}).get(b, [DIR[b]])
@@ -57,27 +53,17 @@ class Cluster:
                 self.replay(brc(broker_id=b, broker_epoch=100 + b, fenced=-1))
             if b in set(shutdown):
                 self.replay(brc(broker_id=b, broker_epoch=100 + b, in_controlled_shutdown=1))
-        raw = {"process.roles": "controller", "node.id": "3000"}
-        raw.update(config or {})
-        self.ctx = ControllerContext(image=self.image, config=Config(raw), clock=ManualClock(), node_id=3000,
-                                     cluster_id="c")
         ids = iter(range(1, 1 << 30))
         self.mgr = ReplicationControlManager(self.ctx, random.Random(seed),
                                              new_topic_id=lambda: uuid.UUID(int=next(ids) << 64 | 5))
 
-    def replay(self, record: Any) -> None:
-        self.offset += 1
-        self.image.replay(record, self.offset)
-
-    def apply(self, result: ControllerResult[Any]) -> Any:
-        assert result.atomic
-        for rec, _version in result.records:
-            self.replay(rec)
-        return result.response
+    def apply(self, result: ControllerResult[Any] | None) -> Any:
+        assert result is not None and result.atomic
+        return super().apply(result)
 
     def create(self, *topics: Any, version: int = 7, validate_only: bool = False, **kw: Any) -> Any:
         req = CreateReq(topics=list(topics), timeout_ms=1000, validate_only=validate_only)
-        return self.mgr.create_topics(req, version, None, **kw)
+        return self.mgr.create_topics(req, request_context(ApiKey.CREATE_TOPICS, version), **kw)
 
     def delete(self, names: Iterable[str] = (), ids: Iterable[uuid.UUID] = (), version: int = 6,
                states: Iterable[Any] = (), **kw: Any) -> Any:
@@ -87,7 +73,7 @@ class Cluster:
             req = DeleteReq(topics=topics, timeout_ms=1000)
         else:
             req = DeleteReq(topic_names=list(names), timeout_ms=1000)
-        return self.mgr.delete_topics(req, version, None, **kw)
+        return self.mgr.delete_topics(req, request_context(ApiKey.DELETE_TOPICS, version), **kw)
 
 
 def topic(name: str, partitions: int = 1, rf: int = 1, configs: dict[str, str | None] | None = None,
@@ -389,8 +375,15 @@ def test_quota_hook_marks_topic() -> None:
 def test_response_encodes_at_every_version() -> None:
     c = Cluster([1])
     resp = c.create(topic("a"), topic("b c")).response
-    for v in range(2, 8):
-        assert resp.encode(v)
+    cls = type(resp)
+    for v in range(0, 8):
+        back = cls.decode(resp.encode(v), v)
+        assert [(t.name, t.error_code) for t in back.topics] == [("a", 0), ("b c", E.INVALID_TOPIC_EXCEPTION)]
+        # v1+ carries messages, v5+ the partition count and effective configs, as the schema says.
+        absent = cls.CreatableTopicResult().error_message
+        assert back.topics[1].error_message == (resp.topics[1].error_message if v >= 1 else absent)
+        assert back.topics[0].num_partitions == (1 if v >= 5 else -1)
+        assert bool(back.topics[0].configs) == (v >= 5)
 
 
 # ----- DeleteTopics -----------------------------------------------------------------------------

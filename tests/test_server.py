@@ -8,17 +8,18 @@ import struct
 
 import pytest
 
-from rpc import frames, registry
-from rpc.client import KafkaClient
-from rpc.clock import ManualClock
-from rpc.dispatch import Dispatcher
-from rpc.error_codes import ErrorCode
-from rpc.server import KafkaServer
+from kraftsim.rpc import frames, registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.client import KafkaClient
+from kraftsim.rpc.clock import ManualClock
+from kraftsim.rpc.dispatch import Dispatcher
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.server import KafkaServer
 from tests.conftest import assert_closed, read_frame
 
-HB_REQ = registry.request_class(63)
-HB_RESP = registry.response_class(63)
-AV_REQ = registry.request_class(18)
+HB_REQ = registry.request_class(ApiKey.BROKER_HEARTBEAT)
+HB_RESP = registry.response_class(ApiKey.BROKER_HEARTBEAT)
+AV_REQ = registry.request_class(ApiKey.API_VERSIONS)
 
 
 class Features:

@@ -1,0 +1,96 @@
+"""The fleet's Raft observer against an in-process kraftsim controller: it catches up from the
+log, from a snapshot when the leader sends it there, and truncates a tail the leader's log does
+not have; in every case its image ends equal to the controller's."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kraftsim.broker.observer import MetadataObserver
+from tests import harness
+from tests.test_controller import CT, Cluster
+
+DIRECTORY = uuid.UUID(int=0x5EED << 64 | 9)
+
+
+def observer(c: Cluster) -> MetadataObserver:
+    return MetadataObserver([("127.0.0.1", c.running.server.port)], c.cluster_id, 4242, DIRECTORY)
+
+
+async def create(c: Cluster, *names: str, partitions: int = 5) -> None:
+    r: Any = await c.req(CT(topics=[CT.CreatableTopic(name=n, num_partitions=partitions, replication_factor=1)
+                                    for n in names], timeout_ms=5000), 7)
+    assert all(t.error_code == 0 for t in r.topics), r
+
+
+async def caught_up(obs: MetadataObserver, c: Cluster) -> None:
+    target = c.controller.raft.committed_offset
+    assert await obs.wait_applied(target, 20), (obs.applied_offset, target, obs.stats)
+
+
+async def test_the_observer_replays_the_log_into_the_controllers_image(tmp_path: Path) -> None:
+    c = Cluster(tmp_path)
+    await c.start()
+    obs = observer(c)
+    try:
+        epoch, _ = await c.register(1)
+        await c.unfence(1, epoch)
+        obs.start()
+        await create(c, "a", "b")
+        await caught_up(obs, c)
+        assert obs.image == c.controller.image and obs.stats.snapshots_loaded == 0
+        assert obs.image.topics.by_name["a"].partitions[0].leader == 1
+        # The controller lists the fleet's observer under its replica id and directory.
+        assert (4242, DIRECTORY) in c.controller.raft.observers
+    finally:
+        await obs.stop()
+        await c.stop()
+
+
+async def test_a_late_observer_starts_from_the_snapshot(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, **{"metadata_log_max_record_bytes_between_snapshots": "1"})
+    await c.start()
+    obs = observer(c)
+    try:
+        epoch, _ = await c.register(1)
+        await c.unfence(1, epoch)
+        await create(c, *(f"t{i}" for i in range(30)))
+        mlog = c.controller.mlog
+        await harness.poll_until(lambda: mlog.latest_snapshot() is not None, timeout=15)
+        obs.start()
+        await caught_up(obs, c)
+        assert obs.stats.snapshots_loaded == 1
+        assert obs.image == c.controller.image
+        assert obs.image.topics.partition_count == 150
+    finally:
+        await obs.stop()
+        await c.stop()
+
+
+async def test_a_tail_the_leader_does_not_have_is_truncated(tmp_path: Path) -> None:
+    c = Cluster(tmp_path)
+    await c.start()
+    obs = observer(c)
+    try:
+        epoch, _ = await c.register(1)
+        await c.unfence(1, epoch)
+        await create(c, "first")
+        obs.start()
+        await caught_up(obs, c)
+        await obs.stop()
+        # As if it had fetched three records the leader then lost: its next fetch claims them.
+        obs._fetch_offset += 3
+        await c.restart()  # a new leader epoch starts where the first one ended
+        await c.unfence(1, epoch)
+        await create(c, "second")
+        obs.bootstrap = [("127.0.0.1", c.running.server.port)]  # the restarted controller's new port
+        obs.start()
+        await caught_up(obs, c)
+        assert obs.stats.truncations == 1
+        assert obs.image == c.controller.image
+        assert set(obs.image.topics.by_name) == {"first", "second"}
+    finally:
+        await obs.stop()
+        await c.stop()

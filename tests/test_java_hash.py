@@ -1,0 +1,28 @@
+"""Java HashMap iteration order, which Kafka's CreateTopics follows when writing ConfigRecords."""
+
+from kraftsim.controller.java_hash import hash_map_order, string_hash
+
+
+def test_string_hash_matches_java() -> None:
+    # Values of String.hashCode() as Java 17 prints them.
+    assert string_hash("") == 0
+    assert string_hash("hello") == 99162322
+    assert string_hash("polygenelubricants") == -2147483648
+    assert string_hash("retention.ms") == -1339220362
+    assert string_hash("\U0001F600") == 1772899  # a surrogate pair counts as two UTF-16 units
+
+
+def test_order_is_by_bucket_then_insertion() -> None:
+    # "a" (97) and "q" (113) share bucket 1 of 16; "b" (98) is in bucket 2.
+    assert hash_map_order(["b", "q", "a"]) == ["q", "a", "b"]
+    assert hash_map_order(["a", "q", "b", "a"]) == ["a", "q", "b"]  # a repeated key keeps its first place
+
+
+def test_the_table_grows_past_twelve_keys() -> None:
+    # 13 keys resize the table to 32 buckets: "a" (97 -> 1) and "q" (113 -> 17) no longer share one.
+    keys = ["q", "a", *(f"k{i}" for i in range(11))]
+    order = hash_map_order(keys)
+    assert order.index("a") < order.index("q")
+    assert hash_map_order(keys[:12]).index("q") < hash_map_order(keys[:12]).index("a")
+    # java.util.HashMap filled with q, a, k0..k10 prints [a, k0, k1, k2, k3, k4, k5, k6, k10, k7, k8, k9, q].
+    assert order == ["a", "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k10", "k7", "k8", "k9", "q"]
