@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kio.serial import entity_reader, entity_writer  # noqa: E402
 
-from rpc import frames, registry  # noqa: E402
-from rpc.values import from_dict  # noqa: E402
+from kraftsim.rpc import frames, registry  # noqa: E402
+from kraftsim.rpc.values import from_dict  # noqa: E402
 from tests.peers import (  # noqa: E402
     kio_peer,
     kp_peer,

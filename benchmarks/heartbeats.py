@@ -27,8 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rpc import frames, registry  # noqa: E402
-from rpc.client import KafkaClient  # noqa: E402
+from kraftsim.rpc import frames, registry  # noqa: E402
+from kraftsim.rpc.api_keys import ApiKey  # noqa: E402
+from kraftsim.rpc.client import KafkaClient  # noqa: E402
 from tests import harness  # noqa: E402
 
 BROKERS = 200
@@ -158,8 +159,8 @@ async def paced(port: int, frames_: list[bytes], rate: int, seconds: float) -> l
 
 
 async def setup_brokers(port: int, cluster_id: str) -> list[bytes]:
-    reg = registry.request_class(62)
-    hb = registry.request_class(63)
+    reg = registry.request_class(ApiKey.BROKER_REGISTRATION)
+    hb = registry.request_class(ApiKey.BROKER_HEARTBEAT)
     c = await KafkaClient.connect("127.0.0.1", port)
     epochs = {}
     for b in range(BROKERS):
@@ -177,6 +178,38 @@ async def setup_brokers(port: int, cluster_id: str) -> list[bytes]:
     codec = frames.api_codec(63, 1)
     return [codec.encode_request(hb(broker_id=b, broker_epoch=epochs[b], current_metadata_offset=10**9), 7,
                                  f"broker-{b}") for b in range(BROKERS)]
+
+
+def handler_only() -> float:
+    """µs per no-change heartbeat in ClusterControlManager.heartbeat alone (no socket, no queue):
+    the floor under the end-to-end figure."""
+    import timeit
+
+    from kraftsim.controller.cluster import ClusterControlManager
+    from tests.controller_harness import WriteHarness, request_context
+
+    h = WriteHarness()
+    cm = ClusterControlManager(h.ctx)
+    cm.activate()
+    reg_cls, hb_cls = registry.request_class(ApiKey.BROKER_REGISTRATION), registry.request_class(ApiKey.BROKER_HEARTBEAT)
+    reg_ctx, hb_ctx = request_context(ApiKey.BROKER_REGISTRATION, 3), request_context(ApiKey.BROKER_HEARTBEAT, 1)
+    for b in range(1, 101):
+        req = reg_cls(broker_id=b, cluster_id=h.ctx.cluster_id, incarnation_id=uuid.uuid4(),
+                      listeners=[reg_cls.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol=0)],
+                      features=[reg_cls.Feature(name="metadata.version", min_supported_version=7,
+                                                max_supported_version=21)], log_dirs=[uuid.uuid4()])
+        epoch = h.apply(cm.register_broker(req, reg_ctx)).broker_epoch
+        h.apply(cm.heartbeat(hb_cls(broker_id=b, broker_epoch=epoch, current_metadata_offset=h.next_offset), hb_ctx))
+    reqs = [hb_cls(broker_id=b, broker_epoch=h.image.cluster.brokers[b].epoch, current_metadata_offset=h.next_offset)
+            for b in range(1, 101)]
+    hb = cm.heartbeat
+
+    def run() -> None:
+        for r in reqs:
+            hb(r, hb_ctx)
+
+    n = 50_000
+    return min(timeit.repeat(run, number=n // 100, repeat=5)) / n * 1e6
 
 
 def main() -> None:
@@ -197,7 +230,7 @@ def main() -> None:
             hb_frames = asyncio.run(setup_brokers(port, cid))
             rate, sample = asyncio.run(drive(port, hb_frames, args.seconds))
             assert sample is not None
-            _, resp = frames.decode_response(sample, 63, 1)
+            _, resp = frames.decode_response(sample, ApiKey.BROKER_HEARTBEAT, 1)
             assert resp.error_code == 0 and resp.is_fenced is False, resp
             echo_rate, _ = asyncio.run(drive(echo_port, hb_frames, args.seconds))
             lat = asyncio.run(paced(port, hb_frames, 5000, args.seconds))
@@ -208,6 +241,7 @@ def main() -> None:
             print(f"controller: {rate:,.0f} heartbeats/s; echo server: {echo_rate:,.0f} frames/s; "
                   f"ratio {rate / echo_rate:.2f}")
             print(f"paced at 5,000 heartbeats/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms ({len(lat):,} samples)")
+            print(f"the handler alone (no socket, no queue): {handler_only():.2f} µs per no-change heartbeat")
         finally:
             ctl.send_signal(signal.SIGTERM)
             echo.kill()

@@ -15,10 +15,10 @@ import gc
 import time
 import uuid
 
-from metadata import versions
-from metadata.image import MetadataImage
-from metadata.image.fast_replay import replay_framed
-from metadata.records import by_name, frame, unframe
+from kraftsim.metadata import versions
+from kraftsim.metadata.image import MetadataImage
+from kraftsim.metadata.image.fast_replay import replay_framed
+from kraftsim.metadata.records import by_name, frame, unframe
 
 
 def rss_bytes() -> int:

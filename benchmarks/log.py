@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from metadata import records as recs  # noqa: E402
-from metadata.batch import read_batches  # noqa: E402
-from metadata.log import LogConfig, MetadataLog  # noqa: E402
+from kraftsim.metadata import records as recs  # noqa: E402
+from kraftsim.metadata.batch import read_batches  # noqa: E402
+from kraftsim.metadata.log import LogConfig, MetadataLog  # noqa: E402
 
 PER_COMMIT = 10_000
 
@@ -59,7 +59,7 @@ async def bench_append(directory: Path, total: int) -> None:
     t0 = time.perf_counter()
     for chunk in chunks:
         _, last = log.append_values(chunk, epoch=1, timestamp=1)
-        await log.wait_committed(last)
+        await log.wait_flushed(last)
     t_log = time.perf_counter() - t0
     log.close()
 
@@ -79,7 +79,7 @@ async def bench_append(directory: Path, total: int) -> None:
     in_flight: list[asyncio.Future[None]] = []
     for chunk in chunks:
         _, last = glog.append_values(chunk, epoch=1, timestamp=1)
-        in_flight.append(asyncio.ensure_future(glog.wait_committed(last)))
+        in_flight.append(asyncio.ensure_future(glog.wait_flushed(last)))
         await asyncio.sleep(0)
         if len(in_flight) > 1:
             await in_flight.pop(0)
@@ -104,7 +104,7 @@ async def bench_append(directory: Path, total: int) -> None:
     t0 = time.perf_counter()
     for chunk in obj_chunks:
         _, last = log.append_records(chunk, epoch=1, timestamp=1)  # type: ignore[arg-type]
-        await log.wait_committed(last)
+        await log.wait_flushed(last)
     t_obj = time.perf_counter() - t0
     log.close()
 
@@ -117,11 +117,11 @@ async def bench_append(directory: Path, total: int) -> None:
 
 
 def bench_replay(total: int) -> None:
-    from metadata.image import MetadataImage  # type: ignore[attr-defined]
+    from kraftsim.metadata.image import MetadataImage  # type: ignore[attr-defined]
 
     items = partition_records(total // 100, 100)
     values = [recs.frame(r, v) for r, v in items]  # type: ignore[arg-type]
-    from metadata.image.fast_replay import replay_framed
+    from kraftsim.metadata.image.fast_replay import replay_framed
 
     image = MetadataImage()
     t0 = time.perf_counter()
@@ -143,7 +143,7 @@ def bench_replay(total: int) -> None:
 
 
 def bench_snapshot(directory: Path) -> None:
-    from metadata.image import MetadataImage  # type: ignore[attr-defined]
+    from kraftsim.metadata.image import MetadataImage  # type: ignore[attr-defined]
 
     base = rss_mib()
     image = MetadataImage()
@@ -160,13 +160,13 @@ def bench_snapshot(directory: Path) -> None:
     built = rss_mib()
     log = MetadataLog.open(directory / "snap", LogConfig(linger_ms=0))
     log.append_records([(recs.by_name("NoOpRecord")(), 0)] * 1, epoch=1, timestamp=1)
-    log.commit_now()
+    log.flush_now()
     t0 = time.perf_counter()
     sid = log.write_snapshot(image.records(), last_offset=0, timestamp=1, last_contained_timestamp=1)
     t_write = time.perf_counter() - t0
     size = log.snapshot_path(sid).stat().st_size
     del image
-    from metadata.loader import load_image
+    from kraftsim.metadata.loader import load_image
 
     t0 = time.perf_counter()
     fresh, _ = load_image(log, MetadataImage)

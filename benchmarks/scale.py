@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rpc import registry  # noqa: E402
-from rpc.client import KafkaClient  # noqa: E402
+from kraftsim.rpc import registry  # noqa: E402
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.client import KafkaClient  # noqa: E402
 from tests import harness  # noqa: E402
 
 BROKERS = 30
@@ -34,8 +35,8 @@ def rss_mib(pid: int) -> tuple[float, float]:
 
 
 async def register(port: int, cluster_id: str) -> None:
-    reg = registry.request_class(62)
-    hb = registry.request_class(63)
+    reg = registry.request_class(ApiKey.BROKER_REGISTRATION)
+    hb = registry.request_class(ApiKey.BROKER_HEARTBEAT)
     c = await KafkaClient.connect("127.0.0.1", port)
     for b in range(BROKERS):
         r = await c.request(reg(broker_id=b, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
@@ -50,7 +51,7 @@ async def register(port: int, cluster_id: str) -> None:
 
 
 async def create(port: int, topics: int, partitions: int) -> float:
-    ct = registry.request_class(19)
+    ct = registry.request_class(ApiKey.CREATE_TOPICS)
     names = [f"topic-{i:05d}" for i in range(topics)]
     chunks = [names[i:i + TOPICS_PER_REQUEST] for i in range(0, len(names), TOPICS_PER_REQUEST)]
     clients = [await KafkaClient.connect("127.0.0.1", port) for _ in range(CONNECTIONS)]
