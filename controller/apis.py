@@ -23,6 +23,7 @@ from kraftsim.controller.events import EventTimeoutError
 from kraftsim.controller.quorum import FatalControllerError, HandlerFaultError, QuorumController
 from kraftsim.controller.result import ApiError
 from kraftsim.controller.routes import ErrorBuilder, Route
+from kraftsim.controller.scram_credentials import describe_credentials
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import Dispatcher, Handler, RequestContext
@@ -40,7 +41,7 @@ class ControllerApis:
         c = self.controller
         return [*c.cluster.routes(), *c.replication.routes(), *c.features.routes(), *c.configuration.routes(),
                 *c.producer_ids.routes(), *c.alter_partition.routes(), *c.replica_directories.routes(),
-                *c.controllers.routes()]
+                *c.controllers.routes(), *c.client_quotas.routes(), *c.scram.routes()]
 
     def install(self, dispatcher: Dispatcher) -> None:
         """Serve every route, and Envelope (api 58), which re-enters ``dispatcher`` with the
@@ -53,6 +54,8 @@ class ControllerApis:
             registry.response_class(route.api_key)
         authorizer = self.controller.ctx.authorizer if self.controller.ctx is not None else None
         dispatcher.register(ApiKey.ENVELOPE, EnvelopeHandler(dispatcher, authorizer))
+        # Listed by a Kafka controller, but answered with an error whatever the state.
+        dispatcher.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, describe_credentials)
 
     def handler(self, route: Route) -> Handler:
         """The dispatcher handler for one route. Built once per route, with what it needs bound

@@ -16,9 +16,11 @@ colliding keys in a table of 64+, which Java turns into trees with their own ord
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 _MASK = 0xFFFFFFFF
+T = TypeVar("T")
 
 
 def _unsigned_hash(s: str) -> int:
@@ -67,3 +69,52 @@ def hash_map_order(keys: Iterable[str]) -> list[str]:
     """The distinct ``keys`` in the order a ``new HashMap<>()`` filled with them (in this order,
     a repeated key keeping its first place) iterates."""
     return hash_order(dict.fromkeys(keys))
+
+
+def table_size_for(capacity: int) -> int:
+    """HashMap.tableSizeFor: the power of two a ``new HashMap<>(capacity)`` starts with."""
+    n = 1
+    while n < capacity:
+        n *= 2
+    return n
+
+
+def hashmap_capacity(max_size: int, initial: int | None = None) -> int:
+    """The table size of a HashMap that once held ``max_size`` entries (a table never shrinks).
+
+    ``initial`` is the constructor's capacity argument (None: ``new HashMap<>()``, 16 buckets).
+    Small presized maps matter: a ``new HashMap<>(3)`` keeps 4 buckets for 3 keys, so its order
+    differs from a default map's."""
+    if initial is None:
+        cap, threshold = 16, 12
+    else:
+        cap = table_size_for(initial)
+        threshold = int(cap * 0.75)
+    for size in range(1, max_size + 1):
+        if size > threshold:
+            old = cap
+            cap *= 2
+            threshold = threshold * 2 if old >= 16 else int(cap * 0.75)
+    return cap
+
+
+def spread(h: int) -> int:
+    """HashMap.hash: the high half folded into the low one, on the unsigned 32-bit value."""
+    h &= _MASK
+    return h ^ (h >> 16)
+
+
+def order_by_hash(keys: Iterable[T], hash_of: Callable[[T], int], capacity: int) -> list[T]:
+    """``keys`` (distinct, in insertion order) in the order a HashMap of ``capacity`` buckets
+    iterates them, for keys whose ``hashCode`` is ``hash_of(key)``."""
+    mask = capacity - 1
+    return sorted(keys, key=lambda k: spread(hash_of(k)) & mask)
+
+
+def string_map_hash(entries: Iterable[tuple[str, str | None]]) -> int:
+    """``Map<String, String>.hashCode()``: the sum of ``key.hashCode() ^ value.hashCode()``
+    (a null value hashes to 0), as a signed 32-bit int."""
+    h = 0
+    for k, v in entries:
+        h = (h + (_unsigned_hash(k) ^ (0 if v is None else _unsigned_hash(v)))) & _MASK
+    return h - (1 << 32) if h & 0x80000000 else h

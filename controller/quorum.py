@@ -90,6 +90,8 @@ class QuorumController:
         self.alter_partition: Any = None
         self.replica_directories: Any = None
         self.controllers: Any = None
+        self.client_quotas: Any = None
+        self.scram: Any = None
         self._registering = False  # a self-registration is being written (or waits to retry)
         self._registration_failures = 0
         self.on_fatal: Callable[[BaseException], None] | None = None
@@ -149,6 +151,7 @@ class QuorumController:
 
     def _build_managers(self) -> None:
         from kraftsim.controller.alter_partition import AlterPartitionManager
+        from kraftsim.controller.client_quotas import ClientQuotaControlManager
         from kraftsim.controller.cluster import ClusterControlManager
         from kraftsim.controller.configuration import ConfigurationControlManager
         from kraftsim.controller.controller_registrations import ControllerRegistrations, LocalController
@@ -157,6 +160,7 @@ class QuorumController:
         from kraftsim.controller.producer_ids import ProducerIdControlManager
         from kraftsim.controller.replica_directories import ReplicaDirectoryManager
         from kraftsim.controller.replication import ReplicationControlManager
+        from kraftsim.controller.scram_credentials import ScramControlManager
 
         raft = self.raft
         assert raft is not None
@@ -173,6 +177,8 @@ class QuorumController:
         self.producer_ids = ProducerIdControlManager(self.ctx, self.cluster)
         self.alter_partition = AlterPartitionManager(self.ctx, self.cluster)
         self.replica_directories = ReplicaDirectoryManager(self.ctx, self.cluster)
+        self.client_quotas = ClientQuotaControlManager(self.ctx)
+        self.scram = ScramControlManager(self.ctx)
         self.controllers = ControllerRegistrations(self.ctx, LocalController(
             self.node_id, self.features.supported_features(), self.zk_migration_ready()))
 

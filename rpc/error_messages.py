@@ -1,0 +1,37 @@
+"""Kafka's generic message per error code (``Errors.message()``), and ApiError.fromThrowable.
+
+Some of Kafka's whole-request error responses carry the code's generic message instead of the
+exception's (AlterClientQuotas), and ``ApiError.fromThrowable`` drops a message that only
+repeats the generic one, or any message of UNKNOWN_SERVER_ERROR (so nothing internal leaks).
+Only the codes a controller's whole-request failures can carry are listed.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from kraftsim.rpc.error_codes import ErrorCode
+
+GENERIC_MESSAGES: Final[dict[int, str]] = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
+    ErrorCode.REQUEST_TIMED_OUT: "The request timed out.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.UNSUPPORTED_VERSION: "The version of API is not supported.",
+    ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
+    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "
+                               "library or the message was sent to an incompatible broker. See the broker logs "
+                               "for more details.",
+    ErrorCode.POLICY_VIOLATION: "Request parameters do not satisfy the configured policy.",
+}
+
+
+def generic_message(code: int) -> str | None:
+    """``Errors.forCode(code).message()`` (None for a code not listed)."""
+    return GENERIC_MESSAGES.get(int(code))
+
+
+def from_throwable_message(code: int, message: str | None) -> str | None:
+    """The message ``ApiError.fromThrowable`` keeps for an exception of ``code`` with ``message``."""
+    if int(code) == ErrorCode.UNKNOWN_SERVER_ERROR or message == GENERIC_MESSAGES.get(int(code)):
+        return None
+    return message
