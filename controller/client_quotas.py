@@ -188,18 +188,35 @@ def config_keys(entity: dict[str, str | None]) -> dict[str, str]:
 
 
 def is_valid_ip_entity(name: str | None) -> bool:
-    """The default ip entity, an IPv4 or IPv6 literal (IPv6 optionally in brackets), or
-    localhost; host names are not looked up (see the module's docstring)."""
+    """The default ip entity, an address literal as Java reads one, or localhost; host names
+    are not looked up (see the module's docstring)."""
     if name is None or name == "localhost":
         return True
-    if name.startswith("[") and name.endswith("]") and len(name) > 2:
-        return _parses(ipaddress.IPv6Address, name[1:-1])
-    return _parses(ipaddress.IPv4Address, name) or _parses(ipaddress.IPv6Address, name)
+    if name.startswith("["):
+        return name.endswith("]") and len(name) > 2 and _ipv6_literal(name[1:-1])
+    return java_ipv4_literal(name) or _ipv6_literal(name)
 
 
-def _parses(kind: Any, text: str) -> bool:
+def java_ipv4_literal(text: str) -> bool:
+    """IPAddressUtil.textToNumericFormatV4: one to four decimal parts ("10.1" is 10.0.0.1), the
+    last filling the bytes left; leading zeros are decimal; at most 15 characters."""
+    if not 0 < len(text) <= 15:
+        return False
+    parts = text.split(".")
+    if len(parts) > 4 or not all(p and p.isascii() and p.isdigit() for p in parts):
+        return False
+    *head, last = (int(p) for p in parts)
+    return all(v <= 0xFF for v in head) and last < 1 << (8 * (5 - len(parts)))
+
+
+def _ipv6_literal(text: str) -> bool:
+    """An IPv6 literal; a scope id only as a number (Java also takes the name of one of this
+    host's interfaces)."""
+    address, _, scope = text.partition("%")
+    if "%" in text and not (scope.isascii() and scope.isdigit()):
+        return False
     try:
-        kind(text)
+        ipaddress.IPv6Address(address)
     except ValueError:
         return False
     return True

@@ -26,3 +26,24 @@ def test_the_table_grows_past_twelve_keys() -> None:
     assert hash_map_order(keys[:12]).index("q") < hash_map_order(keys[:12]).index("a")
     # java.util.HashMap filled with q, a, k0..k10 prints [a, k0, k1, k2, k3, k4, k5, k6, k10, k7, k8, k9, q].
     assert order == ["a", "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k10", "k7", "k8", "k9", "q"]
+
+
+def test_presized_maps_keep_their_small_tables() -> None:
+    from kraftsim.controller.java_hash import hashmap_capacity, order_by_hash
+
+    types = ["user", "client-id", "ip"]
+    # Java 17: a new HashMap<>(3) of these prints [client-id, user, ip]; a new HashMap<>() [ip, client-id, user].
+    assert hashmap_capacity(3, initial=3) == 4 and hashmap_capacity(3) == 16
+    assert order_by_hash(types, string_hash, hashmap_capacity(3, initial=3)) == ["client-id", "user", "ip"]
+    assert order_by_hash(types, string_hash, hashmap_capacity(3)) == ["ip", "client-id", "user"]
+    # new HashMap<>(1) grows to 2 buckets at its first entry and 4 at its second; (0) likewise.
+    assert [hashmap_capacity(n, initial=1) for n in (1, 2, 3, 4)] == [2, 4, 4, 8]
+    assert hashmap_capacity(13) == 32 and hashmap_capacity(12) == 16
+
+
+def test_string_map_hash_is_javas_map_hash_code() -> None:
+    from kraftsim.controller.java_hash import string_map_hash
+
+    # Objects.hash(Map.of("user", "alice", "client-id" -> null)) is -1807702073 in Java 17: 31 + the map's hash.
+    assert 31 + string_map_hash([("user", "alice"), ("client-id", None)]) == -1807702073
+    assert string_map_hash([]) == 0
