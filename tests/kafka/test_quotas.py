@@ -227,6 +227,8 @@ async def test_alter_user_scram_credentials(shared_pair: d.Pair) -> None:
                                                                upsert("s-dup3")])),
         Call("deleted and upserted", scram(deletions=[delete("s-bob", 2)], upsertions=[upsert("s-bob")])),
         Call("deleted twice", scram(deletions=[delete("s-carol"), delete("s-carol")])),
+        Call("a failed deletion, then an upsertion", scram(deletions=[delete("s-ghost")], upsertions=[upsert("s-ghost")])),
+        Call("non-ASCII names", scram(upsertions=[upsert(n) for n in ("ünï", "\U0001F600", "日本", "Ω")])),
         Call("both mechanisms deleted", scram(deletions=[delete("s-alice", 1), delete("s-alice", 2)])),
         Call("empty name", scram(upsertions=[upsert("")], deletions=[delete("")])),
         Call("unknown mechanisms", scram(upsertions=[upsert("s-m0", 0), upsert("s-m3", 3)],
@@ -282,3 +284,25 @@ async def test_scram_before_metadata_version_3_5(pair_factory: Any) -> None:
     finally:
         await close(pair)
     assert errors(t, "upsert") == [("s-old", 35, "The current metadata.version does not support SCRAM")]
+
+
+async def test_alter_client_quotas_nan_and_non_ascii_names(shared_pair: d.Pair) -> None:
+    # NaN passes every check Kafka makes (each is a comparison NaN fails), and Double.equals finds
+    # NaN equal to NaN, so setting it again writes nothing. NaN != NaN in Python, so the two
+    # transcripts are compared as JSON text, which spells every field out, NaN included.
+    nan = float("nan")
+    names = ["ünï", "\U0001F600", "日本", "a", "Ω", "z\u0300"]  # hashed over UTF-16 units, as Java does
+    steps = [
+        Call("NaN DOUBLE", alter((user("q-nan"), [("request_percentage", nan)]))),
+        Call("NaN again", alter((user("q-nan"), [("request_percentage", nan)]))),
+        Call("NaN LONG", alter((user("q-nan"), [("producer_byte_rate", nan)]))),
+        Call("NaN INT", alter(([("ip", "192.0.2.99")], [("connection_creation_rate", nan)]))),
+        Call("non-ASCII names", alter(*[(user(n), [("producer_byte_rate", 1.0)]) for n in names])),
+    ]
+    a, b = await d.run(shared_pair, steps)
+    if d.dumps(a) != d.dumps(b):
+        d.assert_same(a, b)  # shows the first differing step
+        raise AssertionError(f"transcripts differ:\n{d.dumps(a)}\n{d.dumps(b)}")
+    t = d.Transcript(a)
+    assert t["NaN again"]["records"] == [] and len(t["NaN INT"]["records"]) == 1
+    assert [e[0][0][1] for e in errors(t, "non-ASCII names")] != names  # a hash order, not the request's
