@@ -306,3 +306,28 @@ async def test_alter_client_quotas_nan_and_non_ascii_names(shared_pair: d.Pair) 
     t = d.Transcript(a)
     assert t["NaN again"]["records"] == [] and len(t["NaN INT"]["records"]) == 1
     assert [e[0][0][1] for e in errors(t, "non-ASCII names")] != names  # a hash order, not the request's
+
+
+async def test_forwarded_inside_an_envelope(shared_pair: d.Pair) -> None:
+    """What a broker forwards for its clients: the inner responses compared byte for byte."""
+    from kraftsim.controller.envelope import serialize_principal
+    from kraftsim.rpc.messages import EnvelopeRequest
+
+    def forward(build: d.Builder, version: int) -> d.Builder:
+        def wrap(side: d.Side) -> Message:
+            inner = encode_request(build(side), version, 77, "the-client")[4:]
+            return EnvelopeRequest(request_data=inner, request_principal=serialize_principal("User:alice"),
+                                   client_host_address=b"\x0a\x01\x02\x03")
+        return wrap
+
+    steps = [
+        Call("quota", forward(alter((user("q-fwd"), [("producer_byte_rate", 100.0)]),
+                                    (user(""), [("producer_byte_rate", 1.0)])), 1)),
+        Call("quota v0", forward(alter((user("q-fwd0"), [("consumer_byte_rate", 1.5)])), 0)),
+        Call("credential", forward(scram(upsertions=[upsert("s-fwd"), upsert("s-fwd-bad", iterations=1)]), 0)),
+        Call("credential deleted", forward(scram(deletions=[delete("s-fwd")]), 0)),
+    ]
+    t = await d.check(shared_pair, steps)
+    assert t.record_types("quota") == ["ClientQuotaRecord"]
+    assert t.record_types("credential") == ["UserScramCredentialRecord"]
+    assert t.error("quota") == 0 and t.response("quota")["response_data"]
