@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import hashlib
 import json
 import os
 import pprint
@@ -43,6 +44,8 @@ UF = registry.request_class(57)
 CT = registry.request_class(19)
 DT = registry.request_class(20)
 AV = registry.request_class(18)
+ACQ = registry.request_class(49)
+AUSC = registry.request_class(51)
 
 
 # -- the log on disk ----------------------------------------------------------------------------
@@ -524,6 +527,42 @@ def update_features(*updates: tuple[str, int, int], validate_only: bool = False,
 
 def api_versions(software: str = "kraftsim-tests", version: str = "1.0") -> Builder:
     return lambda side: AV(client_software_name=software, client_software_version=version)
+
+
+QuotaOp = tuple[str, float | None]  # (key, value); a None value removes the key
+QuotaEntity = list[tuple[str, str | None]]  # (entity type, name); a None name is the default entity
+
+
+def alter_client_quotas(*entries: tuple[QuotaEntity, list[QuotaOp]], validate_only: bool = False) -> Builder:
+    def build(side: Side) -> Message:
+        return ACQ(validate_only=validate_only, entries=[
+            ACQ.EntryData(entity=[ACQ.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                          ops=[ACQ.OpData(key=k, value=0.0 if v is None else v, remove=v is None) for k, v in ops])
+            for entity, ops in entries])
+    return build
+
+
+def user_entity(name: str | None) -> QuotaEntity:
+    return [("user", name)]
+
+
+def scram_upsertion(name: str, mechanism: int = 1, iterations: int = 4096, salt: bytes = b"fixed-salt",
+                    password: str = "secret", salted_password: bytes | None = None) -> Any:
+    """The client's half of SCRAM (KIP-554): the salt is the scenario's, so both sides store the
+    same keys. ``salted_password`` overrides the PBKDF2 of ``password``."""
+    if salted_password is None:
+        digest = "sha512" if mechanism == 2 else "sha256"
+        salted_password = hashlib.pbkdf2_hmac(digest, password.encode(), salt, min(max(iterations, 1), 16384))
+    return AUSC.ScramCredentialUpsertion(name=name, mechanism=mechanism, iterations=iterations, salt=salt,
+                                         salted_password=salted_password)
+
+
+def scram_deletion(name: str, mechanism: int = 1) -> Any:
+    return AUSC.ScramCredentialDeletion(name=name, mechanism=mechanism)
+
+
+def alter_scram(*, deletions: Sequence[Any] = (), upsertions: Sequence[Any] = ()) -> Builder:
+    return lambda side: AUSC(deletions=list(deletions), upsertions=list(upsertions))
 
 
 def fenced(*broker_ids: int) -> Callable[[list[LoggedRecord]], bool]:

@@ -7,7 +7,6 @@ SCRAM salts are chosen by the client, so the scenarios supply them and every rec
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import pytest
@@ -20,46 +19,14 @@ from tests.kafka.differential import Call, Raw
 
 pytestmark = pytest.mark.kafka
 
-ACQ = registry.request_class(49)
 DCQ = registry.request_class(48)
-AUSC = registry.request_class(51)
 DUSC = registry.request_class(50)
 
-Op = tuple[str, float | None]  # (key, value); None removes
-Entity = list[tuple[str, str | None]]
-
-
-def alter(*entries: tuple[Entity, list[Op]], validate_only: bool = False) -> d.Builder:
-    def build(side: d.Side) -> Message:
-        return ACQ(validate_only=validate_only, entries=[
-            ACQ.EntryData(entity=[ACQ.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-                          ops=[ACQ.OpData(key=k, value=0.0 if v is None else v, remove=v is None) for k, v in ops])
-            for entity, ops in entries])
-    return build
-
-
-def user(name: str | None) -> Entity:
-    return [("user", name)]
-
-
-def salted(password: str, salt: bytes, iterations: int, mechanism: int) -> bytes:
-    return hashlib.pbkdf2_hmac("sha256" if mechanism == 1 else "sha512", password.encode(), salt, iterations)
-
-
-def upsert(name: str, mechanism: int = 1, iterations: int = 4096, salt: bytes = b"fixed-salt",
-           password: str = "secret", salted_password: bytes | None = None) -> Any:
-    sp = salted(password, salt, min(max(iterations, 1), 16384), mechanism if mechanism in (1, 2) else 1) \
-        if salted_password is None else salted_password
-    return AUSC.ScramCredentialUpsertion(name=name, mechanism=mechanism, iterations=iterations, salt=salt,
-                                         salted_password=sp)
-
-
-def delete(name: str, mechanism: int = 1) -> Any:
-    return AUSC.ScramCredentialDeletion(name=name, mechanism=mechanism)
-
-
-def scram(*, deletions: list[Any] = (), upsertions: list[Any] = ()) -> d.Builder:  # type: ignore[assignment]
-    return lambda side: AUSC(deletions=list(deletions), upsertions=list(upsertions))
+alter = d.alter_client_quotas
+user = d.user_entity
+upsert = d.scram_upsertion
+delete = d.scram_deletion
+scram = d.alter_scram
 
 
 def errors(t: d.Transcript, label: str) -> list[tuple[Any, int, str | None]]:
