@@ -72,6 +72,20 @@ class KafkaPythonAdmin:
         r = await self._run(self.admin.delete_topics, [name])
         assert all(t["error_code"] == 0 for t in r["topics"]), r
 
+    async def upsert_scram(self, user: str, mechanism: int, password: str, iterations: int) -> None:
+        from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
+
+        r = await self._run(self.admin.alter_user_scram_credentials, [
+            UserScramCredentialUpsertion(user, ScramMechanism(mechanism), password, iterations=iterations)])
+        assert r == {user: None}, r
+
+    async def delete_scram(self, user: str, mechanism: int) -> None:
+        from kafka.admin import ScramMechanism, UserScramCredentialDeletion
+
+        r = await self._run(self.admin.alter_user_scram_credentials, [
+            UserScramCredentialDeletion(user, ScramMechanism(mechanism))])
+        assert r == {user: None}, r
+
     async def close(self) -> None:
         await self._run(self.admin.close)
 

@@ -5,6 +5,8 @@ needs the controller to take Envelope."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,6 +102,34 @@ async def test_admin_client_through_the_fleet(kraftsim_fleet: tuple[KraftsimNode
     admin = fleet_clients.CLIENTS[client](f"127.0.0.1:{port}")
     try:
         await fleet_clients.admin_round_trip(admin, view, f"through-{client}", FLEET_IDS)
+    finally:
+        await admin.close()
+        await view.stop()
+
+
+# aiokafka has no SCRAM admin API; confluent-kafka 2.16.1 refuses the request before sending it
+# ("AlterUserScramCredentials API (KIP-554) not supported by broker") although the listener lists
+# api 51 v0: not investigated yet.
+@pytest.mark.parametrize("client", ["kafka-python"])
+async def test_scram_credentials_through_the_fleet(kraftsim_fleet: tuple[KraftsimNode, FleetProcess, int],
+                                                   client: str) -> None:
+    """The client salts and hashes the password (KIP-554), the listener forwards the request, and
+    the controller keeps the keys SCRAM authentication derives from that password and salt."""
+    node, _, port = kraftsim_fleet
+    view = await ready(node)
+    admin = fleet_clients.CLIENTS[client](f"127.0.0.1:{port}")
+    user = f"scram-{client}"
+    try:
+        await admin.upsert_scram(user, 2, "s3cret", 8192)
+        await view.until(lambda img: (user, 2) in img.scram.credentials, 30, f"{user}'s credential in the log")
+        cred = view.image.scram.credentials[(user, 2)]
+        salted = hashlib.pbkdf2_hmac("sha512", b"s3cret", cred.salt, 8192)
+        client_key = hmac.new(salted, b"Client Key", "sha512").digest()
+        assert cred.iterations == 8192 and len(cred.salt) > 0
+        assert cred.stored_key == hashlib.sha512(client_key).digest()
+        assert cred.server_key == hmac.new(salted, b"Server Key", "sha512").digest()
+        await admin.delete_scram(user, 2)
+        await view.until(lambda img: (user, 2) not in img.scram.credentials, 30, f"{user}'s credential deleted")
     finally:
         await admin.close()
         await view.stop()
