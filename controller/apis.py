@@ -44,9 +44,9 @@ class ControllerApis:
                 *c.controllers.routes(), *c.client_quotas.routes(), *c.scram.routes()]
 
     def install(self, dispatcher: Dispatcher) -> None:
-        """Serve every route, and Envelope (api 58), which re-enters ``dispatcher`` with the
-        request inside it, so whatever else is registered there (the Raft APIs) is forwardable
-        too."""
+        """Serve every route; Envelope (api 58), which re-enters ``dispatcher`` with the request
+        inside it, so whatever else is registered there (the Raft APIs) is forwardable too; and
+        DescribeUserScramCredentials (api 50), which a Kafka controller lists but always fails."""
         dispatcher.features = self.controller  # ApiVersions: supported/finalized features
         for route in self.routes():
             dispatcher.register(route.api_key, self.handler(route))
@@ -54,7 +54,6 @@ class ControllerApis:
             registry.response_class(route.api_key)
         authorizer = self.controller.ctx.authorizer if self.controller.ctx is not None else None
         dispatcher.register(ApiKey.ENVELOPE, EnvelopeHandler(dispatcher, authorizer))
-        # Listed by a Kafka controller, but answered with an error whatever the state.
         dispatcher.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, describe_credentials)
 
     def handler(self, route: Route) -> Handler:
