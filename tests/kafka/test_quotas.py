@@ -207,6 +207,10 @@ async def test_alter_user_scram_credentials(shared_pair: d.Pair) -> None:
                                                      upsert("s-ineg", iterations=-1)])),
         Call("an empty salted password", scram(upsertions=[upsert("s-empty", salted_password=b"")])),
         Call("an empty salt", scram(upsertions=[upsert("s-nosalt", salt=b"")])),
+        Call("an empty salted password among others", scram(
+            upsertions=[upsert("s-mix-a"), upsert("s-mix-b", salted_password=b""), upsert("s-mix-c", iterations=1),
+                        upsert("s-mix-d", 2), upsert("s-mix-e", salted_password=b"")],
+            deletions=[delete("s-mix-gone")])),
         Call("a salted password of any length", scram(upsertions=[upsert("s-short", salted_password=b"x")])),
         Call("many users, some bad", scram(
             upsertions=[upsert(f"s-many-{i}", 1 if i % 2 else 2, iterations=4096 if i % 5 else 100)
