@@ -88,6 +88,7 @@ class QuorumController:
         self.configuration: Any = None
         self.producer_ids: Any = None
         self.alter_partition: Any = None
+        self.elections: Any = None
         self.replica_directories: Any = None
         self.controllers: Any = None
         self._registering = False  # a self-registration is being written (or waits to retry)
@@ -152,6 +153,7 @@ class QuorumController:
         from kraftsim.controller.cluster import ClusterControlManager
         from kraftsim.controller.configuration import ConfigurationControlManager
         from kraftsim.controller.controller_registrations import ControllerRegistrations, LocalController
+        from kraftsim.controller.elections import LeaderElectionManager
         from kraftsim.controller.features import FeatureControlManager
         from kraftsim.controller.heartbeats import BrokerHeartbeatManager
         from kraftsim.controller.producer_ids import ProducerIdControlManager
@@ -172,6 +174,7 @@ class QuorumController:
         self.configuration = ConfigurationControlManager(self.ctx)
         self.producer_ids = ProducerIdControlManager(self.ctx, self.cluster)
         self.alter_partition = AlterPartitionManager(self.ctx, self.cluster)
+        self.elections = LeaderElectionManager(self.ctx, self.cluster)
         self.replica_directories = ReplicaDirectoryManager(self.ctx, self.cluster)
         self.controllers = ControllerRegistrations(self.ctx, LocalController(
             self.node_id, self.features.supported_features(), self.zk_migration_ready()))

@@ -111,6 +111,10 @@ def kafka_configs(*args: str, timeout: float = 120) -> ToolResult:
     return run_tool("kafka.admin.ConfigCommand", *args, timeout=timeout)
 
 
+def kafka_leader_election(*args: str, timeout: float = 120) -> ToolResult:
+    return run_tool("org.apache.kafka.tools.LeaderElectionCommand", *args, timeout=timeout)
+
+
 def kafka_acls(*args: str, timeout: float = 120) -> ToolResult:
     return run_tool("kafka.admin.AclCommand", *args, timeout=timeout)
 

@@ -20,6 +20,7 @@ import pytest
 from tests.kafka.harness import (
     KafkaNode,
     KraftsimNode,
+    kafka_leader_election,
     kafka_metadata_quorum,
     kafka_topics,
     random_cluster_id,
@@ -100,12 +101,12 @@ class Cluster:
         return AdminClient({"bootstrap.servers": self.bootstrap})
 
     def partitions(self, topic: str) -> dict[int, tuple[int, list[int], list[int]]] | None:
-        """{partition: (leader, replicas, isr)} as a broker's metadata cache has it."""
+        """{partition: (leader, replicas in order, sorted isr)} as a broker's metadata cache has it."""
         md = self.admin().list_topics(topic, timeout=10)
         t = md.topics.get(topic)
         if t is None or t.error is not None:
             return None
-        return {p.id: (p.leader, sorted(p.replicas), sorted(p.isrs)) for p in t.partitions.values()}
+        return {p.id: (p.leader, list(p.replicas), sorted(p.isrs)) for p in t.partitions.values()}
 
     def all_unfenced(self) -> bool:
         return self.broker_counts() == (len(self.brokers), 0)
@@ -230,7 +231,7 @@ def test_kill_9_fences_moves_leaders_shrinks_isrs_and_the_broker_rejoins(cluster
                   lambda: (p := c.partitions("orders")) and all(
                       leader != 3 and 3 not in isr for leader, _, isr in p.values()) and p)
     assert {pid for pid, (leader, _, _) in before.items() if leader == 3}, "broker 3 led something before"
-    assert all(r == list(BROKER_IDS) for _, r, _ in after.values())  # replicas stay, ISRs shrank
+    assert all(sorted(r) == list(BROKER_IDS) for _, r, _ in after.values())  # replicas stay, ISRs shrank
     acked = produce(c, "orders", 500, "while-down")  # min.insync.replicas=2 still holds
     victim.start(timeout=120)
     until("broker 3 unfenced again", c.all_unfenced, 60)
@@ -238,6 +239,14 @@ def test_kill_9_fences_moves_leaders_shrinks_isrs_and_the_broker_rejoins(cluster
           lambda: (p := c.partitions("orders")) and all(isr == list(BROKER_IDS) for _, _, isr in p.values()), 90)
     seen = consume(c, "orders", "after-kill", len(acked))
     assert acked <= set(seen)
+    # Leadership it lost stays away until a preferred election (ElectLeaders) gives it back.
+    moved = {pid for pid, (leader, replicas, _) in c.partitions("orders").items() if leader != replicas[0]}
+    assert moved, "broker 3 led partitions before the kill and leads none now"
+    elected = kafka_leader_election("--bootstrap-server", c.bootstrap, "--election-type", "PREFERRED",
+                                    "--all-topic-partitions").check()
+    assert all(f"orders-{pid}" in elected.stdout for pid in moved), elected.stdout
+    until("every orders partition led by its preferred replica",
+          lambda: (p := c.partitions("orders")) and all(leader == replicas[0] for leader, replicas, _ in p.values()))
 
 
 def test_sigterm_is_a_controlled_shutdown(cluster: Cluster) -> None:
