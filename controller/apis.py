@@ -40,7 +40,7 @@ class ControllerApis:
         c = self.controller
         return [*c.cluster.routes(), *c.replication.routes(), *c.features.routes(), *c.configuration.routes(),
                 *c.producer_ids.routes(), *c.alter_partition.routes(), *c.elections.routes(),
-                *c.replica_directories.routes(), *c.controllers.routes()]
+                *c.reassignments.routes(), *c.replica_directories.routes(), *c.controllers.routes()]
 
     def install(self, dispatcher: Dispatcher) -> None:
         """Serve every route, and Envelope (api 58), which re-enters ``dispatcher`` with the

@@ -89,6 +89,7 @@ class QuorumController:
         self.producer_ids: Any = None
         self.alter_partition: Any = None
         self.elections: Any = None
+        self.reassignments: Any = None
         self.replica_directories: Any = None
         self.controllers: Any = None
         self._registering = False  # a self-registration is being written (or waits to retry)
@@ -157,6 +158,7 @@ class QuorumController:
         from kraftsim.controller.features import FeatureControlManager
         from kraftsim.controller.heartbeats import BrokerHeartbeatManager
         from kraftsim.controller.producer_ids import ProducerIdControlManager
+        from kraftsim.controller.reassignments import ReassignmentManager
         from kraftsim.controller.replica_directories import ReplicaDirectoryManager
         from kraftsim.controller.replication import ReplicationControlManager
 
@@ -175,6 +177,7 @@ class QuorumController:
         self.producer_ids = ProducerIdControlManager(self.ctx, self.cluster)
         self.alter_partition = AlterPartitionManager(self.ctx, self.cluster)
         self.elections = LeaderElectionManager(self.ctx, self.cluster)
+        self.reassignments = ReassignmentManager(self.ctx, self.cluster)
         self.replica_directories = ReplicaDirectoryManager(self.ctx, self.cluster)
         self.controllers = ControllerRegistrations(self.ctx, LocalController(
             self.node_id, self.features.supported_features(), self.zk_migration_ready()))

@@ -135,7 +135,7 @@ class KnownDivergence:
 
 
 # The api keys a Kafka 3.9 controller serves that kraftsim does not serve yet (later issues add them).
-NOT_SERVED_YET = frozenset({7, 17, 29, 30, 31, 32, 36, 38, 39, 40, 41, 45, 46, 49, 50, 51, 80, 81, 82})
+NOT_SERVED_YET = frozenset({7, 17, 29, 30, 31, 32, 36, 38, 39, 40, 41, 49, 50, 51, 80, 81, 82})
 
 CONTROLLER_APIS = KnownDivergence(
     "controller APIs not served yet",

@@ -8,6 +8,7 @@ and each leaves the cluster whole (all brokers running and unfenced) for the nex
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.request
@@ -22,6 +23,7 @@ from tests.kafka.harness import (
     KraftsimNode,
     kafka_leader_election,
     kafka_metadata_quorum,
+    kafka_reassign_partitions,
     kafka_topics,
     random_cluster_id,
 )
@@ -247,6 +249,26 @@ def test_kill_9_fences_moves_leaders_shrinks_isrs_and_the_broker_rejoins(cluster
     assert all(f"orders-{pid}" in elected.stdout for pid in moved), elected.stdout
     until("every orders partition led by its preferred replica",
           lambda: (p := c.partitions("orders")) and all(leader == replicas[0] for leader, replicas, _ in p.values()))
+
+
+def test_kafka_reassign_partitions_moves_a_replica(cluster: Cluster, tmp_path: Path) -> None:
+    """kafka-reassign-partitions --execute, then --verify until done: broker 2 copies the
+    partition from broker 1, joins the ISR (AlterPartition), and the controller completes the
+    move by dropping broker 1."""
+    c = cluster
+    bs = ("--bootstrap-server", c.bootstrap)
+    kafka_topics(*bs, "--create", "--topic", "moving", "--replica-assignment", "1").check()
+    until("moving has its leader", lambda: (p := c.partitions("moving")) and p[0][0] == 1)
+    acked = produce(c, "moving", 1_000, "moved")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": [2]}]}))
+    started = kafka_reassign_partitions(*bs, "--reassignment-json-file", str(plan), "--execute").check()
+    assert "Successfully started partition reassignment" in started.stdout, started.stdout
+    until("the reassignment verified complete",
+          lambda: "Reassignment of partition moving-0 is completed" in kafka_reassign_partitions(
+              *bs, "--reassignment-json-file", str(plan), "--verify").stdout, 120, every=1)
+    assert c.partitions("moving") == {0: (2, [2], [2])}
+    assert set(consume(c, "moving", "after-move", len(acked))) == acked
 
 
 def test_sigterm_is_a_controlled_shutdown(cluster: Cluster) -> None:
