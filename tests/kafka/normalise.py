@@ -159,10 +159,53 @@ CONTROLLER_REGISTRATION = Normalisation(
     "without it); tests/kafka/test_files.py::test_activation_records_with_controller_registration compares "
     "the log with it, record by record.")
 
+RAFT = Normalisation(
+    "Raft responses: offsets relative, records decoded, times and ports masked",
+    "Fetch, FetchSnapshot and DescribeQuorum carry log offsets at every level (high watermark, log start and "
+    "end offsets, diverging-epoch and snapshot end offsets): each is taken relative to the scenario's start "
+    "as OFFSETS does. A Fetch's records are decoded and compared one by one from the fetch offset on (BATCHES: "
+    "the batch holding the fetch offset may start earlier on one side), control records by type. Snapshot "
+    "bytes depend on batch timestamps and are compared by length class only ('snapshot bytes'). "
+    "Last-fetch and caught-up times are wall clock ('time'), and listener ports differ per side ('port').")
+
+# Raft responses: fields holding offsets or times at any depth (RAFT).
+RAFT_TOPS = frozenset({"FetchResponse", "FetchSnapshotResponse", "DescribeQuorumResponse"})
+RAFT_OFFSET_ATTRS = frozenset({"high_watermark", "log_start_offset", "last_stable_offset", "log_end_offset",
+                               "end_offset"})
+RAFT_TIME_ATTRS = frozenset({"last_fetch_timestamp", "last_caught_up_timestamp"})
+
+
+def raft_records(data: bytes, view: SideView, fetch_offset: int) -> list[Any]:
+    """A Fetch's records as comparable entries, from ``fetch_offset`` on (RAFT)."""
+    from kraftsim.metadata.batch import IncompleteBatchError, decode_control_record, read_batches
+    from kraftsim.metadata.records import unframe
+
+    out: list[Any] = []
+    try:
+        for batch in read_batches(data):
+            for rec in batch.records():
+                if rec.offset < fetch_offset:
+                    continue
+                if batch.is_control:
+                    ctl = decode_control_record(rec)
+                    out.append({"offset": view.offset(rec.offset), "control": type(ctl[1]).__name__ if ctl else "?"})
+                    continue
+                assert rec.value is not None
+                msg, version = unframe(rec.value)
+                name = type(msg).__name__
+                if name in DROPPED_RECORDS:
+                    continue
+                out.append({"offset": view.offset(rec.offset), "type": name, "version": version,
+                            "fields": normalise_record(msg, view)})
+    except IncompleteBatchError:
+        pass
+    return out
+
+
 # Records left out of transcripts, offsets renumbered around them.
 DROPPED_RECORDS = {"NoOpRecord": TIMER_RECORDS, "RegisterControllerRecord": CONTROLLER_REGISTRATION}
 
-ALL = (OFFSETS, TOPIC_IDS, UNKNOWN_UUIDS, PLACEMENT, BATCHES, TIMER_RECORDS, CONTROLLER_REGISTRATION, HASH_ORDER, PUBLICATION_LAG, DUMP_JSON, TOOL_OUTPUT, SHELL_CATCH_UP, THROTTLE)
+ALL = (OFFSETS, TOPIC_IDS, UNKNOWN_UUIDS, PLACEMENT, BATCHES, TIMER_RECORDS, CONTROLLER_REGISTRATION, HASH_ORDER, PUBLICATION_LAG, DUMP_JSON, TOOL_OUTPUT, SHELL_CATCH_UP, THROTTLE, RAFT)
 
 # Where offsets live: (message class name, field attribute).
 OFFSET_FIELDS: frozenset[tuple[str, str]] = frozenset({
@@ -185,6 +228,7 @@ class SideView:
     placed_topics: set[str] = field(default_factory=set)  # created without manual assignments
     unknown: dict[uuid.UUID, str] = field(default_factory=dict)
     dropped: list[int] = field(default_factory=list)  # offsets of DROPPED_RECORDS seen, ascending
+    fetch_offset: int = 0  # the last Fetch's offset, from which its records are compared (RAFT)
 
     def uuid(self, u: uuid.UUID) -> Any:
         if u.int >> 96 == SCENARIO_UUID_PREFIX or u.int in (0, 1):
@@ -232,6 +276,16 @@ def normalise(obj: Any, view: SideView, cls_name: str | None = None, mask: bool 
                 out[attr] = sorted(normalise(v, view, top, mask), key=repr)
             elif (top, attr) in OFFSET_FIELDS and isinstance(v, int) and name == top:
                 out[attr] = view.offset(v)
+            elif top in RAFT_TOPS and isinstance(v, int) and attr in RAFT_OFFSET_ATTRS:
+                out[attr] = view.offset(v) if v >= 0 else v
+            elif top in RAFT_TOPS and isinstance(v, int) and attr in RAFT_TIME_ATTRS:
+                out[attr] = "time" if v >= 0 else v
+            elif top in RAFT_TOPS and attr == "port":
+                out[attr] = "port"
+            elif top == "FetchResponse" and attr == "records":
+                out[attr] = raft_records(bytes(v or b""), view, view.fetch_offset)
+            elif top == "FetchSnapshotResponse" and attr == "unaligned_records":
+                out[attr] = "snapshot bytes" if v else v
             else:
                 out[attr] = normalise(v, view, top, mask)
         return out
