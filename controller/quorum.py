@@ -89,6 +89,7 @@ class QuorumController:
         self.producer_ids: Any = None
         self.alter_partition: Any = None
         self.replica_directories: Any = None
+        self.acls: Any = None
         self.controllers: Any = None
         self._registering = False  # a self-registration is being written (or waits to retry)
         self._registration_failures = 0
@@ -148,6 +149,7 @@ class QuorumController:
                  mlog.end_offset - 1)
 
     def _build_managers(self) -> None:
+        from kraftsim.controller.acls import AclControlManager
         from kraftsim.controller.alter_partition import AlterPartitionManager
         from kraftsim.controller.cluster import ClusterControlManager
         from kraftsim.controller.configuration import ConfigurationControlManager
@@ -173,6 +175,7 @@ class QuorumController:
         self.producer_ids = ProducerIdControlManager(self.ctx, self.cluster)
         self.alter_partition = AlterPartitionManager(self.ctx, self.cluster)
         self.replica_directories = ReplicaDirectoryManager(self.ctx, self.cluster)
+        self.acls = AclControlManager(self.ctx)
         self.controllers = ControllerRegistrations(self.ctx, LocalController(
             self.node_id, self.features.supported_features(), self.zk_migration_ready()))
 

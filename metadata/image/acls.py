@@ -1,7 +1,9 @@
 """ACLs by id (AccessControlEntryRecord / RemoveAccessControlEntryRecord).
 
 Each ACL has a random id chosen by the controller; removal is by id and removing an unknown id is
-a fatal replay error, as in AclControlManager.
+a fatal replay error, as in AclControlManager. ``bindings`` counts the ids holding each binding,
+kept in step by ``swap_acl``: CreateAcls asks it whether a binding already exists (Kafka's
+``existingAcls``) without walking every ACL.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ class Acl:
 
 
 class AclsImage:
-    __slots__ = ("by_id",)
+    __slots__ = ("by_id", "bindings")
 
     def __init__(self) -> None:
         self.by_id: dict[uuid.UUID, Acl] = {}
+        self.bindings: dict[Acl, int] = {}
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AclsImage):
@@ -63,6 +66,13 @@ class AclsImage:
         old = self.by_id.pop(acl_id, None) if acl is None else self.by_id.get(acl_id)
         if acl is not None:
             self.by_id[acl_id] = acl
+            self.bindings[acl] = self.bindings.get(acl, 0) + 1
+        if old is not None:
+            n = self.bindings[old] - 1
+            if n:
+                self.bindings[old] = n
+            else:
+                del self.bindings[old]
         return old
 
 
