@@ -107,7 +107,8 @@ def binding(creation: Any) -> Acl:
 
 
 def invalid_new_acl(acl: Acl) -> str | None:
-    """AclControlManager.validateNewAcl: why the controller refuses to store ``acl``, or None."""
+    """AclControlManager.validateNewAcl (as in the 3.9.2 jars): why the controller refuses to
+    store ``acl``, or None."""
     if acl.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
         return f"Invalid resourceType {ResourceType(acl.resource_type).name}"
     if acl.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
@@ -118,6 +119,9 @@ def invalid_new_acl(acl: Acl) -> str | None:
         return f"Invalid permissionType {AclPermissionType(acl.permission_type).name}"
     if not acl.resource_name:
         return "Resource name should not be empty"
+    if ":" not in acl.principal:  # Kafka 3.9.2 (not 3.9.0): the authorizer could not read it
+        return (f"Could not parse principal from `{acl.principal}` (no colon is present separating the "
+                "principal type from the principal name)")
     return None
 
 

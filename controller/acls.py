@@ -107,7 +107,7 @@ class AclControlManager:
                     acl_id = self.new_id()
                 ids.add(acl_id)
                 records.append((acl_record(acl_id, acl), 0))
-            results.append(CR.AclCreationResult(error_code=0, error_message=None))
+            results.append(CR.AclCreationResult(error_code=0, error_message=""))  # Kafka: the schema default
         return ControllerResult(records, CR(throttle_time_ms=0, results=results), atomic=True)
 
     # ----- DeleteAcls ---------------------------------------------------------------------------
@@ -164,7 +164,7 @@ class AclControlManager:
                 acls=[DA.AclDescription(principal=a.principal, host=a.host, operation=a.operation,
                                         permission_type=a.permission_type) for a in sorted(acls, key=sort_key)])
             for (rtype, name, ptype), acls in sorted(grouped.items())]
-        return ControllerResult([], DA(throttle_time_ms=0, error_code=0, error_message=None, resources=resources))
+        return ControllerResult([], DA(throttle_time_ms=0, error_code=0, error_message="", resources=resources))
 
 
 def request_problem(acl: Acl) -> str | None:

@@ -90,7 +90,20 @@ HASH_ORDER = Normalisation(
     "walking a HashSet of topic ids, and it finds the partitions a broker is in (or the leaderless ones) by "
     "walking an index keyed by topic id (BrokersToIsrs); topic ids are random, so the order across topics "
     "is too. Within a step, each run of consecutive RemoveTopicRecords is compared sorted by topic, and each "
-    "run of consecutive PartitionChangeRecords sorted by (topic, partition), offsets re-dealt in that order.")
+    "run of consecutive PartitionChangeRecords sorted by (topic, partition), offsets re-dealt in that order. "
+    "ACLs too: DescribeAcls groups bindings in a HashMap keyed by resource pattern and a HashSet of entries "
+    "(enums hash by identity, so the order changes per JVM), and DeleteAcls lists each filter's matches, and "
+    "writes its RemoveAccessControlEntryRecords, in the order of a HashMap and a HashSet keyed by random ACL "
+    "ids: DescribeAclsResponse.Resources and each resource's Acls, DeleteAclsFilterResult.MatchingAcls, and "
+    "each run of consecutive RemoveAccessControlEntryRecords (by normalised id) are compared sorted.")
+
+ACL_PUBLICATION_LAG = Normalisation(
+    "DescribeAcls waits until the authorizer has loaded the log's ACLs",
+    "A Kafka controller answers DescribeAcls from its StandardAuthorizer, which the MetadataLoader updates a "
+    "moment after the ACL records commit, so a DescribeAcls right after a CreateAcls or DeleteAcls may not see "
+    "it yet. Before a DescribeAcls step (when the side has an authorizer) the driver asks DescribeAcls for "
+    "everything, with a deadline, until the bindings it gets are those the side's log holds (acls_settled); "
+    "then the step's own request is sent and compared like any other.")
 
 PUBLICATION_LAG = Normalisation(
     "ApiVersions is asked again until it has seen the last feature change",
@@ -135,12 +148,12 @@ class KnownDivergence:
 
 
 # The api keys a Kafka 3.9 controller serves that kraftsim does not serve yet (later issues add them).
-NOT_SERVED_YET = frozenset({7, 17, 29, 30, 31, 32, 33, 36, 38, 39, 40, 41, 43, 45, 46, 49, 50, 51, 80, 81, 82})
+NOT_SERVED_YET = frozenset({7, 17, 32, 33, 36, 38, 39, 40, 41, 43, 45, 46, 49, 50, 51, 80, 81, 82})
 
 CONTROLLER_APIS = KnownDivergence(
     "controller APIs not served yet",
     "ApiVersionsResponse.ApiKeys: a Kafka 3.9 controller also serves the api keys in NOT_SERVED_YET "
-    "(ControlledShutdown, SaslHandshake, ACLs, AlterConfigs, quotas, SCRAM, delegation tokens, reassignments, "
+    "(ControlledShutdown, SaslHandshake, AlterConfigs, quotas, SCRAM, delegation tokens, reassignments, "
     "ElectLeaders, ...: the admin API of issue 12). Their "
     "entries are left out of the general comparison; every entry both serve is compared with its versions.",
     "tests/kafka/test_api_versions.py::test_api_versions_lists_every_controller_api",
@@ -162,7 +175,8 @@ CONTROLLER_REGISTRATION = Normalisation(
 # Records left out of transcripts, offsets renumbered around them.
 DROPPED_RECORDS = {"NoOpRecord": TIMER_RECORDS, "RegisterControllerRecord": CONTROLLER_REGISTRATION}
 
-ALL = (OFFSETS, TOPIC_IDS, UNKNOWN_UUIDS, PLACEMENT, BATCHES, TIMER_RECORDS, CONTROLLER_REGISTRATION, HASH_ORDER, PUBLICATION_LAG, DUMP_JSON, TOOL_OUTPUT, SHELL_CATCH_UP, THROTTLE)
+ALL = (OFFSETS, TOPIC_IDS, UNKNOWN_UUIDS, PLACEMENT, BATCHES, TIMER_RECORDS, CONTROLLER_REGISTRATION, HASH_ORDER,
+       PUBLICATION_LAG, ACL_PUBLICATION_LAG, DUMP_JSON, TOOL_OUTPUT, SHELL_CATCH_UP, THROTTLE)
 
 # Where offsets live: (message class name, field attribute).
 OFFSET_FIELDS: frozenset[tuple[str, str]] = frozenset({
@@ -228,7 +242,8 @@ def normalise(obj: Any, view: SideView, cls_name: str | None = None, mask: bool 
             v = getattr(obj, attr)
             if attr in masked:
                 out[attr] = normalise(masked[attr].mask(v, obj), view, top, mask)
-            elif (top, attr) == ("DeleteTopicsResponse", "responses") and name == top:  # HASH_ORDER
+            elif ((top, attr) == ("DeleteTopicsResponse", "responses") and name == top) \
+                    or (top, attr) in HASH_ORDERED_ACL_FIELDS:  # HASH_ORDER
                 out[attr] = sorted(normalise(v, view, top, mask), key=repr)
             elif (top, attr) in OFFSET_FIELDS and isinstance(v, int) and name == top:
                 out[attr] = view.offset(v)
@@ -270,9 +285,14 @@ def normalise_record(rec: Any, view: SideView) -> Any:
     return out
 
 
+# (response, field) at any depth: lists Kafka builds from hash maps and sets (HASH_ORDER).
+HASH_ORDERED_ACL_FIELDS = frozenset({("DescribeAclsResponse", "resources"), ("DescribeAclsResponse", "acls"),
+                                     ("DeleteAclsResponse", "matching_acls")})
+
 _SORTED_RUNS: dict[str, Callable[[dict[str, Any]], tuple[str, int]]] = {
     "RemoveTopicRecord": lambda f: (repr(f["topic_id"]), 0),
     "PartitionChangeRecord": lambda f: (repr(f["topic_id"]), int(f["partition_id"])),
+    "RemoveAccessControlEntryRecord": lambda f: (repr(f["id"]), 0),
 }
 
 
