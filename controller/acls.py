@@ -74,9 +74,14 @@ class AclControlManager:
         return self.ctx.config.get("authorizer.class.name").strip() == STANDARD_AUTHORIZER
 
     def _authorize_cluster(self, context: RequestContext, op: AclOperation) -> None:
-        """AuthHelper.authorizeClusterOperation."""
+        """AuthHelper.authorizeClusterOperation. Kafka's message prints the JVM's request object
+        (connection id, buffer positions); this one names what identifies the request."""
         if not self.ctx.authorizer.authorize(context, op, ResourceType.CLUSTER, CLUSTER_NAME):
-            raise ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+            raise ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, (
+                f"Request Request(apiKey={ApiKey(context.api_key).name}, apiVersion={context.api_version}, "
+                f"principal={context.principal}, clientAddress={context.client_address}, "
+                f"listenerName=ListenerName({context.listener}), securityProtocol={context.security_protocol}, "
+                f"forwarded={str(context.from_envelope).lower()}) is not authorized."))
 
     # ----- CreateAcls ---------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ cases in tests/kafka/test_acls.py check the same paths against a real controller
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,12 @@ from tests import harness
 from tests.test_controller import Cluster, log_records
 from tests.test_envelope import envelope, unwrap
 
+SUPER = "User:ANONYMOUS"  # super.users in the fixture
+
 # Codes (Kafka's ResourceType, PatternType, AclOperation, AclPermissionType).
 TOPIC, GROUP, CLUSTER, ANY_TYPE = 2, 3, 4, 1
 ANY, MATCH, LITERAL, PREFIXED = 1, 2, 3, 4
-READ, WRITE, ALL_OPS, ANY_OP, DESCRIBE = 3, 4, 2, 1, 8
+READ, WRITE, ALL_OPS, ANY_OP, ALTER, DESCRIBE = 3, 4, 2, 1, 7, 8
 DENY, ALLOW, ANY_PERM = 2, 3, 1
 
 
@@ -73,7 +76,7 @@ def acl_records(c: Cluster) -> list[str]:
 
 @pytest.fixture
 async def c(tmp_path: Path) -> Any:
-    cluster = Cluster(tmp_path, authorizer_class_name=STANDARD_AUTHORIZER, super_users="User:ANONYMOUS")
+    cluster = Cluster(tmp_path, authorizer_class_name=STANDARD_AUTHORIZER, super_users=SUPER)
     await cluster.start()
     try:
         yield cluster
@@ -214,17 +217,18 @@ async def test_acls_survive_a_restart(c: Cluster) -> None:
 
 
 async def test_create_and_delete_inside_an_envelope(c: Cluster) -> None:
-    r = await c.req(envelope(CA(creations=[acl("t"), acl("t", rtype=ANY_TYPE)]), 3))
+    """Forwarded for a super user (ACLs are enforced on the forwarded principal: see below)."""
+    r = await c.req(envelope(CA(creations=[acl("t"), acl("t", rtype=ANY_TYPE)]), 3, principal=SUPER))
     _, inner = unwrap(r, 30, 3)
     assert results(inner) == [(E.UNKNOWN_SERVER_ERROR, None)] * 2
-    r = await c.req(envelope(CA(creations=[acl("t")]), 2))
+    r = await c.req(envelope(CA(creations=[acl("t")]), 2, principal=SUPER))
     _, inner = unwrap(r, 30, 2)
     assert results(inner) == [(0, "")]
-    r = await c.req(envelope(DA(filters=[flt("t", rtype=TOPIC, pattern=LITERAL)]), 1))
+    r = await c.req(envelope(DA(filters=[flt("t", rtype=TOPIC, pattern=LITERAL)]), 1, principal=SUPER))
     _, inner = unwrap(r, 31, 1)
     assert matched(inner.filter_results[0]) == [(TOPIC, "t", LITERAL, "User:alice")]
     # what Kafka cannot parse inside an envelope: UNSUPPORTED_VERSION, no payload
-    r = await c.req(envelope(DA(filters=[flt(rtype=0)]), 3))
+    r = await c.req(envelope(DA(filters=[flt(rtype=0)]), 3, principal=SUPER))
     assert (r.error_code, r.response_data) == (E.UNSUPPORTED_VERSION, None)
 
 
@@ -234,3 +238,88 @@ async def test_over_ten_thousand_new_acls_fail_whole(c: Cluster) -> None:
     assert acl_records(c) == []
     r = await c.req(CA(creations=[acl(f"t{i % 10_000}") for i in range(20_000)]), 3)
     assert set(results(r)) == {(0, "")} and len(c.controller.image.acls.by_id) == 10_000
+
+
+# -- the StandardAuthorizer enforces what is stored ---------------------------------------------------
+
+async def test_without_super_users_anonymous_is_refused(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, authorizer_class_name=STANDARD_AUTHORIZER)
+    await c.start()
+    try:
+        r = await c.req(CA(creations=[acl("t"), acl("u")]), 3)
+        assert [code for code, _ in results(r)] == [E.CLUSTER_AUTHORIZATION_FAILED] * 2
+        assert results(r)[0][1].startswith("Request Request(apiKey=CREATE_ACLS, apiVersion=3, principal=User:ANONYMOUS")
+        r = await c.req(describe(), 3)
+        assert r.error_code == E.CLUSTER_AUTHORIZATION_FAILED and r.resources == []
+        assert acl_records(c) == []
+    finally:
+        await c.stop()
+
+
+async def test_allow_everyone_until_the_resource_has_acls(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, authorizer_class_name=STANDARD_AUTHORIZER, allow_everyone_if_no_acl_found="true")
+    await c.start()
+    try:
+        alice_alters = acl("kafka-cluster", rtype=CLUSTER, op=ALTER, principal="User:alice")
+        assert results(await c.req(CA(creations=[alice_alters]), 3)) == [(0, "")]
+        # the cluster now has an ACL, and none matches ANONYMOUS: denied from now on
+        r = await c.req(CA(creations=[acl("t")]), 3)
+        assert results(r)[0][0] == E.CLUSTER_AUTHORIZATION_FAILED
+        # so is ANONYMOUS's Envelope (CLUSTER_ACTION on the cluster), whoever it forwards
+        r = await c.req(envelope(CA(creations=[acl("t")]), 3, principal="User:alice"))
+        assert r.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    finally:
+        await c.stop()
+
+
+async def test_forwarded_principals_are_judged_by_the_acls(c: Cluster) -> None:
+    """ANONYMOUS (the envelope's sender) is a super user; the principal it forwards is not."""
+    async def forwarded_create(principal: str) -> int:
+        _, inner = unwrap(await c.req(envelope(CA(creations=[acl("t")]), 3, principal=principal)), 30, 3)
+        return inner.results[0].error_code
+
+    assert await forwarded_create("User:alice") == E.CLUSTER_AUTHORIZATION_FAILED
+    grant = acl("kafka-cluster", rtype=CLUSTER, op=ALTER, principal="User:alice", host="10.1.2.3")  # the client's
+    assert results(await c.req(CA(creations=[grant]), 3)) == [(0, "")]
+    assert await forwarded_create("User:alice") == 0
+    assert await forwarded_create("User:bob") == E.CLUSTER_AUTHORIZATION_FAILED
+    # a DENY of everything for everyone from that host wins over alice's ALLOW
+    deny = acl("kafka-cluster", rtype=CLUSTER, op=ALL_OPS, principal="User:*", host="10.1.2.3", perm=DENY)
+    assert results(await c.req(CA(creations=[deny]), 3)) == [(0, "")]
+    assert await forwarded_create("User:alice") == E.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_standard_authorizer_rules() -> None:
+    """Resource patterns, principals, hosts and implied operations, over a real ACL slice."""
+    from kraftsim.controller.authorizer import AclOperation as Op
+    from kraftsim.controller.authorizer import ResourceType as RT
+    from kraftsim.controller.standard_authorizer import StandardAuthorizer
+    from kraftsim.metadata.image.acls import AclsImage, replay_acl
+    from kraftsim.metadata.messages import AccessControlEntryRecord
+    from kraftsim.rpc.dispatch import RequestContext
+
+    image = AclsImage()
+    for n, (name, pattern, principal, host, op, perm) in enumerate([
+            ("orders", LITERAL, "User:alice", "*", READ, ALLOW),
+            ("logs-", PREFIXED, "User:alice", "*", 11, ALLOW),  # ALTER_CONFIGS
+            ("*", LITERAL, "User:*", "10.0.0.9", WRITE, ALLOW),
+            ("logs-secret", LITERAL, "User:alice", "*", 11, DENY)]):
+        replay_acl(image, AccessControlEntryRecord(
+            id=uuid.UUID(int=n + 1), resource_type=TOPIC, resource_name=name, pattern_type=pattern,
+            principal=principal, host=host, operation=op, permission_type=perm), None)
+    auth = StandardAuthorizer(lambda: image, ["User:root"], allow_if_no_acl=False)
+
+    def may(principal: str, op: Op, name: str, host: str = "10.0.0.1", rtype: RT = RT.TOPIC) -> bool:
+        ctx = RequestContext(0, 0, 0, "c", principal=principal, client_address=host)
+        return auth.authorize(ctx, op, rtype, name)
+
+    assert may("User:alice", Op.READ, "orders") and may("User:alice", Op.DESCRIBE, "orders")  # READ implies it
+    assert not may("User:alice", Op.WRITE, "orders") and not may("User:bob", Op.READ, "orders")
+    assert may("User:alice", Op.ALTER_CONFIGS, "logs-app") and may("User:alice", Op.DESCRIBE_CONFIGS, "logs-app")
+    assert not may("User:alice", Op.ALTER_CONFIGS, "logs-secret")  # the literal DENY wins over the prefix
+    assert may("User:alice", Op.DESCRIBE_CONFIGS, "logs-secret")  # it denies ALTER_CONFIGS only
+    assert not may("User:alice", Op.ALTER_CONFIGS, "logs")  # shorter than the prefix
+    assert may("User:bob", Op.WRITE, "anything", host="10.0.0.9")  # the wildcard name, principal and host
+    assert not may("User:bob", Op.WRITE, "anything", host="10.0.0.8")
+    assert not may("User:bob", Op.READ, "x", rtype=RT.GROUP)  # no ACL on the group: default deny
+    assert may("User:root", Op.ALTER, "kafka-cluster", rtype=RT.CLUSTER)  # a super user

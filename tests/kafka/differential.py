@@ -288,7 +288,8 @@ async def play(side: Side, steps: Sequence[Step], mask: bool = True) -> list[dic
                     side.capture(req, resp)
                     # Records first: a dropped record before the response's offsets renumbers them.
                     records = side.new_records()
-                    entry["response"] = norm.normalise(resp, side.view, mask=mask)
+                    entry["response"] = norm.normalise_envelope(req, resp, side.view, mask) \
+                        if type(resp).__name__ == "EnvelopeResponse" else norm.normalise(resp, side.view, mask=mask)
             entry["records"] = records_view(records, side.view)
         elif isinstance(step, AwaitRecord):
             deadline = time.monotonic() + step.timeout

@@ -132,6 +132,22 @@ SHELL_CATCH_UP = Normalisation(
     "a deadline, until /image/provenance has reached the snapshot's last record; its ERROR lines about "
     "skipping the snapshot header and footer control records are printed for Kafka's own snapshots too.")
 
+ENVELOPE_DATA = Normalisation(
+    "an Envelope's ResponseData is compared decoded",
+    "An EnvelopeResponse's ResponseData is the inner response, header and all, as bytes; it is decoded at the "
+    "inner request's api key and version (normalise_envelope) so that every other normalisation applies inside "
+    "it too. Bytes that do not decode are compared as hex.")
+
+REQUEST_TEXT = Normalisation(
+    "the text of a request in 'is not authorized' messages",
+    "Kafka's AuthHelper.authorizeClusterOperation refuses with 'Request <request> is not authorized.', where "
+    "<request> is the JVM's RequestChannel.Request.toString: processor number, connection id with ephemeral "
+    "ports, a Session object's identity hash, buffer positions. Any ErrorMessage of the form 'Request "
+    "Request(...) is not authorized.' is compared as 'Request <request> is not authorized.' (kraftsim names the "
+    "listener, protocol, principal and api there).")
+
+_REQUEST_TEXT = re.compile(r"^Request Request\(.*\) is not authorized\.$", re.DOTALL)
+
 THROTTLE = Normalisation(
     "none for throttle_time_ms",
     "Compared as is: neither side throttles these APIs (listed so nobody adds a mask for it).")
@@ -176,7 +192,7 @@ CONTROLLER_REGISTRATION = Normalisation(
 DROPPED_RECORDS = {"NoOpRecord": TIMER_RECORDS, "RegisterControllerRecord": CONTROLLER_REGISTRATION}
 
 ALL = (OFFSETS, TOPIC_IDS, UNKNOWN_UUIDS, PLACEMENT, BATCHES, TIMER_RECORDS, CONTROLLER_REGISTRATION, HASH_ORDER,
-       PUBLICATION_LAG, ACL_PUBLICATION_LAG, DUMP_JSON, TOOL_OUTPUT, SHELL_CATCH_UP, THROTTLE)
+       PUBLICATION_LAG, ACL_PUBLICATION_LAG, ENVELOPE_DATA, REQUEST_TEXT, DUMP_JSON, TOOL_OUTPUT, SHELL_CATCH_UP, THROTTLE)
 
 # Where offsets live: (message class name, field attribute).
 OFFSET_FIELDS: frozenset[tuple[str, str]] = frozenset({
@@ -247,6 +263,8 @@ def normalise(obj: Any, view: SideView, cls_name: str | None = None, mask: bool 
                 out[attr] = sorted(normalise(v, view, top, mask), key=repr)
             elif (top, attr) in OFFSET_FIELDS and isinstance(v, int) and name == top:
                 out[attr] = view.offset(v)
+            elif attr == "error_message" and isinstance(v, str) and _REQUEST_TEXT.match(v):  # REQUEST_TEXT
+                out[attr] = "Request <request> is not authorized."
             else:
                 out[attr] = normalise(v, view, top, mask)
         return out
@@ -257,6 +275,24 @@ def normalise(obj: Any, view: SideView, cls_name: str | None = None, mask: bool 
     if isinstance(obj, bytes | bytearray | memoryview):
         return bytes(obj).hex()
     return obj
+
+
+def normalise_envelope(req: Any, resp: Any, view: SideView, mask: bool = True) -> Any:
+    """ENVELOPE_DATA: an EnvelopeResponse with its ResponseData decoded as the inner response."""
+    from kraftsim.rpc import frames
+    from kraftsim.rpc.errors import CodecError
+
+    out = normalise(resp, view, mask=mask)
+    data = resp.response_data
+    if data is None or len(req.request_data) < 4:
+        return out
+    api_key, version = int.from_bytes(req.request_data[0:2], "big"), int.from_bytes(req.request_data[2:4], "big")
+    try:
+        correlation_id, inner = frames.decode_response(bytes(data), api_key, version)
+    except (CodecError, ValueError, KeyError):
+        return out
+    out["response_data"] = {"correlation_id": correlation_id, "inner": normalise(inner, view, mask=mask)}
+    return out
 
 
 def normalise_record(rec: Any, view: SideView) -> Any:

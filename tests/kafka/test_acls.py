@@ -210,3 +210,36 @@ async def test_acls_inside_an_envelope(acl_pair: d.Pair) -> None:
     t = await d.check(acl_pair, steps)
     assert t.record_types("create") == ["AccessControlEntryRecord"] * 2
     assert t.response("not parsed")["error_code"] == 35  # UNSUPPORTED_VERSION
+
+
+async def test_the_standard_authorizer_enforces_the_acls(acl_pair: d.Pair) -> None:
+    """Forwarded requests carry their client's principal and address; only User:ANONYMOUS is a
+    super user."""
+    alice, bob = "User:alice", "User:bob"
+    steps = [
+        Call("alice may not alter the cluster", forwarded(CA(creations=[acl("t")]), 3, alice)),
+        Call("nor delete", forwarded(DA(filters=[flt()]), 3, alice)),
+        Call("grant alice ALTER on the cluster",
+             create(acl("kafka-cluster", rtype=CLUSTER, op=ALTER, principal=alice))),
+        Call("now alice may", forwarded(CA(creations=[acl("t", principal=bob)]), 3, alice)),
+        Call("bob still may not", forwarded(CA(creations=[acl("u")]), 3, bob)),
+        Call("grant everyone ALL on the cluster from her host",
+             create(acl("kafka-cluster", rtype=CLUSTER, op=ALL_OPS, principal="User:*", host="10.1.2.3"))),
+        Call("bob now may", forwarded(CA(creations=[acl("u")]), 3, bob)),
+        Call("deny bob ALTER", create(acl("kafka-cluster", rtype=CLUSTER, op=ALTER, principal=bob, perm=DENY))),
+        Call("DENY wins", forwarded(DA(filters=[flt("u", rtype=TOPIC, pattern=LITERAL)]), 3, bob)),
+        Call("alice still may", forwarded(DA(filters=[flt("u", rtype=TOPIC, pattern=LITERAL)]), 3, alice)),
+        Call("everything", describe()),
+    ]
+    t = await d.check(acl_pair, steps)
+
+    def inner(label: str) -> Any:
+        envelope = t.response(label)
+        assert envelope["error_code"] == 0, envelope
+        return envelope["response_data"]["inner"]
+
+    refused = inner("alice may not alter the cluster")["results"][0]
+    assert (refused["error_code"], refused["error_message"]) == (31, "Request <request> is not authorized.")
+    assert inner("now alice may")["results"][0]["error_code"] == 0
+    assert inner("DENY wins")["filter_results"][0]["error_code"] == 31
+    assert len(inner("alice still may")["filter_results"][0]["matching_acls"]) == 1
