@@ -13,12 +13,14 @@ matches everything).
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Final
 
 from kraftsim.controller.authorizer import AclOperation, ResourceType
-from kraftsim.metadata.image.acls import Acl
+from kraftsim.metadata.image.acls import Acl, AclsImage
 from kraftsim.rpc.errors import RequestRejected
 
 WILDCARD_RESOURCE: Final = "*"
@@ -154,6 +156,15 @@ class AclFilter:
 
     def matches(self, acl: Acl) -> bool:
         return self._matches_pattern(acl) and self._matches_entry(acl)
+
+    def candidates(self, acls: AclsImage) -> Iterable[tuple[uuid.UUID, Acl]]:
+        """The (id, ACL) pairs this filter could match: those of its resource name when it asks
+        for that name exactly (LITERAL, PREFIXED or ANY), else every ACL (MATCH also takes the
+        wildcard and shorter prefixes; no name takes all), as Kafka walks them."""
+        name = self.resource_name
+        if name is None or self.pattern_type == PatternType.MATCH:
+            return acls.by_id.items()
+        return acls.by_name.get(name, {}).items()
 
     def _matches_pattern(self, acl: Acl) -> bool:
         if self.resource_type != ResourceType.ANY and self.resource_type != acl.resource_type:

@@ -11,7 +11,13 @@ CreateAcls refuses per creation what Kafka refuses (a CLUSTER resource not named
 ``kafka-cluster``, an empty name, codes that are UNKNOWN); an ACL equal to a stored one (or to
 one earlier in the same request) creates nothing and succeeds. A creation holding ANY or MATCH
 cannot even be read as a binding in Kafka, which fails the whole request with
-UNKNOWN_SERVER_ERROR. Both writes are atomic.
+UNKNOWN_SERVER_ERROR. Both writes are atomic: over 10,000 new ACLs is POLICY_VIOLATION (Kafka's
+bounded record list), over 10,000 removals a handler fault (``AtomicBatchTooLarge``).
+
+Work is bounded by the request and the ACLs it touches: existence is a dict lookup, a filter
+naming its resource exactly reads only the ACLs of that name (``AclFilter.candidates``), and a
+filter repeated in one request is worked out once; MATCH and unnamed filters walk every ACL, as
+Kafka's do.
 
 Kafka answers DescribeAcls and lists DeleteAcls matches in hash-map order (random per JVM);
 kraftsim answers in a fixed order (``acl_bindings.sort_key``).
@@ -54,6 +60,13 @@ NO_AUTHORIZER_DESCRIBE: Final = "No Authorizer is configured on the broker"
 
 CR = CreateAclsResponse
 DR = DeleteAclsResponse
+
+
+class AtomicBatchTooLarge(Exception):
+    """A DeleteAcls that would remove more than 10,000 ACLs. Kafka's AclControlManager lets the
+    removals grow past its cap and its QuorumController then refuses the atomic batch with an
+    IllegalStateException: a handler fault (UNKNOWN_SERVER_ERROR, and the controller fails
+    over), which raising anything but an ApiError reproduces."""
 
 
 class AclControlManager:
@@ -121,8 +134,9 @@ class AclControlManager:
         self._authorize_cluster(context, AclOperation.ALTER)
         if not self.enabled:
             raise ApiError(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
-        by_id = self.ctx.image.acls.by_id
+        acls = self.ctx.image.acls
         removed: dict[uuid.UUID, None] = {}  # ordered set: an ACL two filters match is removed once
+        answered: dict[AclFilter, Any] = {}  # a filter repeated in the request is worked out once
         results = []
         for f in request.filters:
             flt = AclFilter.from_request(f)
@@ -131,21 +145,20 @@ class AclControlManager:
                     error_code=int(ErrorCode.INVALID_REQUEST),
                     error_message="Unknown patternFilter." if flt.unknown_pattern else "Unknown entryFilter."))
                 continue
-            matched: list[Acl] = []
-            overflow = False
-            for acl_id, acl in by_id.items():
-                if flt.matches(acl):
-                    matched.append(acl)
-                    removed[acl_id] = None
-                    if len(removed) > MAX_RECORDS_PER_USER_OP:
-                        overflow = True  # Kafka: BoundedListTooLongException, this filter fails
-                        break
-            if overflow:
-                results.append(DR.DeleteAclsFilterResult(error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR)))
-                continue
-            results.append(DR.DeleteAclsFilterResult(
-                error_code=0, error_message=None,
-                matching_acls=[matching_acl(a) for a in sorted(matched, key=sort_key)]))
+            result = answered.get(flt)
+            if result is None:
+                matched: list[Acl] = []
+                for acl_id, acl in flt.candidates(acls):
+                    if flt.matches(acl):
+                        matched.append(acl)
+                        removed[acl_id] = None
+                        if len(removed) > MAX_RECORDS_PER_USER_OP:
+                            raise AtomicBatchTooLarge(
+                                f"Attempted to atomically commit more than {MAX_RECORDS_PER_USER_OP} records")
+                result = answered[flt] = DR.DeleteAclsFilterResult(
+                    error_code=0, error_message=None,
+                    matching_acls=[matching_acl(a) for a in sorted(matched, key=sort_key)])
+            results.append(result)
         records: list[RecordAndVersion] = [(RemoveAccessControlEntryRecord(id=i), 0) for i in removed]
         return ControllerResult(records, DR(throttle_time_ms=0, filter_results=results), atomic=True)
 

@@ -323,3 +323,43 @@ def test_standard_authorizer_rules() -> None:
     assert not may("User:bob", Op.WRITE, "anything", host="10.0.0.8")
     assert not may("User:bob", Op.READ, "x", rtype=RT.GROUP)  # no ACL on the group: default deny
     assert may("User:root", Op.ALTER, "kafka-cluster", rtype=RT.CLUSTER)  # a super user
+
+
+async def test_removing_over_ten_thousand_acls_is_a_handler_fault(c: Cluster) -> None:
+    """Kafka lets DeleteAcls collect 10,001 removals and then refuses the atomic batch
+    (IllegalStateException): UNKNOWN_SERVER_ERROR for every filter, nothing removed, and the
+    controller fails over (here: renounces and is elected again)."""
+    for batch in (range(10_000), range(10_000, 10_001)):
+        r = await c.req(CA(creations=[acl(f"t{i}") for i in batch]), 3)
+        assert set(results(r)) == {(0, "")}
+    epoch = c.controller.epoch
+    r = await c.req(DA(filters=[flt("t1", rtype=TOPIC, pattern=LITERAL), flt(), flt()]), 3)
+    assert [(f.error_code, f.error_message, f.matching_acls) for f in r.filter_results] == [
+        (E.UNKNOWN_SERVER_ERROR, None, [])] * 3
+    assert len(c.controller.image.acls.by_id) == 10_001
+    await harness.poll_until(lambda: c.controller.active and c.controller.epoch > epoch)
+    r = await c.req(DA(filters=[flt("t1", rtype=TOPIC, pattern=LITERAL), flt("t1", rtype=TOPIC, pattern=LITERAL)]), 3)
+    assert [matched(f) for f in r.filter_results] == [[(TOPIC, "t1", LITERAL, "User:alice")]] * 2
+    assert acl_records(c).count("RemoveAccessControlEntryRecord") == 1
+
+
+def test_the_acl_indexes_follow_replay_and_undo() -> None:
+    from kraftsim.metadata.image.acls import AclsImage, replay_acl, replay_remove_acl
+    from kraftsim.metadata.image.journal import apply_entries
+    from kraftsim.metadata.messages import AccessControlEntryRecord, RemoveAccessControlEntryRecord
+
+    def rec(n: int, name: str) -> Any:
+        return AccessControlEntryRecord(id=uuid.UUID(int=n), resource_type=TOPIC, resource_name=name,
+                                        pattern_type=LITERAL, principal="User:a", host="*", operation=READ,
+                                        permission_type=ALLOW)
+
+    image = AclsImage()
+    replay_acl(image, rec(1, "t"), None)
+    undo: list[Any] = []
+    replay_acl(image, rec(2, "t"), undo)  # the same binding under another id
+    replay_acl(image, rec(3, "u"), undo)
+    replay_remove_acl(image, RemoveAccessControlEntryRecord(id=uuid.UUID(int=1)), undo)
+    assert set(image.by_name) == {"t", "u"} and list(image.bindings.values()) == [1, 1]
+    apply_entries(undo)
+    assert list(image.by_id) == [uuid.UUID(int=1)] and set(image.by_name) == {"t"}
+    assert list(image.bindings.values()) == [1]

@@ -6,7 +6,7 @@ allowed, and responses and appended records are compared step by step."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -88,10 +88,11 @@ async def test_without_an_authorizer_the_acl_apis_are_refused(shared_pair: d.Pai
 
 # -- the StandardAuthorizer: a pair of this module's own ----------------------------------------------
 
+AUTHORIZER = {"authorizer_class_name": STANDARD_AUTHORIZER, "super_users": "User:ANONYMOUS"}
+
 @pytest.fixture(scope="module")
 def acl_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PairNodes]:
-    nodes = make_pair(tmp_path_factory.mktemp("acl-pair"), authorizer_class_name=STANDARD_AUTHORIZER,
-                      super_users="User:ANONYMOUS")
+    nodes = make_pair(tmp_path_factory.mktemp("acl-pair"), **AUTHORIZER)
     yield nodes
     nodes.stop()
 
@@ -243,3 +244,24 @@ async def test_the_standard_authorizer_enforces_the_acls(acl_pair: d.Pair) -> No
     assert inner("now alice may")["results"][0]["error_code"] == 0
     assert inner("DENY wins")["filter_results"][0]["error_code"] == 31
     assert len(inner("alice still may")["filter_results"][0]["matching_acls"]) == 1
+
+
+async def test_over_ten_thousand_new_acls(pair_factory: Callable[..., PairNodes]) -> None:
+    """A pair of its own: Kafka 3.9.2's AclControlManager adds each new ACL to its in-memory
+    sets before the 10,001st overflows its bounded record list, and a refused write event is not
+    rolled back, so Kafka's controller goes on believing in 10,000 ACLs it never wrote: the same
+    creations again succeed with no records (and none of them is described). kraftsim keeps no
+    state outside the records (README, Differences): it writes them. The refusal itself is the
+    same on both sides."""
+    pair = await connect(pair_factory("acl-cap", **AUTHORIZER))
+    try:
+        many = [acl(f"many-{i}") for i in range(10_001)]
+        t = await d.check(pair, [Call("10,001 new ACLs", create(*many))])
+        assert {(r["error_code"], r["error_message"]) for r in t.response("10,001 new ACLs")["results"]} == {
+            (44, "Unable to perform excessively large batch operation.")}  # POLICY_VIOLATION
+        assert t["10,001 new ACLs"]["records"] == []
+        kafka_t, kraftsim_t = await d.run(pair, [Call("10,000 of them again", create(*many[:10_000]))])
+        assert kafka_t[0]["response"] == kraftsim_t[0]["response"]  # every creation succeeds
+        assert kafka_t[0]["records"] == [] and len(kraftsim_t[0]["records"]) == 10_000
+    finally:
+        await close(pair)
