@@ -3,8 +3,8 @@
 The wire carries int8 codes. Kafka turns each into an enum with ``fromCode``, where a code it
 does not know becomes UNKNOWN; code 0 itself is refused earlier, when the request is built
 (``check_*``), so UNKNOWN only arises from out-of-range codes. (Kafka's version-0 checks on the
-pattern type cannot fail from the wire: v0 has no pattern type field, which reads as LITERAL.) The names below are the enums'
-names, because Kafka's error messages print them.
+pattern type cannot fail from the wire: v0 has no pattern type field, which reads as LITERAL.)
+The names below are the enums' names, because Kafka's error messages print them.
 
 Matching is ``AclBindingFilter.matches``: a pattern filter (resource type, name, pattern type
 with ANY and MATCH) and an entry filter (principal, host, operation, permission; null or ANY

@@ -215,19 +215,23 @@ async def test_acls_inside_an_envelope(acl_pair: d.Pair) -> None:
 
 async def test_the_standard_authorizer_enforces_the_acls(acl_pair: d.Pair) -> None:
     """Forwarded requests carry their client's principal and address; only User:ANONYMOUS is a
-    super user."""
+    super user. Each grant is followed by a DescribeAcls of the cluster, which waits until Kafka's
+    authorizer has loaded it (ACL_PUBLICATION_LAG): the next step's answer depends on it."""
     alice, bob = "User:alice", "User:bob"
     steps = [
         Call("alice may not alter the cluster", forwarded(CA(creations=[acl("t")]), 3, alice)),
         Call("nor delete", forwarded(DA(filters=[flt()]), 3, alice)),
         Call("grant alice ALTER on the cluster",
              create(acl("kafka-cluster", rtype=CLUSTER, op=ALTER, principal=alice))),
+        Call("the cluster's ACLs (1)", describe(rtype=CLUSTER)),
         Call("now alice may", forwarded(CA(creations=[acl("t", principal=bob)]), 3, alice)),
         Call("bob still may not", forwarded(CA(creations=[acl("u")]), 3, bob)),
         Call("grant everyone ALL on the cluster from her host",
              create(acl("kafka-cluster", rtype=CLUSTER, op=ALL_OPS, principal="User:*", host="10.1.2.3"))),
+        Call("the cluster's ACLs (2)", describe(rtype=CLUSTER)),
         Call("bob now may", forwarded(CA(creations=[acl("u")]), 3, bob)),
         Call("deny bob ALTER", create(acl("kafka-cluster", rtype=CLUSTER, op=ALTER, principal=bob, perm=DENY))),
+        Call("the cluster's ACLs (3)", describe(rtype=CLUSTER)),
         Call("DENY wins", forwarded(DA(filters=[flt("u", rtype=TOPIC, pattern=LITERAL)]), 3, bob)),
         Call("alice still may", forwarded(DA(filters=[flt("u", rtype=TOPIC, pattern=LITERAL)]), 3, alice)),
         Call("everything", describe()),
