@@ -91,6 +91,7 @@ class QuorumController:
         self.elections: Any = None
         self.reassignments: Any = None
         self.replica_directories: Any = None
+        self.acls: Any = None
         self.controllers: Any = None
         self._registering = False  # a self-registration is being written (or waits to retry)
         self._registration_failures = 0
@@ -150,6 +151,7 @@ class QuorumController:
                  mlog.end_offset - 1)
 
     def _build_managers(self) -> None:
+        from kraftsim.controller.acls import STANDARD_AUTHORIZER, AclControlManager
         from kraftsim.controller.alter_partition import AlterPartitionManager
         from kraftsim.controller.cluster import ClusterControlManager
         from kraftsim.controller.configuration import ConfigurationControlManager
@@ -161,12 +163,17 @@ class QuorumController:
         from kraftsim.controller.reassignments import ReassignmentManager
         from kraftsim.controller.replica_directories import ReplicaDirectoryManager
         from kraftsim.controller.replication import ReplicationControlManager
+        from kraftsim.controller.standard_authorizer import StandardAuthorizer
 
         raft = self.raft
         assert raft is not None
         self.ctx = ControllerContext(image=self.image, config=self.config, clock=self.clock, node_id=self.node_id,
                                      cluster_id=self.cluster_id, next_offset=lambda: raft.end_offset,
                                      voters=list(self.voters))
+        if self.config.get("authorizer.class.name").strip() == STANDARD_AUTHORIZER:
+            ctx = self.ctx
+            self.ctx.authorizer = StandardAuthorizer(lambda: ctx.image.acls, self.config.get("super.users"),
+                                                     self.config.get("allow.everyone.if.no.acl.found"))
         self.heartbeats = BrokerHeartbeatManager(self.ctx)
         self.cluster = ClusterControlManager(self.ctx, self.heartbeats)
         hb = self.heartbeats
@@ -179,6 +186,7 @@ class QuorumController:
         self.elections = LeaderElectionManager(self.ctx, self.cluster)
         self.reassignments = ReassignmentManager(self.ctx, self.cluster)
         self.replica_directories = ReplicaDirectoryManager(self.ctx, self.cluster)
+        self.acls = AclControlManager(self.ctx)
         self.controllers = ControllerRegistrations(self.ctx, LocalController(
             self.node_id, self.features.supported_features(), self.zk_migration_ready()))
 
