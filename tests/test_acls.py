@@ -20,38 +20,34 @@ from kraftsim.rpc.messages import (
 from kraftsim.rpc.messages import (
     DeleteAclsRequest as DA,
 )
-from kraftsim.rpc.messages import (
-    DescribeAclsRequest as DS,
-)
 from tests import harness
+from tests.acl_requests import (
+    ALL_OPS,
+    ALLOW,
+    ALTER,
+    ANY,
+    ANY_OP,
+    ANY_PERM,
+    ANY_TYPE,
+    CLUSTER,
+    DENY,
+    GROUP,
+    LITERAL,
+    MATCH,
+    PREFIXED,
+    READ,
+    TOPIC,
+    WRITE,
+    acl,
+    describe_request,
+    flt,
+)
 from tests.test_controller import Cluster, log_records
 from tests.test_envelope import envelope, unwrap
 
 SUPER = "User:ANONYMOUS"  # super.users in the fixture
 
-# Codes (Kafka's ResourceType, PatternType, AclOperation, AclPermissionType).
-TOPIC, GROUP, CLUSTER, ANY_TYPE = 2, 3, 4, 1
-ANY, MATCH, LITERAL, PREFIXED = 1, 2, 3, 4
-READ, WRITE, ALL_OPS, ANY_OP, ALTER, DESCRIBE = 3, 4, 2, 1, 7, 8
-DENY, ALLOW, ANY_PERM = 2, 3, 1
-
-
-def acl(name: str, *, rtype: int = TOPIC, pattern: int = LITERAL, principal: str = "User:alice",
-        host: str = "*", op: int = READ, perm: int = ALLOW) -> Any:
-    return CA.AclCreation(resource_type=rtype, resource_name=name, resource_pattern_type=pattern,
-                          principal=principal, host=host, operation=op, permission_type=perm)
-
-
-def flt(name: str | None = None, *, rtype: int = ANY_TYPE, pattern: int = ANY, principal: str | None = None,
-        host: str | None = None, op: int = ANY_OP, perm: int = ANY_PERM) -> Any:
-    return DA.DeleteAclsFilter(resource_type_filter=rtype, resource_name_filter=name, pattern_type_filter=pattern,
-                               principal_filter=principal, host_filter=host, operation=op, permission_type=perm)
-
-
-def describe(name: str | None = None, *, rtype: int = ANY_TYPE, pattern: int = ANY, principal: str | None = None,
-             host: str | None = None, op: int = ANY_OP, perm: int = ANY_PERM) -> Any:
-    return DS(resource_type_filter=rtype, resource_name_filter=name, pattern_type_filter=pattern,
-              principal_filter=principal, host_filter=host, operation=op, permission_type=perm)
+describe = describe_request
 
 
 def results(resp: Any) -> list[tuple[int, str | None]]:

@@ -16,36 +16,38 @@ from kraftsim.controller.envelope import serialize_principal
 from kraftsim.rpc import frames
 from kraftsim.rpc.messages import CreateAclsRequest as CA
 from kraftsim.rpc.messages import DeleteAclsRequest as DA
-from kraftsim.rpc.messages import DescribeAclsRequest as DS
 from kraftsim.rpc.messages import EnvelopeRequest
+from tests.acl_requests import (
+    ALL_OPS,
+    ALLOW,
+    ALTER,
+    ANY,
+    ANY_OP,
+    ANY_PERM,
+    ANY_TYPE,
+    CLUSTER,
+    CREATE,
+    DENY,
+    DESCRIBE,
+    GROUP,
+    LITERAL,
+    MATCH,
+    PREFIXED,
+    TOPIC,
+    TXN,
+    USER,
+    WRITE,
+    acl,
+    describe_request,
+    flt,
+)
 from tests.kafka import differential as d
 from tests.kafka.conftest import PairNodes, close, connect, make_pair
 from tests.kafka.differential import Call, Raw
 
 pytestmark = pytest.mark.kafka
 
-TOPIC, GROUP, CLUSTER, TXN, USER, ANY_TYPE = 2, 3, 4, 5, 7, 1
-ANY, MATCH, LITERAL, PREFIXED = 1, 2, 3, 4
-ALL_OPS, ANY_OP, READ, WRITE, CREATE, ALTER, DESCRIBE = 2, 1, 3, 4, 5, 7, 8
-DENY, ALLOW, ANY_PERM = 2, 3, 1
-
-
-def acl(name: str, *, rtype: int = TOPIC, pattern: int = LITERAL, principal: str = "User:alice",
-        host: str = "*", op: int = READ, perm: int = ALLOW) -> Any:
-    return CA.AclCreation(resource_type=rtype, resource_name=name, resource_pattern_type=pattern,
-                          principal=principal, host=host, operation=op, permission_type=perm)
-
-
-def flt(name: str | None = None, *, rtype: int = ANY_TYPE, pattern: int = ANY, principal: str | None = None,
-        host: str | None = None, op: int = ANY_OP, perm: int = ANY_PERM) -> Any:
-    return DA.DeleteAclsFilter(resource_type_filter=rtype, resource_name_filter=name, pattern_type_filter=pattern,
-                               principal_filter=principal, host_filter=host, operation=op, permission_type=perm)
-
-
-def describe_req(name: str | None = None, *, rtype: int = ANY_TYPE, pattern: int = ANY, principal: str | None = None,
-                 host: str | None = None, op: int = ANY_OP, perm: int = ANY_PERM) -> Any:
-    return DS(resource_type_filter=rtype, resource_name_filter=name, pattern_type_filter=pattern,
-              principal_filter=principal, host_filter=host, operation=op, permission_type=perm)
+describe_req = describe_request
 
 
 def create(*creations: Any) -> d.Builder:
