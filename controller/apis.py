@@ -40,8 +40,9 @@ class ControllerApis:
     def routes(self) -> list[Route]:
         c = self.controller
         return [*c.cluster.routes(), *c.replication.routes(), *c.features.routes(), *c.configuration.routes(),
-                *c.producer_ids.routes(), *c.alter_partition.routes(), *c.replica_directories.routes(),
-                *c.controllers.routes(), *c.client_quotas.routes(), *c.scram.routes()]
+                *c.producer_ids.routes(), *c.alter_partition.routes(), *c.elections.routes(),
+                *c.reassignments.routes(), *c.replica_directories.routes(), *c.controllers.routes(),
+                *c.acls.routes(), *c.client_quotas.routes(), *c.scram.routes()]
 
     def install(self, dispatcher: Dispatcher) -> None:
         """Serve every route; Envelope (api 58), which re-enters ``dispatcher`` with the request
@@ -49,7 +50,7 @@ class ControllerApis:
         DescribeUserScramCredentials (api 50), which a Kafka controller lists but always fails."""
         dispatcher.features = self.controller  # ApiVersions: supported/finalized features
         for route in self.routes():
-            dispatcher.register(route.api_key, self.handler(route))
+            dispatcher.register(route.api_key, self.handler(route), check=route.check)
             registry.request_class(route.api_key)  # compile the codecs now, not on the first request
             registry.response_class(route.api_key)
         authorizer = self.controller.ctx.authorizer if self.controller.ctx is not None else None

@@ -1,10 +1,11 @@
 """The authorization seam: who may do what, asked where Kafka's ControllerApis asks.
 
-Kafka with no ``authorizer.class.name`` lets every principal do everything, and that is all
-kraftsim does today: :class:`AllowAll`. The call sites already ask the question Kafka asks
+Kafka with no ``authorizer.class.name`` lets every principal do everything: :class:`AllowAll`.
+With the StandardAuthorizer configured the controller's context holds
+``standard_authorizer.StandardAuthorizer`` instead. The call sites ask the question Kafka asks
 (CLUSTER_ACTION on the cluster for an Envelope's sender, ALTER_CONFIGS per config resource,
-DESCRIBE for DescribeCluster's authorized operations), so a StandardAuthorizer-style
-implementation later only has to replace the object handed to ``ControllerApis``.
+DESCRIBE for DescribeCluster's authorized operations, ALTER or DESCRIBE on the cluster for the
+ACL APIs).
 """
 
 from __future__ import annotations

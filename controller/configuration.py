@@ -1,4 +1,5 @@
-"""ConfigurationControlManager: IncrementalAlterConfigs (api 44), as a Kafka 3.9 controller does it.
+"""ConfigurationControlManager: IncrementalAlterConfigs (api 44) and the legacy AlterConfigs
+(api 33), as a Kafka 3.9 controller does them.
 
 The request-shaping half of Kafka's ``ControllerApis.handleIncrementalAlterConfigs`` and the
 controller half (``ConfigurationControlManager.incrementalAlterConfigs`` with the controller's
@@ -21,6 +22,13 @@ controller half (``ConfigurationControlManager.incrementalAlterConfigs`` with th
   after the request-level refusals (Kafka's order there is HashMap order of ConfigResource, which
   depends on Java identity hash codes, i.e. it is not reproducible even run to run).
 * One atomic batch; more than 10,000 records fails the whole request with POLICY_VIOLATION.
+
+AlterConfigs (legacy) replaces a resource's whole config set: every key it names is SET (a null
+value removes it), and every current key it does not name is deleted. It shares the rest, with
+two differences Kafka has: BROKER_LOGGER is not special (INVALID_REQUEST "Unexpected resource
+type BROKER_LOGGER." at authorization), and the implicit deletions follow the explicit records.
+Kafka orders those deletions by its timeline hash table, whose layout depends on the history of
+the resource's keys; kraftsim writes them in the image's order (README, Differences).
 
 An unknown ConfigOperation code makes Kafka's controller throw a NullPointerException inside
 the event: a fault (UNKNOWN_SERVER_ERROR, the controller renounces). We raise the same kind of
@@ -47,9 +55,10 @@ from kraftsim.metadata.messages import ConfigRecord
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.messages import IncrementalAlterConfigsResponse
+from kraftsim.rpc.messages import AlterConfigsResponse, IncrementalAlterConfigsResponse
 
 ResourceResponse: Any = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+LegacyResourceResponse: Any = AlterConfigsResponse.AlterConfigsResourceResponse
 
 # AlterConfigOp.OpType
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -92,7 +101,8 @@ class ConfigurationControlManager:
         self.loggers = loggers if loggers is not None else RuntimeLoggerManager(ctx.node_id)
 
     def routes(self) -> list[Route]:
-        return [Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incrementalAlterConfigs", self.incremental_alter_configs)]
+        return [Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incrementalAlterConfigs", self.incremental_alter_configs),
+                Route(ApiKey.ALTER_CONFIGS, "legacyAlterConfigs", self.legacy_alter_configs)]
 
     # ----- IncrementalAlterConfigs ---------------------------------------------------------------
 
@@ -139,9 +149,60 @@ class ConfigurationControlManager:
         return ControllerResult([] if validate_only else records,
                                 IncrementalAlterConfigsResponse(responses=responses), atomic=True)
 
+    # ----- AlterConfigs (legacy) ----------------------------------------------------------------
+
+    def legacy_alter_configs(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+        responses: list[Any] = []
+        changes: dict[tuple[int, str], dict[str, str | None]] = {}
+        duplicates: set[tuple[int, str]] = set()
+        for res in request.resources:
+            rtype, rname = res.resource_type, res.resource_name
+            if rtype not in KNOWN_TYPES:
+                responses.append(_legacy_response(rtype, rname, ApiError(ErrorCode.UNSUPPORTED_VERSION,
+                                                                        f"Unknown resource type {rtype}.")))
+            elif (rtype, rname) not in duplicates:
+                if (rtype, rname) in changes:
+                    duplicates.add((rtype, rname))
+                    del changes[(rtype, rname)]
+                    responses.append(_legacy_response(rtype, rname, ApiError(ErrorCode.INVALID_REQUEST,
+                                                                            "Duplicate resource.")))
+                else:
+                    changes[(rtype, rname)] = {c.name: c.value for c in res.configs}
+        for resource in list(changes):
+            err = self._authorize(context, resource)
+            if err is not None:
+                responses.append(_legacy_response(*resource, err))
+                del changes[resource]
+
+        records: list[RecordAndVersion] = []
+        for resource, configs in changes.items():
+            try:
+                records.extend(self.replace_resource(resource, configs))
+                responses.append(_legacy_response(*resource, None))
+            except ApiError as e:
+                responses.append(_legacy_response(*resource, e))
+            check_record_count(len(records))
+        return ControllerResult([] if request.validate_only else records,
+                                AlterConfigsResponse(responses=responses), atomic=True)
+
+    def replace_resource(self, resource: tuple[int, str], configs: dict[str, str | None]) -> list[RecordAndVersion]:
+        """legacyAlterConfigResource: the records that make ``configs`` the resource's whole set."""
+        rtype, rname = resource
+        current = self.ctx.image.configs.get(rtype, rname)
+        altered: list[RecordAndVersion] = [
+            (ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=configs[key]), 0)
+            for key in hash_order(configs) if configs[key] != current.get(key) or rtype == BROKER]
+        deleted: list[RecordAndVersion] = [
+            (ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=None), 0)
+            for key in current if key not in configs]
+        self.validate(resource, current, altered + deleted)
+        return altered + deleted
+
     def _authorize(self, context: RequestContext, resource: tuple[int, str]) -> ApiError | None:
         rtype, rname = resource
         authorizer = self.ctx.authorizer
+        if rtype == BROKER_LOGGER:  # only the legacy API gets here (ControllerApis.authorizeAlterResource)
+            return ApiError(ErrorCode.INVALID_REQUEST, "Unexpected resource type BROKER_LOGGER.")
         if rtype == TOPIC:
             if not authorizer.authorize(context, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, rname):
                 return ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
@@ -260,6 +321,12 @@ def _default(rtype: int, key: str) -> str | None:
     if rtype == TOPIC:
         return TOPIC_CONFIGS[key].default
     return BROKER_LIST_CONFIGS.get(key)
+
+
+def _legacy_response(rtype: int, rname: str, err: ApiError | None) -> Any:
+    return LegacyResourceResponse(error_code=0 if err is None else int(err.code),
+                                  error_message=None if err is None else err.message,
+                                  resource_type=rtype, resource_name=rname)
 
 
 def _response(rtype: int, rname: str, err: ApiError | None, fallback: bool = False) -> Any:

@@ -186,6 +186,8 @@ class EnvelopeHandler:
                                 f"Failed to parse forwarded request with header {_api_name(api_key)} v{version}")
         try:
             body, _ = api_codec(api_key, version).dec_req(data, pos)
+            if route.check is not None:
+                route.check(body, version)
         except (CodecError, *DECODE_FAILURES) as e:
             raise EnvelopeError(ErrorCode.UNSUPPORTED_VERSION,
                                 f"Failed to parse forwarded request with header {_api_name(api_key)} "

@@ -88,7 +88,10 @@ class QuorumController:
         self.configuration: Any = None
         self.producer_ids: Any = None
         self.alter_partition: Any = None
+        self.elections: Any = None
+        self.reassignments: Any = None
         self.replica_directories: Any = None
+        self.acls: Any = None
         self.controllers: Any = None
         self.client_quotas: Any = None
         self.scram: Any = None
@@ -150,23 +153,31 @@ class QuorumController:
                  mlog.end_offset - 1)
 
     def _build_managers(self) -> None:
+        from kraftsim.controller.acls import STANDARD_AUTHORIZER, AclControlManager
         from kraftsim.controller.alter_partition import AlterPartitionManager
         from kraftsim.controller.client_quotas import ClientQuotaControlManager
         from kraftsim.controller.cluster import ClusterControlManager
         from kraftsim.controller.configuration import ConfigurationControlManager
         from kraftsim.controller.controller_registrations import ControllerRegistrations, LocalController
+        from kraftsim.controller.elections import LeaderElectionManager
         from kraftsim.controller.features import FeatureControlManager
         from kraftsim.controller.heartbeats import BrokerHeartbeatManager
         from kraftsim.controller.producer_ids import ProducerIdControlManager
+        from kraftsim.controller.reassignments import ReassignmentManager
         from kraftsim.controller.replica_directories import ReplicaDirectoryManager
         from kraftsim.controller.replication import ReplicationControlManager
         from kraftsim.controller.scram_credentials import ScramControlManager
+        from kraftsim.controller.standard_authorizer import StandardAuthorizer
 
         raft = self.raft
         assert raft is not None
         self.ctx = ControllerContext(image=self.image, config=self.config, clock=self.clock, node_id=self.node_id,
                                      cluster_id=self.cluster_id, next_offset=lambda: raft.end_offset,
                                      voters=list(self.voters))
+        if self.config.get("authorizer.class.name").strip() == STANDARD_AUTHORIZER:
+            ctx = self.ctx
+            self.ctx.authorizer = StandardAuthorizer(lambda: ctx.image.acls, self.config.get("super.users"),
+                                                     self.config.get("allow.everyone.if.no.acl.found"))
         self.heartbeats = BrokerHeartbeatManager(self.ctx)
         self.cluster = ClusterControlManager(self.ctx, self.heartbeats)
         hb = self.heartbeats
@@ -176,9 +187,12 @@ class QuorumController:
         self.configuration = ConfigurationControlManager(self.ctx)
         self.producer_ids = ProducerIdControlManager(self.ctx, self.cluster)
         self.alter_partition = AlterPartitionManager(self.ctx, self.cluster)
+        self.elections = LeaderElectionManager(self.ctx, self.cluster)
+        self.reassignments = ReassignmentManager(self.ctx, self.cluster)
         self.replica_directories = ReplicaDirectoryManager(self.ctx, self.cluster)
         self.client_quotas = ClientQuotaControlManager(self.ctx)
         self.scram = ScramControlManager(self.ctx)
+        self.acls = AclControlManager(self.ctx)
         self.controllers = ControllerRegistrations(self.ctx, LocalController(
             self.node_id, self.features.supported_features(), self.zk_migration_ready()))
 

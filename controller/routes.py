@@ -15,7 +15,7 @@ from typing import Any
 
 from kraftsim.controller.result import ControllerResult
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.dispatch import RequestContext
+from kraftsim.rpc.dispatch import RequestCheck, RequestContext
 from kraftsim.rpc.error_response import error_response
 from kraftsim.rpc.message import Message
 
@@ -36,3 +36,5 @@ class Route:
     # Requests that may change the cluster get one line on the audit log (``audit.py``); reads
     # and the broker's own heartbeats do not.
     mutating: bool = True
+    # Kafka's request-constructor checks, run at parse time (see ``rpc.dispatch.RequestCheck``).
+    check: RequestCheck | None = None

@@ -36,6 +36,9 @@ from kraftsim.rpc.messages import (
     VoteResponse,
 )
 
+# Errors.UNKNOWN_TOPIC_OR_PARTITION.message(): getPartitionLevelErrorResponse sets it (v2 carries it).
+UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
+
 log = logging.getLogger("kraftsim.raft")
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -278,7 +281,8 @@ class RaftApis:
             return DescribeQuorumResponse(topics=[
                 DescribeQuorumResponse.TopicData(topic_name=t.topic_name, partitions=[
                     DescribeQuorumResponse.PartitionData(partition_index=p.partition_index,
-                                                         error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                                                         error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                         error_message=UNKNOWN_PARTITION_MESSAGE)
                     for p in t.partitions]) for t in topics])
         leader = self.leader
 

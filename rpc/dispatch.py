@@ -41,6 +41,9 @@ class CloseConnection(Exception):
 
 
 Handler: TypeAlias = Callable[[RequestContext, Message], "Message | Awaitable[Message]"]
+# Run on a freshly decoded body at its version, where Kafka's request class checks (and may
+# normalise) it on construction; raises RequestRejected (see errors.py).
+RequestCheck: TypeAlias = Callable[[Message, int], None]
 
 
 @dataclass(slots=True)
@@ -48,6 +51,7 @@ class Route:
     handler: Handler
     min_version: int
     max_version: int
+    check: RequestCheck | None = None
 
 
 class FeatureSource(Protocol):
@@ -78,14 +82,14 @@ class Dispatcher:
     _caches: list[dict] = field(default_factory=list)  # servers' route caches, cleared on change
 
     def register(self, api_key: int, handler: Handler, min_version: int | None = None,
-                 max_version: int | None = None) -> None:
+                 max_version: int | None = None, check: RequestCheck | None = None) -> None:
         """Serve ``api_key`` with ``handler``; versions default to every version Kafka 3.9 defines."""
         cls = registry.request_class(api_key)
         lo = cls.lowest_version() if min_version is None else min_version
         hi = cls.highest_version() if max_version is None else max_version
         if lo < cls.lowest_version() or hi > cls.highest_version() or lo > hi:
             raise ValueError(f"api {api_key}: versions {lo}-{hi} outside the schema's range")
-        self.routes[api_key] = Route(handler, lo, hi)
+        self.routes[api_key] = Route(handler, lo, hi, check)
         for cache in self._caches:
             cache.clear()
 

@@ -15,6 +15,12 @@ class DecodeError(CodecError):
     """Bytes that are truncated, oversized or inconsistent with the schema."""
 
 
+class RequestRejected(DecodeError):
+    """A body that decodes but that Kafka's request class refuses to build (its constructor's
+    checks, e.g. an UNKNOWN enum code): Kafka cannot parse it, so the connection is closed (or,
+    inside an Envelope, UNSUPPORTED_VERSION is answered)."""
+
+
 class EncodeError(CodecError):
     """A message value that its schema cannot express at the requested version."""
 

@@ -176,11 +176,14 @@ class Connection(asyncio.Protocol):
             if route is None:
                 self.close(f"unsupported api key {api_key} version {version}")
                 return
-            hit = server.routes_cache[(api_key << 16) | version] = (route.handler, api_codec(api_key, version))
-        handler, codec = hit
+            hit = server.routes_cache[(api_key << 16) | version] = (route.handler, api_codec(api_key, version),
+                                                                    route.check)
+        handler, codec, check = hit
         try:
             hdr, pos = codec.dec_req_hdr(frame, 0)
             body, _ = codec.dec_req(frame, pos)
+            if check is not None:
+                check(body, version)
         except (CodecError, IndexError, struct.error, ValueError, TypeError, OverflowError, MemoryError) as e:
             self.close(f"malformed request (api key {api_key} v{version}): {e}")
             return
@@ -328,8 +331,8 @@ class KafkaServer:
         self.max_connections_per_ip = max_connections_per_ip
         self.per_ip_overrides = dict(max_connections_per_ip_overrides or {})
         self._per_ip: dict[str, int] = {}
-        # (api key << 16 | version) -> (handler, codec); cleared when the dispatcher changes
-        self.routes_cache: dict[int, tuple[Any, Any]] = {}
+        # (api key << 16 | version) -> (handler, codec, check); cleared when the dispatcher changes
+        self.routes_cache: dict[int, tuple[Any, Any, Any]] = {}
         dispatcher._caches.append(self.routes_cache)
         self._server: asyncio.base_events.Server | None = None
         self._reaper: asyncio.Task[None] | None = None

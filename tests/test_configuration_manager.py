@@ -257,3 +257,40 @@ def test_broker_logger_sets_and_unsets_python_log_levels(h: H) -> None:
 def test_broker_logger_errors(h: H, name: str, ops: list[Any], code: int, message: str) -> None:
     r = h.alter(res(BROKER_LOGGER, name, *ops))
     assert results(r) == [(BROKER_LOGGER, name, code, message)]
+
+
+# ----- AlterConfigs (legacy): the whole set ------------------------------------------------------
+
+def legacy(h: H, *resources: tuple[int, str, dict[str, str | None]], validate_only: bool = False) -> Any:
+    from kraftsim.rpc.messages import AlterConfigsRequest as AC
+
+    request = AC(validate_only=validate_only, resources=[
+        AC.AlterConfigsResource(resource_type=t, resource_name=n, configs=[
+            AC.AlterableConfig(name=k, value=v) for k, v in c.items()]) for t, n, c in resources])
+    result = h.mgr.legacy_alter_configs(request, request_context(ApiKey.ALTER_CONFIGS, 2))
+    h.last_records = [r for r, _ in result.records]
+    return h.apply(result)
+
+
+def test_legacy_alter_configs_replaces_the_set_and_deletes_what_it_leaves_out(h: H) -> None:
+    r = legacy(h, (TOPIC, "t", {"retention.ms": "1000", "cleanup.policy": "compact"}))
+    assert results(r) == [(TOPIC, "t", 0, None)]
+    assert h.configs(TOPIC, "t") == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    legacy(h, (TOPIC, "t", {"retention.ms": "1000"}))  # unchanged: no record; cleanup.policy: deleted
+    assert [(x.name, x.value) for x in h.last_records] == [("cleanup.policy", None)]
+    assert h.configs(TOPIC, "t") == {"retention.ms": "1000"}
+    legacy(h, (TOPIC, "t", {"retention.ms": "5"}), validate_only=True)
+    assert h.last_records == [] and h.configs(TOPIC, "t") == {"retention.ms": "1000"}
+    r = legacy(h, (TOPIC, "t", {"retention.ms": "soon"}))
+    assert results(r)[0][2] == E.INVALID_CONFIG and h.configs(TOPIC, "t") == {"retention.ms": "1000"}
+
+
+def test_legacy_alter_configs_refusals(h: H) -> None:
+    r = legacy(h, (99, "x", {}), (BROKER_LOGGER, "1", {"kafka": "DEBUG"}), (TOPIC, "t", {}), (TOPIC, "t", {}))
+    assert results(r) == [
+        (99, "x", E.UNSUPPORTED_VERSION, "Unknown resource type 99."),
+        (TOPIC, "t", E.INVALID_REQUEST, "Duplicate resource."),
+        (BROKER_LOGGER, "1", E.INVALID_REQUEST, "Unexpected resource type BROKER_LOGGER."),
+    ]
+    r = legacy(h, (BROKER, "77", {"log.cleaner.threads": "2"}))
+    assert results(r) == [(BROKER, "77", E.BROKER_ID_NOT_REGISTERED, "No node with id 77 found.")]

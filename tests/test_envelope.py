@@ -106,8 +106,8 @@ ENVELOPE_ERRORS = [
     ("CreateTopics v99", dict(raw=b"\x00\x13\x00\x63\x00\x00\x00\x01\x00\x00\x00"), E.UNSUPPORTED_VERSION),
     ("truncated body", dict(raw=frames.encode_request(CreateTopicsRequest(topics=[topic("x")]), 7, 5, "c")[4:-3]),
      E.UNSUPPORTED_VERSION),
-    ("forwardable but not served: CreateAcls",
-     dict(raw=frames.encode_request(registry.request_class(ApiKey.CREATE_ACLS)(), 3, 5, "c")[4:]),
+    ("forwardable but not served: RenewDelegationToken",
+     dict(raw=frames.encode_request(registry.request_class(ApiKey.RENEW_DELEGATION_TOKEN)(), 2, 5, "c")[4:]),
      E.UNSUPPORTED_VERSION),
 ]
 

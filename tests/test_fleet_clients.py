@@ -88,13 +88,7 @@ async def test_clients_describe_through_the_fleet(kraftsim_fleet: tuple[Kraftsim
         await view.stop()
 
 
-ALTER_CONFIGS_NOT_SERVED = pytest.mark.xfail(
-    strict=True, reason="aiokafka alters configs only with AlterConfigs (api 33), which kraftsim's controller does "
-                        "not serve yet (issue 12), so the listener has nothing to forward it to")
-
-
-@pytest.mark.parametrize("client", [pytest.param(c, marks=ALTER_CONFIGS_NOT_SERVED) if c == "aiokafka" else c
-                                    for c in sorted(fleet_clients.CLIENTS)])
+@pytest.mark.parametrize("client", sorted(fleet_clients.CLIENTS))
 async def test_admin_client_through_the_fleet(kraftsim_fleet: tuple[KraftsimNode, FleetProcess, int],
                                               client: str) -> None:
     node, _, port = kraftsim_fleet

@@ -1,7 +1,10 @@
 """ACLs by id (AccessControlEntryRecord / RemoveAccessControlEntryRecord).
 
 Each ACL has a random id chosen by the controller; removal is by id and removing an unknown id is
-a fatal replay error, as in AclControlManager.
+a fatal replay error, as in AclControlManager. Two indexes are kept in step by ``swap_acl``:
+``bindings`` counts the ids holding each binding, so CreateAcls asks whether a binding already
+exists (Kafka's ``existingAcls``) without walking every ACL; ``by_name`` holds the ids by resource
+name, so a filter that names a resource looks at the ACLs it can match, not at all of them.
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ class Acl:
 
 
 class AclsImage:
-    __slots__ = ("by_id",)
+    __slots__ = ("by_id", "bindings", "by_name")
 
     def __init__(self) -> None:
         self.by_id: dict[uuid.UUID, Acl] = {}
+        self.bindings: dict[Acl, int] = {}
+        self.by_name: dict[str, dict[uuid.UUID, Acl]] = {}
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AclsImage):
@@ -61,8 +66,20 @@ class AclsImage:
 
     def swap_acl(self, acl_id: uuid.UUID, acl: Acl | None) -> Acl | None:
         old = self.by_id.pop(acl_id, None) if acl is None else self.by_id.get(acl_id)
+        if old is not None:
+            n = self.bindings[old] - 1
+            if n:
+                self.bindings[old] = n
+            else:
+                del self.bindings[old]
+            named = self.by_name[old.resource_name]
+            del named[acl_id]
+            if not named:
+                del self.by_name[old.resource_name]
         if acl is not None:
             self.by_id[acl_id] = acl
+            self.bindings[acl] = self.bindings.get(acl, 0) + 1
+            self.by_name.setdefault(acl.resource_name, {})[acl_id] = acl
         return old
 
 

@@ -46,6 +46,7 @@ DT = registry.request_class(20)
 AV = registry.request_class(18)
 ACQ = registry.request_class(49)
 AUSC = registry.request_class(51)
+DescribeAclsRequest = registry.request_class(29)
 
 
 # -- the log on disk ----------------------------------------------------------------------------
@@ -290,7 +291,8 @@ async def play(side: Side, steps: Sequence[Step], mask: bool = True) -> list[dic
                     side.capture(req, resp)
                     # Records first: a dropped record before the response's offsets renumbers them.
                     records = side.new_records()
-                    entry["response"] = norm.normalise(resp, side.view, mask=mask)
+                    entry["response"] = norm.normalise_envelope(req, resp, side.view, mask) \
+                        if type(resp).__name__ == "EnvelopeResponse" else norm.normalise(resp, side.view, mask=mask)
             entry["records"] = records_view(records, side.view)
         elif isinstance(step, AwaitRecord):
             deadline = time.monotonic() + step.timeout
@@ -313,7 +315,10 @@ async def play(side: Side, steps: Sequence[Step], mask: bool = True) -> list[dic
 
 async def request(side: Side, req: Message, version: int | None, timeout: float = 30) -> Any:
     """One request; ApiVersions is re-sent until it has seen the last feature change
-    (normalise.PUBLICATION_LAG)."""
+    (normalise.PUBLICATION_LAG), and DescribeAcls waits for the ACLs in the log
+    (normalise.ACL_PUBLICATION_LAG)."""
+    if type(req).__name__ == "DescribeAclsRequest":
+        await acls_settled(side, timeout)
     resp = await side.client.request(req, version, timeout=60)
     if type(req).__name__ != "ApiVersionsRequest":
         return resp
@@ -324,6 +329,39 @@ async def request(side: Side, req: Message, version: int | None, timeout: float 
         await asyncio.sleep(0.02)
         resp = await side.client.request(req, version, timeout=60)
     return resp
+
+
+AclTuple = tuple[int, str, int, str, str, int, int]
+
+
+def logged_acls(metadata_dir: Path) -> set[AclTuple]:
+    """The bindings of the ACLs the log holds (created and not removed)."""
+    live: dict[uuid.UUID, AclTuple] = {}
+    for r in read_log(metadata_dir, 0):
+        m: Any = r.message
+        if r.type == "AccessControlEntryRecord":
+            live[m.id] = (m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
+                          m.permission_type)
+        elif r.type == "RemoveAccessControlEntryRecord":
+            live.pop(m.id, None)
+    return set(live.values())
+
+
+async def acls_settled(side: Side, timeout: float) -> None:
+    """Ask DescribeAcls for everything until it answers the log's bindings (or an error: no
+    authorizer), with a deadline."""
+    everything = DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                                     principal_filter=None, host_filter=None, operation=1, permission_type=1)
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = await side.client.request(everything, 3, timeout=60)
+        if resp.error_code != 0:
+            return
+        got = {(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
+                a.permission_type) for r in resp.resources for a in r.acls}
+        if got == logged_acls(side.node.metadata_dir) or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.02)
 
 
 async def raw_exchange(bootstrap: str, frame: bytes, timeout: float = 30) -> str:

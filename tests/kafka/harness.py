@@ -111,6 +111,14 @@ def kafka_configs(*args: str, timeout: float = 120) -> ToolResult:
     return run_tool("kafka.admin.ConfigCommand", *args, timeout=timeout)
 
 
+def kafka_leader_election(*args: str, timeout: float = 120) -> ToolResult:
+    return run_tool("org.apache.kafka.tools.LeaderElectionCommand", *args, timeout=timeout)
+
+
+def kafka_reassign_partitions(*args: str, timeout: float = 120) -> ToolResult:
+    return run_tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand", *args, timeout=timeout)
+
+
 def kafka_acls(*args: str, timeout: float = 120) -> ToolResult:
     return run_tool("kafka.admin.AclCommand", *args, timeout=timeout)
 

@@ -90,7 +90,20 @@ HASH_ORDER = Normalisation(
     "walking a HashSet of topic ids, and it finds the partitions a broker is in (or the leaderless ones) by "
     "walking an index keyed by topic id (BrokersToIsrs); topic ids are random, so the order across topics "
     "is too. Within a step, each run of consecutive RemoveTopicRecords is compared sorted by topic, and each "
-    "run of consecutive PartitionChangeRecords sorted by (topic, partition), offsets re-dealt in that order.")
+    "run of consecutive PartitionChangeRecords sorted by (topic, partition), offsets re-dealt in that order. "
+    "ACLs too: DescribeAcls groups bindings in a HashMap keyed by resource pattern and a HashSet of entries "
+    "(enums hash by identity, so the order changes per JVM), and DeleteAcls lists each filter's matches, and "
+    "writes its RemoveAccessControlEntryRecords, in the order of a HashMap and a HashSet keyed by random ACL "
+    "ids: DescribeAclsResponse.Resources and each resource's Acls, DeleteAclsFilterResult.MatchingAcls, and "
+    "each run of consecutive RemoveAccessControlEntryRecords (by normalised id) are compared sorted.")
+
+ACL_PUBLICATION_LAG = Normalisation(
+    "DescribeAcls waits until the authorizer has loaded the log's ACLs",
+    "A Kafka controller answers DescribeAcls from its StandardAuthorizer, which the MetadataLoader updates a "
+    "moment after the ACL records commit, so a DescribeAcls right after a CreateAcls or DeleteAcls may not see "
+    "it yet. Before a DescribeAcls step (when the side has an authorizer) the driver asks DescribeAcls for "
+    "everything, with a deadline, until the bindings it gets are those the side's log holds (acls_settled); "
+    "then the step's own request is sent and compared like any other.")
 
 PUBLICATION_LAG = Normalisation(
     "ApiVersions is asked again until it has seen the last feature change",
@@ -119,6 +132,22 @@ SHELL_CATCH_UP = Normalisation(
     "a deadline, until /image/provenance has reached the snapshot's last record; its ERROR lines about "
     "skipping the snapshot header and footer control records are printed for Kafka's own snapshots too.")
 
+ENVELOPE_DATA = Normalisation(
+    "an Envelope's ResponseData is compared decoded",
+    "An EnvelopeResponse's ResponseData is the inner response, header and all, as bytes; it is decoded at the "
+    "inner request's api key and version (normalise_envelope) so that every other normalisation applies inside "
+    "it too. Bytes that do not decode are compared as hex.")
+
+REQUEST_TEXT = Normalisation(
+    "the text of a request in 'is not authorized' messages",
+    "Kafka's AuthHelper.authorizeClusterOperation refuses with 'Request <request> is not authorized.', where "
+    "<request> is the JVM's RequestChannel.Request.toString: processor number, connection id with ephemeral "
+    "ports, a Session object's identity hash, buffer positions. Any ErrorMessage of the form 'Request "
+    "Request(...) is not authorized.' is compared as 'Request <request> is not authorized.' (kraftsim names the "
+    "listener, protocol, principal and api there).")
+
+_REQUEST_TEXT = re.compile(r"^Request Request\(.*\) is not authorized\.$", re.DOTALL)
+
 THROTTLE = Normalisation(
     "none for throttle_time_ms",
     "Compared as is: neither side throttles these APIs (listed so nobody adds a mask for it).")
@@ -135,13 +164,13 @@ class KnownDivergence:
 
 
 # The api keys a Kafka 3.9 controller serves that kraftsim does not serve yet (later issues add them).
-NOT_SERVED_YET = frozenset({7, 17, 29, 30, 31, 32, 33, 36, 38, 39, 40, 41, 43, 45, 46, 80, 81, 82})
+NOT_SERVED_YET = frozenset({7, 17, 32, 36, 38, 39, 40, 41, 80, 81, 82})
 
 CONTROLLER_APIS = KnownDivergence(
     "controller APIs not served yet",
     "ApiVersionsResponse.ApiKeys: a Kafka 3.9 controller also serves the api keys in NOT_SERVED_YET "
-    "(ControlledShutdown, SaslHandshake, ACLs, AlterConfigs, delegation tokens, reassignments, "
-    "ElectLeaders, ...: the admin API of issue 12). Their "
+    "(ControlledShutdown, SaslHandshake, DescribeConfigs, delegation tokens, the Raft voter "
+    "APIs: the rest of issues 12 and 14). Their "
     "entries are left out of the general comparison; every entry both serve is compared with its versions.",
     "tests/kafka/test_api_versions.py::test_api_versions_lists_every_controller_api",
     "ApiVersionsResponse", "api_keys",
@@ -159,10 +188,55 @@ CONTROLLER_REGISTRATION = Normalisation(
     "without it); tests/kafka/test_files.py::test_activation_records_with_controller_registration compares "
     "the log with it, record by record.")
 
+RAFT = Normalisation(
+    "Raft responses: offsets relative, records decoded, times and ports masked",
+    "Fetch, FetchSnapshot and DescribeQuorum carry log offsets at every level (high watermark, log start and "
+    "end offsets, diverging-epoch and snapshot end offsets): each is taken relative to the scenario's start "
+    "as OFFSETS does. A Fetch's records are decoded and compared one by one from the fetch offset on (BATCHES: "
+    "the batch holding the fetch offset may start earlier on one side), control records by type. Snapshot "
+    "bytes depend on batch timestamps and are compared by length class only ('snapshot bytes'). "
+    "Last-fetch and caught-up times are wall clock ('time'), and listener ports differ per side ('port').")
+
+# Raft responses: fields holding offsets or times at any depth (RAFT).
+RAFT_TOPS = frozenset({"FetchResponse", "FetchSnapshotResponse", "DescribeQuorumResponse"})
+RAFT_OFFSET_ATTRS = frozenset({"high_watermark", "log_start_offset", "last_stable_offset", "log_end_offset",
+                               "end_offset"})
+RAFT_TIME_ATTRS = frozenset({"last_fetch_timestamp", "last_caught_up_timestamp"})
+
+
+def raft_records(data: bytes, view: SideView, fetch_offset: int) -> list[Any]:
+    """A Fetch's records as comparable entries, from ``fetch_offset`` on (RAFT)."""
+    from kraftsim.metadata.batch import IncompleteBatchError, decode_control_record, read_batches
+    from kraftsim.metadata.records import unframe
+
+    out: list[Any] = []
+    try:
+        for batch in read_batches(data):
+            for rec in batch.records():
+                if rec.offset < fetch_offset:
+                    continue
+                if batch.is_control:
+                    ctl = decode_control_record(rec)
+                    out.append({"offset": view.offset(rec.offset), "control": type(ctl[1]).__name__ if ctl else "?"})
+                    continue
+                assert rec.value is not None
+                msg, version = unframe(rec.value)
+                name = type(msg).__name__
+                if name in DROPPED_RECORDS:
+                    continue
+                out.append({"offset": view.offset(rec.offset), "type": name, "version": version,
+                            "fields": normalise_record(msg, view)})
+    except IncompleteBatchError:
+        pass
+    return out
+
+
 # Records left out of transcripts, offsets renumbered around them.
 DROPPED_RECORDS = {"NoOpRecord": TIMER_RECORDS, "RegisterControllerRecord": CONTROLLER_REGISTRATION}
 
-ALL = (OFFSETS, TOPIC_IDS, UNKNOWN_UUIDS, PLACEMENT, BATCHES, TIMER_RECORDS, CONTROLLER_REGISTRATION, HASH_ORDER, PUBLICATION_LAG, DUMP_JSON, TOOL_OUTPUT, SHELL_CATCH_UP, THROTTLE)
+ALL = (OFFSETS, TOPIC_IDS, UNKNOWN_UUIDS, PLACEMENT, BATCHES, TIMER_RECORDS, CONTROLLER_REGISTRATION, HASH_ORDER,
+       PUBLICATION_LAG, ACL_PUBLICATION_LAG, ENVELOPE_DATA, REQUEST_TEXT, DUMP_JSON, TOOL_OUTPUT, SHELL_CATCH_UP, THROTTLE,
+       RAFT)
 
 # Where offsets live: (message class name, field attribute).
 OFFSET_FIELDS: frozenset[tuple[str, str]] = frozenset({
@@ -185,6 +259,7 @@ class SideView:
     placed_topics: set[str] = field(default_factory=set)  # created without manual assignments
     unknown: dict[uuid.UUID, str] = field(default_factory=dict)
     dropped: list[int] = field(default_factory=list)  # offsets of DROPPED_RECORDS seen, ascending
+    fetch_offset: int = 0  # the last Fetch's offset, from which its records are compared (RAFT)
 
     def uuid(self, u: uuid.UUID) -> Any:
         if u.int >> 96 == SCENARIO_UUID_PREFIX or u.int in (0, 1):
@@ -228,10 +303,23 @@ def normalise(obj: Any, view: SideView, cls_name: str | None = None, mask: bool 
             v = getattr(obj, attr)
             if attr in masked:
                 out[attr] = normalise(masked[attr].mask(v, obj), view, top, mask)
-            elif (top, attr) == ("DeleteTopicsResponse", "responses") and name == top:  # HASH_ORDER
+            elif ((top, attr) == ("DeleteTopicsResponse", "responses") and name == top) \
+                    or (top, attr) in HASH_ORDERED_ACL_FIELDS:  # HASH_ORDER
                 out[attr] = sorted(normalise(v, view, top, mask), key=repr)
             elif (top, attr) in OFFSET_FIELDS and isinstance(v, int) and name == top:
                 out[attr] = view.offset(v)
+            elif top in RAFT_TOPS and isinstance(v, int) and attr in RAFT_OFFSET_ATTRS:
+                out[attr] = view.offset(v) if v >= 0 else v
+            elif top in RAFT_TOPS and isinstance(v, int) and attr in RAFT_TIME_ATTRS:
+                out[attr] = "time" if v >= 0 else v
+            elif top in RAFT_TOPS and attr == "port":
+                out[attr] = "port"
+            elif top == "FetchResponse" and attr == "records":
+                out[attr] = raft_records(bytes(v or b""), view, view.fetch_offset)
+            elif top == "FetchSnapshotResponse" and attr == "unaligned_records":
+                out[attr] = "snapshot bytes" if v else v
+            elif attr == "error_message" and isinstance(v, str) and _REQUEST_TEXT.match(v):  # REQUEST_TEXT
+                out[attr] = "Request <request> is not authorized."
             else:
                 out[attr] = normalise(v, view, top, mask)
         return out
@@ -242,6 +330,24 @@ def normalise(obj: Any, view: SideView, cls_name: str | None = None, mask: bool 
     if isinstance(obj, bytes | bytearray | memoryview):
         return bytes(obj).hex()
     return obj
+
+
+def normalise_envelope(req: Any, resp: Any, view: SideView, mask: bool = True) -> Any:
+    """ENVELOPE_DATA: an EnvelopeResponse with its ResponseData decoded as the inner response."""
+    from kraftsim.rpc import frames
+    from kraftsim.rpc.errors import CodecError
+
+    out = normalise(resp, view, mask=mask)
+    data = resp.response_data
+    if data is None or len(req.request_data) < 4:
+        return out
+    api_key, version = int.from_bytes(req.request_data[0:2], "big"), int.from_bytes(req.request_data[2:4], "big")
+    try:
+        correlation_id, inner = frames.decode_response(bytes(data), api_key, version)
+    except (CodecError, ValueError, KeyError):
+        return out
+    out["response_data"] = {"correlation_id": correlation_id, "inner": normalise(inner, view, mask=mask)}
+    return out
 
 
 def normalise_record(rec: Any, view: SideView) -> Any:
@@ -270,9 +376,14 @@ def normalise_record(rec: Any, view: SideView) -> Any:
     return out
 
 
+# (response, field) at any depth: lists Kafka builds from hash maps and sets (HASH_ORDER).
+HASH_ORDERED_ACL_FIELDS = frozenset({("DescribeAclsResponse", "resources"), ("DescribeAclsResponse", "acls"),
+                                     ("DeleteAclsResponse", "matching_acls")})
+
 _SORTED_RUNS: dict[str, Callable[[dict[str, Any]], tuple[str, int]]] = {
     "RemoveTopicRecord": lambda f: (repr(f["topic_id"]), 0),
     "PartitionChangeRecord": lambda f: (repr(f["topic_id"]), int(f["partition_id"])),
+    "RemoveAccessControlEntryRecord": lambda f: (repr(f["id"]), 0),
 }
 
 

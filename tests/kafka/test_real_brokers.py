@@ -1,0 +1,322 @@
+"""Real Kafka 3.9 brokers whose only controller is kraftsim: they fetch and replay the metadata
+log, register and are unfenced, forward admin requests in an Envelope, take producer id blocks,
+move ISRs through AlterPartition, and carry real messages through kill -9, SIGTERM, a controller
+restart and a late start from a snapshot.
+
+One module-scoped cluster (a kraftsim controller and three brokers); the tests run in file order
+and each leaves the cluster whole (all brokers running and unfenced) for the next."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from tests.kafka.harness import (
+    KafkaNode,
+    KraftsimNode,
+    kafka_leader_election,
+    kafka_metadata_quorum,
+    kafka_reassign_partitions,
+    kafka_topics,
+    random_cluster_id,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+BROKER_IDS = (1, 2, 3)
+SESSION_TIMEOUT_MS = 6000
+T = TypeVar("T")
+
+# Snapshots every second and segments of 4 KiB kept only until a snapshot covers them, so that a
+# broker that starts late finds the log start past offset 0 and must fetch a snapshot.
+CONTROLLER_CONFIG = {
+    "metadata.max.idle.interval.ms": "500",
+    "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "metadata.log.max.snapshot.interval.ms": "1000",
+    "metadata.log.segment.bytes": "4096",
+    "metadata.log.segment.min.bytes": "4096",
+    "metadata.max.retention.bytes": "0",
+}
+BROKER_CONFIG = {
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "replica.lag.time.max.ms": "5000",
+    "default.replication.factor": "3",
+}
+
+
+def until(what: str, probe: Callable[[], T | None], timeout: float = 90, every: float = 0.2) -> T:
+    """Poll ``probe`` until it returns something truthy, with a deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = probe()
+        except Exception as e:  # noqa: BLE001 - a tool or client may fail while the cluster moves
+            last = e
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
+        time.sleep(every)
+
+
+class Cluster:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        cid = random_cluster_id()
+        self.controller = KraftsimNode(directory / "controller", cluster_id=cid, overrides=dict(CONTROLLER_CONFIG))
+        self.voters = f"{self.controller.node_id}@{self.controller.bootstrap}"
+        self.brokers = {i: self.new_broker(i) for i in BROKER_IDS}
+
+    def new_broker(self, node_id: int) -> KafkaNode:
+        return KafkaNode(self.directory / f"broker-{node_id}", role="broker", node_id=node_id,
+                         cluster_id=self.controller.cluster_id, voters=self.voters, overrides=dict(BROKER_CONFIG))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.running)
+
+    def metrics(self) -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.controller.http_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(kafka_controller_\w+) (\S+)$", text, re.M)}
+
+    def broker_counts(self) -> tuple[int, int]:
+        m = self.metrics()
+        return int(m["kafka_controller_kafkacontroller_activebrokercount"]), \
+            int(m["kafka_controller_kafkacontroller_fencedbrokercount"])
+
+    def admin(self) -> Any:
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def partitions(self, topic: str) -> dict[int, tuple[int, list[int], list[int]]] | None:
+        """{partition: (leader, replicas in order, sorted isr)} as a broker's metadata cache has it."""
+        md = self.admin().list_topics(topic, timeout=10)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return None
+        return {p.id: (p.leader, list(p.replicas), sorted(p.isrs)) for p in t.partitions.values()}
+
+    def all_unfenced(self) -> bool:
+        return self.broker_counts() == (len(self.brokers), 0)
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            b.kill()
+        self.controller.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("real-brokers"))
+    c.controller.format()
+    c.controller.start()
+    try:
+        for b in c.brokers.values():
+            b.format()
+            b.start(wait=False)
+        for b in c.brokers.values():
+            b.wait_ready(120)
+        yield c
+    finally:
+        c.stop()
+
+
+def produce(c: Cluster, topic: str, count: int, prefix: str) -> set[str]:
+    """Idempotent producer, acks=all: the values every broker acknowledged."""
+    acked: set[str] = set()
+    errors: list[str] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked.add(msg.value().decode())
+        else:
+            errors.append(str(err))
+
+    p = ck.Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": True, "acks": "all",
+                     "linger.ms": 5, "message.timeout.ms": 60_000})
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, value=f"{prefix}-{i}".encode(), key=str(i).encode(), on_delivery=delivered)
+                break
+            except BufferError:
+                p.poll(0.1)
+        p.poll(0)
+    assert p.flush(90) == 0, "messages still in flight after 90 s"
+    assert not errors, errors[:3]
+    return acked
+
+
+def consume(c: Cluster, topic: str, group: str, expected: int) -> list[str]:
+    consumer = ck.Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                            "enable.auto.commit": True})
+    consumer.subscribe([topic])
+    seen: list[str] = []
+    deadline = time.monotonic() + 120
+    try:
+        while len(seen) < expected and time.monotonic() < deadline:
+            for m in consumer.consume(1000, 1.0):
+                if m.error() is None:
+                    seen.append(m.value().decode())
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_brokers_register_fetch_and_are_unfenced(cluster: Cluster) -> None:
+    c = cluster
+    until("three brokers active, none fenced", c.all_unfenced, 60)
+    status = kafka_metadata_quorum("--bootstrap-controller", c.controller.bootstrap, "describe", "--status").check()
+    assert re.search(rf"LeaderId:\s+{c.controller.node_id}\b", status.stdout), status.stdout
+    for i in BROKER_IDS:
+        assert f'"id": {i},' in status.stdout, status.stdout  # every broker is an observer
+    replication = kafka_metadata_quorum("--bootstrap-controller", c.controller.bootstrap,
+                                        "describe", "--replication").check()
+    observers = [line for line in replication.stdout.splitlines() if line.rstrip().endswith("Observer")]
+    assert sorted(int(line.split()[0]) for line in observers) == list(BROKER_IDS), replication.stdout
+
+
+def test_topics_created_described_and_altered_through_a_broker(cluster: Cluster) -> None:
+    c = cluster
+    bs = ("--bootstrap-server", c.brokers[1].bootstrap)
+    kafka_topics(*bs, "--create", "--topic", "orders", "--partitions", "3", "--replication-factor", "3").check()
+    parts = until("orders has leaders and full ISRs",
+                  lambda: (p := c.partitions("orders")) and len(p) == 3
+                  and all(leader in BROKER_IDS and isr == list(BROKER_IDS) for leader, _, isr in p.values()) and p)
+    assert {leader for leader, _, _ in parts.values()} == set(BROKER_IDS)  # leaders spread over the brokers
+    described = kafka_topics(*bs, "--describe", "--topic", "orders").check().stdout
+    assert "PartitionCount: 3" in described and "ReplicationFactor: 3" in described, described
+    kafka_topics(*bs, "--alter", "--topic", "orders", "--partitions", "4").check()
+    until("orders has 4 partitions", lambda: (p := c.partitions("orders")) and len(p) == 4)
+    again = kafka_topics(*bs, "--create", "--topic", "orders", "--partitions", "1")
+    assert again.returncode != 0 and "already exists" in again.stdout + again.stderr
+
+
+def test_ten_thousand_idempotent_messages_and_a_consumer_group(cluster: Cluster) -> None:
+    c = cluster
+    kafka_topics("--bootstrap-server", c.bootstrap.split(",")[0], "--create", "--topic", "messages",
+                 "--partitions", "3", "--replication-factor", "3").check()
+    until("messages has leaders", lambda: (p := c.partitions("messages")) and all(v[0] >= 0 for v in p.values()))
+    acked = produce(c, "messages", 10_000, "m")
+    assert len(acked) == 10_000
+    seen = consume(c, "messages", "readers", 10_000)
+    assert sorted(seen) == sorted(acked)
+    # The group's offsets live in __consumer_offsets, created through the controller.
+    offsets = until("__consumer_offsets exists", lambda: c.partitions("__consumer_offsets"))
+    assert len(offsets) == 3 and all(len(r) == 3 for _, r, _ in offsets.values())
+
+
+def test_kill_9_fences_moves_leaders_shrinks_isrs_and_the_broker_rejoins(cluster: Cluster) -> None:
+    c = cluster
+    victim = c.brokers[3]
+    before = until("orders' leaders", lambda: c.partitions("orders"))
+    victim.kill()
+    t0 = time.monotonic()
+    until("broker 3 fenced", lambda: c.broker_counts() == (2, 1), SESSION_TIMEOUT_MS / 1000 + 30)
+    assert time.monotonic() - t0 >= SESSION_TIMEOUT_MS / 1000 * 0.5  # by the session timeout, not at once
+    after = until("no leader or ISR on broker 3",
+                  lambda: (p := c.partitions("orders")) and all(
+                      leader != 3 and 3 not in isr for leader, _, isr in p.values()) and p)
+    assert {pid for pid, (leader, _, _) in before.items() if leader == 3}, "broker 3 led something before"
+    assert all(sorted(r) == list(BROKER_IDS) for _, r, _ in after.values())  # replicas stay, ISRs shrank
+    acked = produce(c, "orders", 500, "while-down")  # min.insync.replicas=2 still holds
+    victim.start(timeout=120)
+    until("broker 3 unfenced again", c.all_unfenced, 60)
+    until("broker 3 back in every ISR",
+          lambda: (p := c.partitions("orders")) and all(isr == list(BROKER_IDS) for _, _, isr in p.values()), 90)
+    seen = consume(c, "orders", "after-kill", len(acked))
+    assert acked <= set(seen)
+    # Leadership it lost stays away until a preferred election (ElectLeaders) gives it back.
+    moved = {pid for pid, (leader, replicas, _) in c.partitions("orders").items() if leader != replicas[0]}
+    assert moved, "broker 3 led partitions before the kill and leads none now"
+    elected = kafka_leader_election("--bootstrap-server", c.bootstrap, "--election-type", "PREFERRED",
+                                    "--all-topic-partitions").check()
+    assert all(f"orders-{pid}" in elected.stdout for pid in moved), elected.stdout
+    until("every orders partition led by its preferred replica",
+          lambda: (p := c.partitions("orders")) and all(leader == replicas[0] for leader, replicas, _ in p.values()))
+
+
+def test_kafka_reassign_partitions_moves_a_replica(cluster: Cluster, tmp_path: Path) -> None:
+    """kafka-reassign-partitions --execute, then --verify until done: broker 2 copies the
+    partition from broker 1, joins the ISR (AlterPartition), and the controller completes the
+    move by dropping broker 1."""
+    c = cluster
+    bs = ("--bootstrap-server", c.bootstrap)
+    kafka_topics(*bs, "--create", "--topic", "moving", "--replica-assignment", "1").check()
+    until("moving has its leader", lambda: (p := c.partitions("moving")) and p[0][0] == 1)
+    acked = produce(c, "moving", 1_000, "moved")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": [2]}]}))
+    started = kafka_reassign_partitions(*bs, "--reassignment-json-file", str(plan), "--execute").check()
+    assert "Successfully started partition reassignment" in started.stdout, started.stdout
+    until("the reassignment verified complete",
+          lambda: "Reassignment of partition moving-0 is completed" in kafka_reassign_partitions(
+              *bs, "--reassignment-json-file", str(plan), "--verify").stdout, 120, every=1)
+    assert c.partitions("moving") == {0: (2, [2], [2])}
+    assert set(consume(c, "moving", "after-move", len(acked))) == acked
+
+
+def test_sigterm_is_a_controlled_shutdown(cluster: Cluster) -> None:
+    c = cluster
+    broker = c.brokers[2]
+    code = broker.stop(timeout=60)
+    assert code in (0, 143), broker.log_tail()
+    text = broker.log_path.read_text()
+    # The broker asks through its heartbeats, and kraftsim lets it go once it leads nothing.
+    begun = text.rfind("Beginning controlled shutdown.")
+    assert begun >= 0, broker.log_tail()
+    assert text.find("The controller has asked us to exit controlled shutdown.", begun) > begun, broker.log_tail()
+    assert text.find("[BrokerServer id=2] shut down completed", begun) > begun, broker.log_tail()
+    until("broker 2 fenced after shutting down", lambda: c.broker_counts() == (2, 1), 30)
+    broker.start(timeout=120)
+    until("broker 2 unfenced again", c.all_unfenced, 60)
+
+
+def test_a_controller_restart_loses_no_acknowledged_message(cluster: Cluster) -> None:
+    c = cluster
+    kafka_topics("--bootstrap-server", c.bootstrap.split(",")[0], "--create", "--topic", "restart",
+                 "--partitions", "3", "--replication-factor", "3").check()
+    until("restart has leaders", lambda: (p := c.partitions("restart")) and all(v[0] >= 0 for v in p.values()))
+    acked = produce(c, "restart", 2_000, "before")
+    assert c.controller.stop() == 0
+    c.controller.start()
+    until("the brokers back and unfenced after the controller restart", c.all_unfenced, 90)
+    acked |= produce(c, "restart", 2_000, "after")
+    kafka_topics("--bootstrap-server", c.bootstrap.split(",")[0], "--create", "--topic", "after-restart",
+                 "--partitions", "1", "--replication-factor", "3").check()  # forwarding works again
+    seen = consume(c, "restart", "restart-readers", len(acked))
+    assert set(seen) == acked and len(acked) == 4_000
+
+
+def test_a_late_broker_catches_up_through_a_snapshot(cluster: Cluster) -> None:
+    c = cluster
+    pdir = c.controller.metadata_dir / "__cluster_metadata-0"
+    start = until("the log start moved past 0 (snapshot + retention)",
+                  lambda: (s := sorted(pdir.glob("*.log"))) and int(s[0].stem) > 0 and int(s[0].stem))
+    assert list(pdir.glob("*.checkpoint")), "a snapshot exists"
+    late = c.new_broker(4)
+    late.format()
+    late.start(timeout=120)
+    try:
+        until("broker 4 unfenced", lambda: c.broker_counts() == (4, 0), 60)
+        fetched = sorted((late.metadata_dir / "__cluster_metadata-0").glob("*.checkpoint"))
+        assert fetched and int(fetched[0].name.split("-")[0]) >= start, fetched  # FetchSnapshot, not the log
+        md = AdminClient({"bootstrap.servers": late.bootstrap}).list_topics(timeout=10)
+        assert {"orders", "messages", "restart"} <= set(md.topics)
+    finally:
+        late.stop(timeout=60)
