@@ -39,7 +39,7 @@ from kraftsim.controller.acl_bindings import (
     invalid_new_acl,
     sort_key,
 )
-from kraftsim.controller.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from kraftsim.controller.authorizer import CLUSTER_NAME, AclOperation, ResourceType, authorize_cluster
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
 from kraftsim.controller.routes import Route
@@ -87,14 +87,7 @@ class AclControlManager:
         return self.ctx.config.get("authorizer.class.name").strip() == STANDARD_AUTHORIZER
 
     def _authorize_cluster(self, context: RequestContext, op: AclOperation) -> None:
-        """AuthHelper.authorizeClusterOperation. Kafka's message prints the JVM's request object
-        (connection id, buffer positions); this one names what identifies the request."""
-        if not self.ctx.authorizer.authorize(context, op, ResourceType.CLUSTER, CLUSTER_NAME):
-            raise ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, (
-                f"Request Request(apiKey={ApiKey(context.api_key).name}, apiVersion={context.api_version}, "
-                f"principal={context.principal}, clientAddress={context.client_address}, "
-                f"listenerName=ListenerName({context.listener}), securityProtocol={context.security_protocol}, "
-                f"forwarded={str(context.from_envelope).lower()}) is not authorized."))
+        authorize_cluster(self.ctx.authorizer, context, op)
 
     # ----- CreateAcls ---------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kraftsim.controller.authorizer import AclOperation
 from kraftsim.controller.cluster import ClusterControlManager
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.partition_change import Election, PartitionChangeBuilder
@@ -95,7 +96,8 @@ class AlterPartitionManager:
         self.cluster = cluster
 
     def routes(self) -> list[Route]:
-        return [Route(ApiKey.ALTER_PARTITION, "alterPartition", self.alter_partition)]
+        return [Route(ApiKey.ALTER_PARTITION, "alterPartition", self.alter_partition,
+                      cluster_operation=AclOperation.CLUSTER_ACTION)]
 
     def alter_partition(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
         version = context.api_version

@@ -6,7 +6,8 @@ each becomes a dispatcher handler: the request runs as an event on the controlle
 back once they are committed. A failure becomes the API's whole-request error response, as
 Kafka's ``ControllerApis`` maps it: an ApiError keeps its code and message, an event that timed
 out in the queue is REQUEST_TIMED_OUT, a controller that is not active (or failed) is
-NOT_CONTROLLER, anything else UNKNOWN_SERVER_ERROR. A route that can change the cluster
+NOT_CONTROLLER, anything else UNKNOWN_SERVER_ERROR. A route's cluster check
+(``Route.cluster_operation``) comes first, before the queue, as in Kafka's API layer. A route that can change the cluster
 (``Route.mutating``) leaves one line on the audit log once it is answered (``audit.py``).
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from kraftsim.controller.audit import audit
+from kraftsim.controller.authorizer import authorize_cluster
 from kraftsim.controller.envelope import EnvelopeHandler
 from kraftsim.controller.events import EventTimeoutError
 from kraftsim.controller.quorum import FatalControllerError, HandlerFaultError, QuorumController
@@ -64,9 +66,12 @@ class ControllerApis:
         queue, submit, clock = c.queue, c.submit, c.clock
         run, event, error = route.handler, route.event, route.error
         timeout_ms, on_timeout = route.timeout_ms, route.on_timeout
+        operation = route.cluster_operation
 
         def handle(ctx: RequestContext, request: Message) -> Any:
             try:
+                if operation is not None and c.ctx is not None:
+                    authorize_cluster(c.ctx.authorizer, ctx, operation)
                 t = None if timeout_ms is None else timeout_ms(request)
                 if t is not None and t <= 0:
                     # Kafka's queue finds such a deadline already passed, even when idle.

@@ -13,7 +13,10 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final, Protocol
 
+from kraftsim.controller.result import ApiError
+from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import RequestContext
+from kraftsim.rpc.error_codes import ErrorCode
 
 CLUSTER_NAME: Final = "kafka-cluster"
 
@@ -86,3 +89,24 @@ def authorized_operations(authorizer: Authorizer, context: RequestContext, resou
     """AuthHelper.authorizedOperations: the supported operations the principal may perform."""
     allowed = [op for op in supported if authorizer.authorize(context, op, resource_type, resource_name)]
     return to_32bit_field(allowed)
+
+
+def request_text(context: RequestContext) -> str:
+    """What Kafka prints for a request in AuthHelper's refusal. Kafka's text is the JVM's
+    request object (connection id, buffer positions); this one names what identifies it."""
+    return (f"Request(apiKey={ApiKey(context.api_key).name}, apiVersion={context.api_version}, "
+            f"principal={context.principal}, clientAddress={context.client_address}, "
+            f"listenerName=ListenerName({context.listener}), securityProtocol={context.security_protocol}, "
+            f"forwarded={str(context.from_envelope).lower()})")
+
+
+def cluster_refusal(context: RequestContext) -> ApiError:
+    """AuthHelper.authorizeClusterOperation's ClusterAuthorizationException: the API's
+    whole-request error response carries it (with this message where it has one)."""
+    return ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"Request {request_text(context)} is not authorized.")
+
+
+def authorize_cluster(authorizer: Authorizer, context: RequestContext, operation: AclOperation) -> None:
+    """AuthHelper.authorizeClusterOperation: raise unless ``operation`` on the cluster is allowed."""
+    if not authorizer.authorize(context, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        raise cluster_refusal(context)

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kraftsim.controller.authorizer import AclOperation
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.heartbeats import (
     CONTROLLED_SHUTDOWN,
@@ -109,14 +110,17 @@ class ClusterControlManager:
         # processExpiredBrokerHeartbeat).
         half_interval = self.ctx.config.get("broker.heartbeat.interval.ms") // 2
         return [
-            Route(ApiKey.BROKER_REGISTRATION, "processBrokerRegistration", self.register_broker),
+            Route(ApiKey.BROKER_REGISTRATION, "processBrokerRegistration", self.register_broker,
+                  cluster_operation=AclOperation.CLUSTER_ACTION),
             Route(ApiKey.BROKER_HEARTBEAT, "processBrokerHeartbeat", self.heartbeat,
                   timeout_ms=lambda _: half_interval, on_timeout=self._heartbeat_timed_out,
+                  cluster_operation=AclOperation.CLUSTER_ACTION,
                   mutating=False),  # every 2 s per broker: the broker's own lifecycle, not an audit event
             # ControllerApis.handleUnregisterBroker sets the error code only; ErrorMessage keeps its
             # schema default, "", on success and on failure alike.
             Route(ApiKey.UNREGISTER_BROKER, "unregisterBroker", self.unregister_broker,
-                  error=lambda req, v, code, msg: error_response(req, v, code, msg, messages=False)),
+                  error=lambda req, v, code, msg: error_response(req, v, code, msg, messages=False),
+                  cluster_operation=AclOperation.ALTER),
         ]
 
     def _heartbeat_timed_out(self, request: Any) -> None:

@@ -119,7 +119,7 @@ class ControllerRegistrations:
     def routes(self) -> list[Route]:
         return [
             Route(ApiKey.CONTROLLER_REGISTRATION, "registerController", self.register_controller,
-                  error=registration_error_response),
+                  error=registration_error_response, cluster_operation=AclOperation.CLUSTER_ACTION),
             Route(ApiKey.DESCRIBE_CLUSTER, "describeCluster", self.describe_cluster, mutating=False),
         ]
 

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 
 from kraftsim.controller.apis import ControllerApis
+from kraftsim.controller.authorizer import AllowAll
 from kraftsim.controller.config import Config
 from kraftsim.controller.http import start_http
 from kraftsim.controller.quorum import QuorumController
@@ -65,7 +66,8 @@ def raft_apis(controller: QuorumController, config: Config) -> RaftApis:
         endpoints = [Endpoint(*config.controller_listener)]
     directory = uuids.from_str(controller.directory_id) if controller.directory_id else None
     assert controller.raft is not None
-    return RaftApis(controller.raft, controller.cluster_id, endpoints, directory)
+    return RaftApis(controller.raft, controller.cluster_id, endpoints, directory,
+                    authorizer=lambda: controller.ctx.authorizer if controller.ctx is not None else AllowAll())
 
 
 async def start(config: Config, clock: Clock | None = None) -> RunningController:

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from enum import IntEnum
 from typing import Any
 
+from kraftsim.controller.authorizer import AclOperation
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.result import ApiError, ControllerResult
 from kraftsim.controller.routes import Route
@@ -158,7 +159,8 @@ class FeatureControlManager:
             return default
 
     def routes(self) -> list[Route]:
-        return [Route(ApiKey.UPDATE_FEATURES, "updateFeatures", self.update_features)]
+        return [Route(ApiKey.UPDATE_FEATURES, "updateFeatures", self.update_features,
+                      cluster_operation=AclOperation.ALTER)]
 
     # ----- UpdateFeatures ---------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from kraftsim.controller.authorizer import AclOperation
 from kraftsim.controller.cluster import ClusterControlManager
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.result import ApiError, ControllerResult
@@ -33,7 +34,8 @@ class ProducerIdControlManager:
         self.cluster = cluster
 
     def routes(self) -> list[Route]:
-        return [Route(ApiKey.ALLOCATE_PRODUCER_IDS, "allocateProducerIds", self.allocate_producer_ids)]
+        return [Route(ApiKey.ALLOCATE_PRODUCER_IDS, "allocateProducerIds", self.allocate_producer_ids,
+                      cluster_operation=AclOperation.CLUSTER_ACTION)]
 
     def next_block_start(self) -> int:
         """The first id of the next block (no block handed out yet: 0)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kraftsim.controller.authorizer import AclOperation
 from kraftsim.controller.cluster import ClusterControlManager
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.partition_change import PartitionChangeBuilder
@@ -39,7 +40,8 @@ class ReplicaDirectoryManager:
         self.cluster = cluster
 
     def routes(self) -> list[Route]:
-        return [Route(ApiKey.ASSIGN_REPLICAS_TO_DIRS, "assignReplicasToDirs", self.assign_replicas_to_dirs)]
+        return [Route(ApiKey.ASSIGN_REPLICAS_TO_DIRS, "assignReplicasToDirs", self.assign_replicas_to_dirs,
+                      cluster_operation=AclOperation.CLUSTER_ACTION)]
 
     def assign_replicas_to_dirs(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
         image = self.ctx.image

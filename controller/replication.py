@@ -41,6 +41,7 @@ from kraftsim.controller.placement import (
 )
 from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
 from kraftsim.controller.routes import Route
+from kraftsim.controller.topic_authorization import TopicAuthorization
 from kraftsim.controller.topic_configs import TopicConfigResolver
 from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP, check_record_count
 from kraftsim.metadata import topic_names, versions
@@ -89,13 +90,30 @@ class ReplicationControlManager:
 
     def routes(self) -> list[Route]:
         return [
-            Route(ApiKey.CREATE_TOPICS, "createTopics", self.create_topics, timeout_ms=lambda r: r.timeout_ms),
+            Route(ApiKey.CREATE_TOPICS, "createTopics", self.serve_create_topics, timeout_ms=lambda r: r.timeout_ms),
             # Kafka's DeleteTopicsRequest.getErrorResponse carries codes only.
-            Route(ApiKey.DELETE_TOPICS, "deleteTopics", self.delete_topics, timeout_ms=lambda r: r.timeout_ms,
+            Route(ApiKey.DELETE_TOPICS, "deleteTopics", self.serve_delete_topics, timeout_ms=lambda r: r.timeout_ms,
                   error=lambda req, v, code, msg: error_response(req, v, code, msg, messages=False)),
-            Route(ApiKey.CREATE_PARTITIONS, "createPartitions", self.create_partitions,
+            Route(ApiKey.CREATE_PARTITIONS, "createPartitions", self.serve_create_partitions,
                   timeout_ms=lambda r: r.timeout_ms),
         ]
+
+    # The routes ask the authorizer what Kafka's ControllerApis asks (``topic_authorization``)
+    # and hand the answers to the handlers below, which shape the refusals.
+
+    def serve_create_topics(self, request: Message, context: RequestContext) -> ControllerResult[Message]:
+        auth = TopicAuthorization(self.ctx.authorizer, context)
+        names = {t.name for t in request.topics if t.name != topic_names.CLUSTER_METADATA_TOPIC_NAME}
+        return self.create_topics(request, context, creatable=auth.creatable(),
+                                  describable=auth.describable_configs(names))
+
+    def serve_delete_topics(self, request: Message, context: RequestContext) -> ControllerResult[Message]:
+        deletable, describable = TopicAuthorization(self.ctx.authorizer, context).deletion()
+        return self.delete_topics(request, context, deletable=deletable, describable=describable)
+
+    def serve_create_partitions(self, request: Message, context: RequestContext) -> ControllerResult[Message]:
+        return self.create_partitions(request, context,
+                                      alterable=TopicAuthorization(self.ctx.authorizer, context).alterable())
 
     # ==== CreateTopics ====================================================================
 

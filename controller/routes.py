@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kraftsim.controller.authorizer import AclOperation
 from kraftsim.controller.result import ControllerResult
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import RequestCheck, RequestContext
@@ -38,3 +39,7 @@ class Route:
     mutating: bool = True
     # Kafka's request-constructor checks, run at parse time (see ``rpc.dispatch.RequestCheck``).
     check: RequestCheck | None = None
+    # AuthHelper.authorizeClusterOperation: the operation on the cluster Kafka's ControllerApis
+    # demands before the request reaches the controller's queue (refused: the API's
+    # whole-request error with CLUSTER_AUTHORIZATION_FAILED). None: no such check.
+    cluster_operation: AclOperation | None = None

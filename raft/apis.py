@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kraftsim.controller.authorizer import CLUSTER_NAME, AclOperation, AllowAll, Authorizer, ResourceType
 from kraftsim.metadata.files import METADATA_TOPIC_DIR
 from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.snapshots import SnapshotId
 from kraftsim.raft.leader import RaftLeader, ReplicaState
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.dispatch import Dispatcher, RequestContext
+from kraftsim.rpc.dispatch import Dispatcher, Handler, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.error_messages import GENERIC_MESSAGES
 from kraftsim.rpc.messages import (
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
@@ -70,8 +73,10 @@ class Valid:
 
 class RaftApis:
     def __init__(self, leader: RaftLeader, cluster_id: str, endpoints: list[Endpoint],
-                 directory_id: uuid.UUID | None = None) -> None:
+                 directory_id: uuid.UUID | None = None,
+                 authorizer: Callable[[], Authorizer] = AllowAll) -> None:
         self.leader = leader
+        self.authorizer = authorizer  # the controller's, asked at each request (None configured: AllowAll)
         self.cluster_id = cluster_id
         self.endpoints = endpoints
         self.directory_id = directory_id  # this node's metadata log directory id (meta.properties)
@@ -84,11 +89,27 @@ class RaftApis:
     API_KEYS = (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT, ApiKey.DESCRIBE_QUORUM, ApiKey.VOTE,
                 ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH)
 
+    # ControllerApis asks these of the cluster before handing a Raft request to the Raft client.
+    CLUSTER_OPERATIONS = (AclOperation.CLUSTER_ACTION, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE,
+                          AclOperation.CLUSTER_ACTION, AclOperation.CLUSTER_ACTION, AclOperation.CLUSTER_ACTION)
+
     def install(self, dispatcher: Dispatcher) -> None:
         handlers = (self.fetch, self.fetch_snapshot, self.describe_quorum, self.vote,
                     self.begin_quorum_epoch, self.end_quorum_epoch)
-        for key, handler in zip(self.API_KEYS, handlers, strict=True):
-            dispatcher.register(key, handler)
+        for key, handler, op in zip(self.API_KEYS, handlers, self.CLUSTER_OPERATIONS, strict=True):
+            dispatcher.register(key, self._authorized(handler, op))
+
+    def _authorized(self, handler: Handler, operation: AclOperation) -> Handler:
+        """AuthHelper.authorizeClusterOperation in front of ``handler``: refused, the request's
+        getErrorResponse with CLUSTER_AUTHORIZATION_FAILED."""
+        authorizer = self.authorizer
+
+        def handle(ctx: RequestContext, req: Any) -> Any:
+            if not authorizer().authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+                return refusal(ctx, req)
+            return handler(ctx, req)
+
+        return handle
 
     # ---- shared checks -------------------------------------------------------------------------
 
@@ -360,3 +381,28 @@ class RaftApis:
         resp = cls(error_code=ErrorCode.NONE, topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
         resp.node_endpoints = self._endpoints(ctx, cls)
         return resp
+
+
+def refusal(ctx: RequestContext, req: Any) -> Any:
+    """The Raft requests' getErrorResponse for CLUSTER_AUTHORIZATION_FAILED: the code alone,
+    except DescribeQuorum (the code's generic message too) and Fetch (the session id, and
+    before v13 every requested partition with the code and no high watermark)."""
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    key = ctx.api_key
+    if key == ApiKey.FETCH:
+        topics = [] if ctx.api_version >= 13 else [
+            FetchResponse.FetchableTopicResponse(
+                topic=t.topic, topic_id=t.topic_id,
+                partitions=[FetchResponse.PartitionData(partition_index=p.partition, error_code=code,
+                                                        high_watermark=-1) for p in t.partitions])
+            for t in req.topics]
+        return FetchResponse(error_code=code, session_id=req.session_id, responses=topics)
+    if key == ApiKey.FETCH_SNAPSHOT:
+        return FetchSnapshotResponse(error_code=code)
+    if key == ApiKey.DESCRIBE_QUORUM:
+        return DescribeQuorumResponse(error_code=code, error_message=GENERIC_MESSAGES[code])
+    if key == ApiKey.VOTE:
+        return VoteResponse(error_code=code)
+    if key == ApiKey.BEGIN_QUORUM_EPOCH:
+        return BeginQuorumEpochResponse(error_code=code)
+    return EndQuorumEpochResponse(error_code=code)
