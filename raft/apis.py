@@ -394,7 +394,8 @@ def refusal(ctx: RequestContext, req: Any) -> Any:
             FetchResponse.FetchableTopicResponse(
                 topic=t.topic, topic_id=t.topic_id,
                 partitions=[FetchResponse.PartitionData(partition_index=p.partition, error_code=code,
-                                                        high_watermark=-1) for p in t.partitions])
+                                                        high_watermark=-1, records=None)
+                            for p in t.partitions])
             for t in req.topics]
         return FetchResponse(error_code=code, session_id=req.session_id, responses=topics)
     if key == ApiKey.FETCH_SNAPSHOT:
