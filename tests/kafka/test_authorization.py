@@ -1,0 +1,148 @@
+"""Authorization where Kafka 3.9's ControllerApis asks for it, against a real Kafka 3.9
+controller (differential), both sides with the StandardAuthorizer and the same config.
+
+The client is User:ANONYMOUS and not a super user; ``allow.everyone.if.no.acl.found=true``
+lets it set the scene (a broker, topics), then one CreateAcls leaves it DESCRIBE on the cluster
+and nothing else there, DESCRIBE on topic ``seen``, CREATE on topic ``made``, and topic
+``kept`` with an ACL for someone else. (Kafka's controller must first register itself over its
+own listener as User:ANONYMOUS, so a pair that refuses everything from the start would never
+come up.) Every refusal is compared whole; "Request ... is not authorized." messages after the
+REQUEST_TEXT normalisation."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from kraftsim.controller.acls import STANDARD_AUTHORIZER
+from kraftsim.rpc.messages import (
+    AllocateProducerIdsRequest,
+    AlterPartitionRequest,
+    AssignReplicasToDirsRequest,
+    BeginQuorumEpochRequest,
+    ControllerRegistrationRequest,
+    CreatePartitionsRequest,
+    EndQuorumEpochRequest,
+    VoteRequest,
+)
+from kraftsim.rpc.messages import CreateAclsRequest as CA
+from tests.acl_requests import ALLOW, CLUSTER, CREATE, DESCRIBE, READ, acl, describe_request
+from tests.kafka import differential as d
+from tests.kafka.conftest import PairNodes, close, connect
+from tests.kafka.differential import Call, TopicSpec
+from tests.kafka.test_raft_rpcs import describe_quorum, fetch, fetch_snapshot
+
+pytestmark = pytest.mark.kafka
+
+ANONYMOUS = "User:ANONYMOUS"
+METADATA = "__cluster_metadata"
+
+
+def grants() -> d.Builder:
+    return lambda side: CA(creations=[
+        acl("kafka-cluster", rtype=CLUSTER, op=DESCRIBE, principal=ANONYMOUS, perm=ALLOW),
+        acl("seen", op=DESCRIBE, principal=ANONYMOUS),
+        acl("made", op=CREATE, principal=ANONYMOUS),
+        acl("kept", op=READ, principal="User:bob"),
+    ])
+
+
+def grow(*names: str, count: int = 2) -> d.Builder:
+    return lambda side: CreatePartitionsRequest(timeout_ms=30_000, topics=[
+        CreatePartitionsRequest.CreatePartitionsTopic(name=n, count=count, assignments=None) for n in names])
+
+
+def allocate_producer_ids(broker_id: int) -> d.Builder:
+    return lambda side: AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=side.epochs.get(broker_id, -1))
+
+
+def alter_partition(broker_id: int) -> d.Builder:
+    return lambda side: AlterPartitionRequest(broker_id=broker_id, broker_epoch=side.epochs.get(broker_id, -1),
+                                              topics=[])
+
+
+def assign_dirs(broker_id: int) -> d.Builder:
+    return lambda side: AssignReplicasToDirsRequest(broker_id=broker_id,
+                                                    broker_epoch=side.epochs.get(broker_id, -1), directories=[])
+
+
+def register_controller() -> d.Builder:
+    return lambda side: ControllerRegistrationRequest(
+        controller_id=3001, incarnation_id=uuid.UUID(int=3001), zk_migration_ready=False,
+        listeners=[ControllerRegistrationRequest.Listener(name="CONTROLLER", host="localhost", port=9999,
+                                                          security_protocol=0)], features=[])
+
+
+def vote() -> d.Builder:
+    return lambda side: VoteRequest(cluster_id=side.cluster_id, voter_id=3000, topics=[VoteRequest.TopicData(
+        topic_name=METADATA, partitions=[VoteRequest.PartitionData(partition_index=0, candidate_epoch=1,
+                                                                   candidate_id=3001, last_offset_epoch=0,
+                                                                   last_offset=0)])])
+
+
+def begin_epoch() -> d.Builder:
+    return lambda side: BeginQuorumEpochRequest(cluster_id=side.cluster_id, topics=[
+        BeginQuorumEpochRequest.TopicData(topic_name=METADATA, partitions=[
+            BeginQuorumEpochRequest.PartitionData(partition_index=0, leader_id=3001, leader_epoch=1)])])
+
+
+def end_epoch() -> d.Builder:
+    return lambda side: EndQuorumEpochRequest(cluster_id=side.cluster_id, topics=[])
+
+
+async def test_authorization(pair_factory: Callable[..., PairNodes]) -> None:
+    pair = await connect(pair_factory("authz", authorizer_class_name=STANDARD_AUTHORIZER, super_users="User:admin",
+                                      allow_everyone_if_no_acl_found="true"))
+    try:
+        t = await d.check(pair, [
+            Call("register 1", d.register(1)),
+            Call("unfence 1", d.heartbeat(1)),
+            Call("topics", d.create_topics(TopicSpec("seen", 1, 1), TopicSpec("kept", 1, 1),
+                                           TopicSpec("free", 1, 1))),
+            Call("the grants", grants()),
+            Call("the ACLs", lambda side: describe_request()),
+            # The cluster now has ACLs, none allowing anything but DESCRIBE.
+            Call("register 2", d.register(2)),
+            Call("heartbeat 1", d.heartbeat(1)),
+            Call("unregister 1", d.unregister(1)),
+            Call("producer ids", allocate_producer_ids(1)),
+            Call("alter partition", alter_partition(1)),
+            Call("assign directories", assign_dirs(1)),
+            Call("register a controller", register_controller()),
+            Call("update features", d.update_features(("metadata.version", 21, 1))),
+            Call("fetch", fetch(0)),
+            Call("fetch v12", fetch(0, version=12), 12),
+            Call("fetch a snapshot", fetch_snapshot(1, 1)),
+            Call("vote", vote(), 1),
+            Call("begin an epoch", begin_epoch(), 1),
+            Call("end an epoch", end_epoch(), 1),
+            Call("describe the quorum (DESCRIBE is allowed)", describe_quorum(), 2),
+            # Topics: CREATE on the cluster is gone, so each topic is asked.
+            Call("create", d.create_topics(TopicSpec("made", 1, 1), TopicSpec("kept", 1, 1),
+                                           TopicSpec("other", 1, 1))),
+            Call("grow", grow("seen", "kept", "free")),
+            Call("delete by name", d.delete_topics("seen", "kept", "missing")),
+            Call("delete by id", d.delete_topics("seen", "kept", by_id=True)),
+            Call("delete free", d.delete_topics("free")),
+        ])
+    finally:
+        await close(pair)
+
+    assert {t.error(label) for label in ("register 2", "heartbeat 1", "unregister 1", "producer ids",
+                                         "alter partition", "assign directories", "register a controller",
+                                         "update features", "fetch", "fetch v12", "fetch a snapshot", "vote",
+                                         "begin an epoch", "end an epoch")} == {31}  # CLUSTER_AUTHORIZATION_FAILED
+    assert t.response("update features")["error_message"] == "Request <request> is not authorized."
+    assert t.error("describe the quorum (DESCRIBE is allowed)") == 0
+
+    def by_name(label: str, field: str) -> dict[str, int]:
+        return {r["name"]: r["error_code"] for r in t.response(label)[field]}
+
+    assert by_name("create", "topics") == {"made": 0, "kept": 29, "other": 0}  # TOPIC_AUTHORIZATION_FAILED
+    assert by_name("grow", "results") == {"seen": 29, "kept": 29, "free": 0}
+    assert by_name("delete by name", "responses") == {"seen": 29, "kept": 29, "missing": 3}
+    refused_ids = t.response("delete by id")["responses"]
+    assert sorted(str(r["name"]) for r in refused_ids) == ["None", "seen"]  # kept is not describable
+    assert t.record_types("delete free") == ["RemoveTopicRecord"]
