@@ -35,6 +35,7 @@ from kraftsim.controller.authorizer import (
     CLUSTER_OPERATIONS,
     AclOperation,
     ResourceType,
+    authorize_cluster,
     authorized_operations,
 )
 from kraftsim.controller.context import ControllerContext
@@ -166,8 +167,7 @@ class ControllerRegistrations:
             raise ApiError(ErrorCode.UNSUPPORTED_VERSION, "Direct-to-controller communication is not supported "
                                                           "with the current MetadataVersion.")
         authorizer = self.ctx.authorizer
-        if not authorizer.authorize(context, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-            raise ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        authorize_cluster(authorizer, context, AclOperation.ALTER)  # after the version check, as in Kafka
         v0 = context.api_version == 0
         wanted = request.endpoint_type if not v0 else BROKER_ENDPOINT
         if wanted not in ENDPOINT_NAMES:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kraftsim.controller.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from kraftsim.controller.authorizer import AclOperation
 from kraftsim.controller.cluster import ClusterControlManager
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.partition_change import Election, PartitionChangeBuilder, election_from_wire
@@ -59,11 +59,9 @@ class LeaderElectionManager:
 
     def routes(self) -> list[Route]:
         return [Route(ApiKey.ELECT_LEADERS, "electLeaders", self.elect_leaders, timeout_ms=lambda r: r.timeout_ms,
-                      error=error_response)]
+                      error=error_response, cluster_operation=AclOperation.ALTER)]
 
     def elect_leaders(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
-        if not self.ctx.authorizer.authorize(context, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-            raise ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
         wire = request.election_type if context.api_version >= 1 else 0
         if wire not in (0, 1):
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown election type {wire}")

@@ -30,7 +30,7 @@ import hashlib
 import hmac
 from typing import Any, Final
 
-from kraftsim.controller.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from kraftsim.controller.authorizer import AclOperation
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java_hash import hashmap_capacity, order_by_hash, string_hash
 from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
@@ -83,11 +83,9 @@ class ScramControlManager:
 
     def routes(self) -> list[Route]:
         return [Route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "alterUserScramCredentials", self.alter_credentials,
-                      error=alter_credentials_error)]
+                      error=alter_credentials_error, cluster_operation=AclOperation.ALTER)]
 
     def alter_credentials(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
-        if not self.ctx.authorizer.authorize(context, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-            raise ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if not request.deletions and not request.upsertions:
             return ControllerResult([], AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[]))
         supported = versions.is_scram_supported(self.ctx.image.features.effective_metadata_version())

@@ -24,15 +24,20 @@ from kraftsim.rpc.messages import (
     BeginQuorumEpochRequest,
     ControllerRegistrationRequest,
     CreatePartitionsRequest,
+    DescribeClusterRequest,
     EndQuorumEpochRequest,
     VoteRequest,
 )
 from kraftsim.rpc.messages import CreateAclsRequest as CA
+from kraftsim.rpc.messages import IncrementalAlterConfigsRequest as IAC
 from tests.acl_requests import ALLOW, CLUSTER, CREATE, DESCRIBE, READ, acl, describe_request
 from tests.kafka import differential as d
 from tests.kafka.conftest import PairNodes, close, connect
 from tests.kafka.differential import Call, TopicSpec
+from tests.kafka.test_configs import alter
+from tests.kafka.test_elections import elect
 from tests.kafka.test_raft_rpcs import describe_quorum, fetch, fetch_snapshot
+from tests.kafka.test_reassignments import listed, reassign
 
 pytestmark = pytest.mark.kafka
 
@@ -146,3 +151,38 @@ async def test_authorization(pair_factory: Callable[..., PairNodes]) -> None:
     refused_ids = t.response("delete by id")["responses"]
     assert sorted(str(r["name"]) for r in refused_ids) == ["None", "seen"]  # kept is not describable
     assert t.record_types("delete free") == ["RemoveTopicRecord"]
+
+
+async def test_the_cluster_checks_other_apis_already_had(pair_factory: Callable[..., PairNodes]) -> None:
+    """The same ACLs in front of the APIs kraftsim checked before: ElectLeaders, the
+    reassignment APIs, the config and quota APIs, SCRAM and DescribeCluster."""
+    pair = await connect(pair_factory("authz-more", authorizer_class_name=STANDARD_AUTHORIZER,
+                                      super_users="User:admin", allow_everyone_if_no_acl_found="true"))
+    try:
+        t = await d.check(pair, [
+            Call("register 1", d.register(1)),
+            Call("unfence 1", d.heartbeat(1)),
+            Call("topics", d.create_topics(TopicSpec("seen", 1, 1))),
+            Call("the grants", grants()),
+            Call("the ACLs", lambda side: describe_request()),
+            Call("elect", elect(0, {"seen": [0]})),
+            Call("elect everything", elect(0, None)),
+            Call("reassign", reassign({"seen": {0: [1]}})),
+            Call("list reassignments (DESCRIBE is allowed)", listed(None)),
+            Call("alter a topic's configs", alter((2, "seen", {"retention.ms": "1"}))),
+            Call("alter the brokers' configs", alter((4, "", {"log.retention.ms": "1"}))),
+            Call("incrementally", lambda side: IAC(resources=[IAC.AlterConfigsResource(
+                resource_type=2, resource_name="seen", configs=[IAC.AlterableConfig(
+                    name="retention.ms", config_operation=0, value="1")])])),
+            Call("quotas", d.alter_client_quotas((d.user_entity("u"), [("producer_byte_rate", 1.0)]))),
+            Call("scram", d.alter_scram(upsertions=[d.scram_upsertion("u")])),
+            Call("describe the cluster", lambda side: DescribeClusterRequest(
+                include_cluster_authorized_operations=True, endpoint_type=2), 1),
+        ])
+    finally:
+        await close(pair)
+    assert t.error("elect everything") == 31 and t.error("reassign") == 31
+    assert t.response("quotas")["entries"][0]["error_code"] == 31
+    assert t.response("reassign")["responses"][0]["partitions"][0]["error_message"] == \
+        "Request <request> is not authorized."
+    assert t.error("list reassignments (DESCRIBE is allowed)") == 0
