@@ -2,10 +2,10 @@
 
 Kafka with no ``authorizer.class.name`` lets every principal do everything: :class:`AllowAll`.
 With the StandardAuthorizer configured the controller's context holds
-``standard_authorizer.StandardAuthorizer`` instead. The call sites ask the question Kafka asks
-(CLUSTER_ACTION on the cluster for an Envelope's sender, ALTER_CONFIGS per config resource,
-DESCRIBE for DescribeCluster's authorized operations, ALTER or DESCRIBE on the cluster for the
-ACL APIs).
+``standard_authorizer.StandardAuthorizer`` instead. The call sites ask the question Kafka asks:
+a route's cluster operation (``Route.cluster_operation``, refused with :func:`cluster_refusal`),
+the topic APIs per topic (``topic_authorization.py``), the Raft APIs (``raft/apis.py``), an
+Envelope's sender, ALTER_CONFIGS per config resource, DescribeCluster's authorized operations.
 """
 
 from __future__ import annotations
