@@ -7,8 +7,9 @@ back once they are committed. A failure becomes the API's whole-request error re
 Kafka's ``ControllerApis`` maps it: an ApiError keeps its code and message, an event that timed
 out in the queue is REQUEST_TIMED_OUT, a controller that is not active (or failed) is
 NOT_CONTROLLER, anything else UNKNOWN_SERVER_ERROR. A route's cluster check
-(``Route.cluster_operation``) comes first, before the queue, as in Kafka's API layer. A route that can change the cluster
-(``Route.mutating``) leaves one line on the audit log once it is answered (``audit.py``).
+(``Route.cluster_operation``) comes first, before the queue, as in Kafka's API layer. A route
+that can change the cluster (``Route.mutating``) leaves one line on the audit log once it is
+answered (``audit.py``).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class RaftApis:
                  directory_id: uuid.UUID | None = None,
                  authorizer: Callable[[], Authorizer] = AllowAll) -> None:
         self.leader = leader
-        self.authorizer = authorizer  # the controller's, asked at each request (None configured: AllowAll)
+        self.authorizer = authorizer  # the controller's, asked at each request (AllowAll when none is configured)
         self.cluster_id = cluster_id
         self.endpoints = endpoints
         self.directory_id = directory_id  # this node's metadata log directory id (meta.properties)
