@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from kraftsim.controller.acls import STANDARD_AUTHORIZER
+from kraftsim.controller.envelope import serialize_principal
+from kraftsim.rpc import frames
 from kraftsim.rpc.messages import (
     AllocateProducerIdsRequest,
     AlterPartitionRequest,
@@ -26,11 +29,12 @@ from kraftsim.rpc.messages import (
     CreatePartitionsRequest,
     DescribeClusterRequest,
     EndQuorumEpochRequest,
+    EnvelopeRequest,
     VoteRequest,
 )
 from kraftsim.rpc.messages import CreateAclsRequest as CA
 from kraftsim.rpc.messages import IncrementalAlterConfigsRequest as IAC
-from tests.acl_requests import ALLOW, CLUSTER, CREATE, DESCRIBE, READ, acl, describe_request
+from tests.acl_requests import ALLOW, ALTER, CLUSTER, CREATE, DESCRIBE, READ, acl, describe_request
 from tests.kafka import differential as d
 from tests.kafka.conftest import PairNodes, close, connect
 from tests.kafka.differential import Call, TopicSpec
@@ -43,6 +47,7 @@ pytestmark = pytest.mark.kafka
 
 ANONYMOUS = "User:ANONYMOUS"
 METADATA = "__cluster_metadata"
+DELETE = 6  # AclOperation.DELETE
 
 
 def grants() -> d.Builder:
@@ -186,3 +191,46 @@ async def test_the_cluster_checks_other_apis_already_had(pair_factory: Callable[
     assert t.response("reassign")["responses"][0]["partitions"][0]["error_message"] == \
         "Request <request> is not authorized."
     assert t.error("list reassignments (DESCRIBE is allowed)") == 0
+
+
+def as_alice(build: d.Builder, version: int) -> d.Builder:
+    """``build``'s request inside an Envelope from the super user, for User:alice."""
+    def envelope(side: d.Side) -> Any:
+        data = frames.encode_request(build(side), version, 77, "the-client")[4:]
+        return EnvelopeRequest(request_data=data, request_principal=serialize_principal("User:alice"),
+                               client_host_address=b"\x0a\x01\x02\x03")
+    return envelope
+
+
+async def test_grants_on_the_cluster_for_a_forwarded_principal(pair_factory: Callable[..., PairNodes]) -> None:
+    """CREATE, DELETE and ALTER on the cluster stand for every topic; without them alice is
+    asked topic by topic (and has nothing)."""
+    pair = await connect(pair_factory("authz-forwarded", authorizer_class_name=STANDARD_AUTHORIZER,
+                                      super_users=ANONYMOUS, allow_everyone_if_no_acl_found="false"))
+    alice = "User:alice"
+    try:
+        t = await d.check(pair, [
+            Call("register 1", d.register(1)),
+            Call("unfence 1", d.heartbeat(1)),
+            Call("topics", d.create_topics(TopicSpec("a", 1, 1), TopicSpec("b", 1, 1))),
+            Call("alice may not create", as_alice(d.create_topics(TopicSpec("c", 1, 1)), 7)),
+            Call("nor delete", as_alice(d.delete_topics("a", by_id=True), 6)),
+            Call("nor grow", as_alice(grow("b"), 3)),
+            Call("nor update features", as_alice(d.update_features(("metadata.version", 21, 1)), 1)),
+            Call("nor unregister", as_alice(d.unregister(1), 0)),
+            Call("grant on the cluster", lambda side: CA(creations=[
+                acl("kafka-cluster", rtype=CLUSTER, op=op, principal=alice) for op in (CREATE, DELETE, ALTER)])),
+            Call("the ACLs", lambda side: describe_request()),
+            Call("alice creates", as_alice(d.create_topics(TopicSpec("c", 1, 1), TopicSpec("a", 1, 1)), 7)),
+            Call("alice deletes", as_alice(d.delete_topics("a", "missing"), 6)),
+            Call("alice deletes by id", as_alice(d.delete_topics("b", by_id=True), 6)),
+            Call("alice still may not grow (ALTER per topic)", as_alice(grow("c"), 3)),
+            Call("alice updates features", as_alice(d.update_features(("metadata.version", 21, 1)), 1)),
+        ])
+    finally:
+        await close(pair)
+    inner = {e["step"]: e["response"]["response_data"]["inner"] for e in t if e["step"].startswith("alice")}
+    assert {r["name"]: r["error_code"] for r in inner["alice creates"]["topics"]} == {"c": 0, "a": 36}
+    assert {r["name"]: r["error_code"] for r in inner["alice deletes"]["responses"]} == {"a": 0, "missing": 3}
+    assert inner["alice still may not grow (ALTER per topic)"]["results"][0]["error_code"] == 29
+    assert t.record_types("alice deletes by id") == ["RemoveTopicRecord"]
