@@ -55,6 +55,7 @@ from kraftsim.metadata.messages import ConfigRecord
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.error_messages import generic_message
 from kraftsim.rpc.messages import AlterConfigsResponse, IncrementalAlterConfigsResponse
 
 ResourceResponse: Any = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
@@ -336,15 +337,5 @@ def _response(rtype: int, rname: str, err: ApiError | None, fallback: bool = Fal
         return ResourceResponse(error_code=0, error_message=None, resource_type=rtype, resource_name=rname)
     message = err.message
     if message is None and fallback:
-        message = DEFAULT_MESSAGES.get(int(err.code))
+        message = generic_message(err.code)
     return ResourceResponse(error_code=int(err.code), error_message=message, resource_type=rtype, resource_name=rname)
-
-
-DEFAULT_MESSAGES: Final = {
-    int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED): "Cluster authorization failed.",
-    int(ErrorCode.INVALID_REQUEST): "This most likely occurs because of a request being malformed by the client "
-                                    "library or the message was sent to an incompatible broker. See the broker logs "
-                                    "for more details.",
-    int(ErrorCode.INVALID_CONFIG): "Configuration is invalid.",
-    int(ErrorCode.UNKNOWN_SERVER_ERROR): "The server experienced an unexpected error when processing the request.",
-}

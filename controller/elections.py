@@ -26,7 +26,7 @@ tables; kraftsim answers them in the image's order (README, Differences from Kaf
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from kraftsim.controller.authorizer import AclOperation
 from kraftsim.controller.cluster import ClusterControlManager
@@ -39,17 +39,12 @@ from kraftsim.metadata.image.topics import NO_LEADER, Topic
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.error_messages import generic_message
 from kraftsim.rpc.messages import ElectLeadersResponse
 
 TopicResult: Any = ElectLeadersResponse.ReplicaElectionResult
 PartitionResult: Any = ElectLeadersResponse.PartitionResult
 
-# Errors.X.message(): Kafka builds these results with new ApiError(X), the default message.
-DEFAULT_MESSAGES: Final = {
-    ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
-    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
-    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
-}
 
 
 class LeaderElectionManager:
@@ -112,7 +107,7 @@ class LeaderElectionManager:
 
     @staticmethod
     def _default(code: ErrorCode) -> tuple[ErrorCode, str | None]:
-        return code, DEFAULT_MESSAGES[code]
+        return code, generic_message(code)  # Kafka's new ApiError(code): the generic message
 
 
 def error_response(request: Any, version: int, code: int, message: str | None) -> Any:

@@ -23,6 +23,7 @@ from kraftsim.metadata import versions
 from kraftsim.rpc import registry
 from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.error_messages import generic_message
 from kraftsim.rpc.message import Message
 
 UPDATE_FEATURES = 57
@@ -31,16 +32,6 @@ REQUEST_TIMEOUT_MS = 30_000
 """The admin client's request.timeout.ms: what it puts in UpdateFeatures' timeoutMs."""
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
-
-# Kafka's default exception messages for the codes this tool can get back without a message.
-_DEFAULT_MESSAGES: dict[int, str] = {
-    ErrorCode.INVALID_UPDATE_VERSION: "The given update version was invalid.",
-    ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
-    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
-    ErrorCode.POLICY_VIOLATION: "Request parameters do not satisfy the configured policy.",
-    ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
-    ErrorCode.REQUEST_TIMED_OUT: "The request timed out.",
-}
 
 T = TypeVar("T")
 
@@ -334,8 +325,9 @@ def _error_text(code: int, message: str | None) -> str:
     """Errors.exception(message): the server's message, else the code's default message."""
     if message is not None:
         return message
-    if code in _DEFAULT_MESSAGES:
-        return _DEFAULT_MESSAGES[code]
+    generic = generic_message(code)
+    if generic is not None:
+        return generic
     try:
         return ErrorCode(code).name
     except ValueError:

@@ -29,7 +29,7 @@ from kraftsim.raft.leader import RaftLeader, ReplicaState
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import Dispatcher, Handler, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.error_messages import GENERIC_MESSAGES
+from kraftsim.rpc.error_messages import generic_message
 from kraftsim.rpc.messages import (
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
@@ -38,9 +38,6 @@ from kraftsim.rpc.messages import (
     FetchSnapshotResponse,
     VoteResponse,
 )
-
-# Errors.UNKNOWN_TOPIC_OR_PARTITION.message(): getPartitionLevelErrorResponse sets it (v2 carries it).
-UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 
 log = logging.getLogger("kraftsim.raft")
 
@@ -303,7 +300,7 @@ class RaftApis:
                 DescribeQuorumResponse.TopicData(topic_name=t.topic_name, partitions=[
                     DescribeQuorumResponse.PartitionData(partition_index=p.partition_index,
                                                          error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                                         error_message=UNKNOWN_PARTITION_MESSAGE)
+                                                         error_message=generic_message(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     for p in t.partitions]) for t in topics])
         leader = self.leader
 
@@ -401,7 +398,7 @@ def refusal(ctx: RequestContext, req: Any) -> Any:
     if key == ApiKey.FETCH_SNAPSHOT:
         return FetchSnapshotResponse(error_code=code)
     if key == ApiKey.DESCRIBE_QUORUM:
-        return DescribeQuorumResponse(error_code=code, error_message=GENERIC_MESSAGES[code])
+        return DescribeQuorumResponse(error_code=code, error_message=generic_message(code))
     if key == ApiKey.VOTE:
         return VoteResponse(error_code=code)
     if key == ApiKey.BEGIN_QUORUM_EPOCH:

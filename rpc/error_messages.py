@@ -3,7 +3,8 @@
 Some of Kafka's whole-request error responses carry the code's generic message instead of the
 exception's (AlterClientQuotas), and ``ApiError.fromThrowable`` drops a message that only
 repeats the generic one, or any message of UNKNOWN_SERVER_ERROR (so nothing internal leaks).
-Only the codes a controller's whole-request failures can carry are listed.
+It is the one table of these texts: the codes kraftsim answers (or, in its tools, prints)
+with the generic message are listed, and a new one is added here.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ GENERIC_MESSAGES: Final[dict[int, str]] = {
                                "library or the message was sent to an incompatible broker. See the broker logs "
                                "for more details.",
     ErrorCode.POLICY_VIOLATION: "Request parameters do not satisfy the configured policy.",
+    ErrorCode.INVALID_CONFIG: "Configuration is invalid.",
+    ErrorCode.INVALID_UPDATE_VERSION: "The given update version was invalid.",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
 }
 
 
