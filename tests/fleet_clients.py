@@ -209,7 +209,9 @@ CLIENTS: dict[str, type[Any]] = {"kafka-python": KafkaPythonAdmin, "aiokafka": A
 
 
 async def until(check: Any, timeout: float = 30, what: str = "") -> Any:
-    """Poll an async check with a deadline (the fleet's image may trail the controller a little)."""
+    """Poll an async check with a deadline. The fleet's image may trail the controller a little,
+    so until the deadline a client's error (e.g. UNKNOWN_TOPIC_OR_PARTITION for a topic the
+    controller has but the fleet has not replayed yet) counts as "not yet", not as a failure."""
     import time
 
     deadline = time.monotonic() + timeout
@@ -220,7 +222,7 @@ async def until(check: Any, timeout: float = 30, what: str = "") -> Any:
             if value:
                 return value
             last = value
-        except AssertionError as e:
+        except Exception as e:  # noqa: BLE001 - any client error while the image catches up
             last = e
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout}s: {what} (last: {last!r})")
