@@ -7,6 +7,8 @@ import os
 import resource
 import struct
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -36,6 +38,20 @@ async def server() -> AsyncIterator[KafkaServer]:
         yield s
     finally:
         await s.stop()
+
+
+@pytest.fixture
+async def c(tmp_path: Path) -> AsyncIterator[Any]:
+    """A controller running in this process with default config, and a connected client
+    (``tests.test_controller.Cluster``). Modules that need other config define their own."""
+    from tests.test_controller import Cluster
+
+    cluster = Cluster(tmp_path)
+    await cluster.start()
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
 
 
 async def read_frame(reader: asyncio.StreamReader, timeout: float = 5.0) -> bytes:

@@ -7,7 +7,6 @@ compares every case there)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,16 +34,6 @@ def results(resp: Any) -> list[tuple[list[tuple[str, str | None]], int, str | No
 
 def quota_records(c: Cluster) -> list[Any]:
     return [r for _, n, r in log_records_live(c) if n == "ClientQuotaRecord"]
-
-
-@pytest.fixture
-async def c(tmp_path: Path) -> Any:
-    cluster = Cluster(tmp_path)
-    await cluster.start()
-    try:
-        yield cluster
-    finally:
-        await cluster.stop()
 
 
 async def test_set_change_remove_and_restart(c: Cluster) -> None:

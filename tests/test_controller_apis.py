@@ -9,8 +9,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from kraftsim.controller.apis import ControllerApis
 from kraftsim.raft.apis import RaftApis
 from kraftsim.rpc.api_keys import ApiKey
@@ -45,16 +43,6 @@ KAFKA_39_CONTROLLER_APIS = {
 THIS_ISSUE = {ApiKey.ENVELOPE, ApiKey.CREATE_PARTITIONS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALLOCATE_PRODUCER_IDS,
               ApiKey.ALTER_PARTITION, ApiKey.ASSIGN_REPLICAS_TO_DIRS, ApiKey.DESCRIBE_CLUSTER,
               ApiKey.CONTROLLER_REGISTRATION}
-
-
-@pytest.fixture
-async def c(tmp_path: Path) -> Any:
-    cluster = Cluster(tmp_path)
-    await cluster.start()
-    try:
-        yield cluster
-    finally:
-        await cluster.stop()
 
 
 async def test_api_versions_lists_exactly_what_is_served_with_kafkas_ranges(c: Cluster) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import struct
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,16 +42,6 @@ def unwrap(resp: Any, api_key: int, version: int) -> tuple[int, Any]:
     """(inner correlation id, inner response) from an EnvelopeResponse's ResponseData."""
     assert resp.error_code == 0 and resp.response_data is not None
     return frames.decode_response(resp.response_data, api_key, version)
-
-
-@pytest.fixture
-async def c(tmp_path: Path) -> Any:
-    cluster = Cluster(tmp_path)
-    await cluster.start()
-    try:
-        yield cluster
-    finally:
-        await cluster.stop()
 
 
 def topic(name: str, partitions: int = 1) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,16 +49,6 @@ async def alter(c: Cluster, deletions: list[Any] | None = None, upsertions: list
 
 def scram_records(c: Cluster) -> list[tuple[str, Any]]:
     return [(n, r) for _, n, r in log_records_live(c) if "ScramCredential" in n]
-
-
-@pytest.fixture
-async def c(tmp_path: Path) -> Any:
-    cluster = Cluster(tmp_path)
-    await cluster.start()
-    try:
-        yield cluster
-    finally:
-        await cluster.stop()
 
 
 async def test_upsert_stores_kafkas_keys_and_survives_a_restart(c: Cluster) -> None:
