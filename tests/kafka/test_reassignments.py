@@ -81,6 +81,13 @@ async def test_partition_reassignments(pair_factory: Callable[..., PairNodes]) -
             Call("two partitions, one request", reassign({"ra": {0: [1, 2, 3], 2: [4, 3]}})),
             Call("list after", listed({"ra": [0, 2]})),
             Call("cancel one of them", reassign({"ra": {0: None}})),
+            # A revert that would leave no ISR member: partition 3 moves from [1] to [3, 4], 3
+            # joins the ISR, then 1 is fenced; undoing the move would leave the ISR empty.
+            Call("topic two", d.create_topics(TopicSpec("rb", assignments={0: [1]}))),
+            Call("move rb-0 from [1] to [3, 4]", reassign({"rb": {0: [3, 4]}})),
+            Call("3 caught up", leader_adds_to_isr("rb", 0, 3), 3),
+            Call("fence 1", d.heartbeat(1, want_fence=True)),
+            Call("cancel: would need an unclean election", reassign({"rb": {0: None}})),
         ])
     finally:
         await close(pair)
@@ -96,3 +103,5 @@ async def test_partition_reassignments(pair_factory: Callable[..., PairNodes]) -
     [change] = t["4 caught up: the leader adds it, the move completes"]["records"]
     assert (change["fields"]["replicas"], change["fields"]["isr"], change["fields"]["leader"]) == ([3, 4], [3, 4], 3)
     assert change["fields"]["adding_replicas"] == [] and change["fields"]["removing_replicas"] == []
+    unclean = t.response("cancel: would need an unclean election")["responses"][0]["partitions"][0]
+    assert unclean["error_code"] == 39 and "unclean leader election" in unclean["error_message"], unclean
