@@ -164,13 +164,12 @@ class KnownDivergence:
 
 
 # The api keys a Kafka 3.9 controller serves that kraftsim does not serve yet (later issues add them).
-NOT_SERVED_YET = frozenset({7, 17, 32, 36, 38, 39, 40, 41, 80, 81, 82})
+NOT_SERVED_YET = frozenset({7, 32, 80, 81, 82})
 
 CONTROLLER_APIS = KnownDivergence(
     "controller APIs not served yet",
     "ApiVersionsResponse.ApiKeys: a Kafka 3.9 controller also serves the api keys in NOT_SERVED_YET "
-    "(ControlledShutdown, SaslHandshake, DescribeConfigs, delegation tokens, the Raft voter "
-    "APIs: the rest of issues 12 and 14). Their "
+    "(ControlledShutdown, DescribeConfigs, the Raft voter APIs: the rest of issues 12 and 14). Their "
     "entries are left out of the general comparison; every entry both serve is compared with its versions.",
     "tests/kafka/test_api_versions.py::test_api_versions_lists_every_controller_api",
     "ApiVersionsResponse", "api_keys",
