@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 from typing import Any, Final
 
 from kraftsim.controller.authorizer import AclOperation, ResourceType
@@ -46,6 +47,8 @@ from kraftsim.rpc.messages import (
     RenewDelegationTokenResponse,
 )
 from kraftsim.rpc.uuids import random_uuid, to_str
+
+log = logging.getLogger("kraftsim.delegation_tokens")
 
 ERROR_TIMESTAMP: Final = -1  # DelegationTokenManager.ErrorTimestamp
 USER_TYPE: Final = "User"
@@ -159,7 +162,10 @@ class DelegationTokenControlManager:
         owner = requester
         if request.owner_principal_name:
             if request.owner_principal_type is None:
-                raise ValueError("Principal type cannot be null")  # KafkaPrincipal's NPE: UNKNOWN_SERVER_ERROR
+                # KafkaPrincipal's NullPointerException in Kafka's API layer, before the controller:
+                # the request's error response, and no fault in the controller.
+                log.error("CreateDelegationToken from %s: an owner named without a principal type", context.principal)
+                return ControllerResult([], create_token_error(request, v, ErrorCode.UNKNOWN_SERVER_ERROR, None))
             owner = (request.owner_principal_type, request.owner_principal_name)
         if not allow_token_requests(context):
             return ControllerResult([], create_response(v, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, owner,

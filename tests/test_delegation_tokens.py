@@ -76,7 +76,7 @@ async def forwarded(c: Cluster, inner: Any, principal: str = "User:alice", versi
     return body
 
 
-def create(owner: tuple[str, str] | None = None, renewers: tuple[str, ...] = (), max_lifetime_ms: int = -1) -> Any:
+def create(owner: tuple[str | None, str] | None = None, renewers: tuple[str, ...] = (), max_lifetime_ms: int = -1) -> Any:
     req = CDT(renewers=[CDT.CreatableRenewers(principal_type=r.split(":", 1)[0], principal_name=r.split(":", 1)[1])
                         for r in renewers], max_lifetime_ms=max_lifetime_ms)
     if owner is not None:
@@ -148,6 +148,15 @@ async def test_create_for_another_owner_needs_create_tokens(tc: Cluster) -> None
     assert r.error_code == E.DELEGATION_TOKEN_OWNER_MISMATCH
     r = await forwarded(tc, renew(made.hmac), "User:bob")
     assert r.error_code == 0
+
+
+async def test_an_owner_without_a_type_is_an_unknown_server_error_not_a_fault(tc: Cluster) -> None:
+    epoch = tc.controller.epoch
+    r = await forwarded(tc, create(owner=(None, "dave")))
+    assert (r.error_code, r.principal_name, r.token_requester_principal_name, r.issue_timestamp_ms) == \
+        (E.UNKNOWN_SERVER_ERROR, "ANONYMOUS", "ANONYMOUS", -1)
+    assert tc.controller.active and tc.controller.epoch == epoch  # Kafka's API layer failed, not the controller
+    assert (await forwarded(tc, create())).error_code == 0
 
 
 async def test_renewers_must_be_users_and_versions_before_3_leave_out_the_requester(tc: Cluster) -> None:
