@@ -29,6 +29,7 @@ import logging
 from typing import Any, Final
 
 from kraftsim.controller.authorizer import AclOperation, ResourceType
+from kraftsim.controller.config import Config
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java_hash import hashmap_capacity, order_by_hash, string_hash
 from kraftsim.controller.result import ControllerResult, RecordAndVersion
@@ -74,10 +75,11 @@ def token_hmac(secret: str, token_id: str) -> bytes:
     return hmac.new(secret.encode(), token_id.encode(), hashlib.sha512).digest()
 
 
-def secret_key(ctx: ControllerContext) -> str | None:
+def secret_key(config: Config) -> str | None:
     """KafkaConfig.delegationTokenSecretKey (or its deprecated alias); None when token
     authentication is disabled (no key, or an empty one)."""
-    key = ctx.config.get("delegation.token.secret.key") or ctx.config.get("delegation.token.master.key")
+    name = "delegation.token.secret.key"
+    key = config.get(name if name in config.raw else "delegation.token.master.key")
     return key or None
 
 
@@ -95,7 +97,7 @@ def allow_token_requests(context: RequestContext) -> bool:
 class DelegationTokenControlManager:
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
-        self.secret = secret_key(ctx)
+        self.secret = secret_key(ctx.config)
         self.max_lifetime_ms: int = ctx.config.get("delegation.token.max.lifetime.ms")
         self.renew_lifetime_ms: int = ctx.config.get("delegation.token.expiry.time.ms")
         self.check_interval_ms: int = ctx.config.get("delegation.token.expiry.check.interval.ms")

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from kraftsim.controller.acls import STANDARD_AUTHORIZER
+from kraftsim.controller.config import load
+from kraftsim.controller.delegation_tokens import secret_key
 from kraftsim.controller.envelope import serialize_principal
 from kraftsim.rpc import frames
 from kraftsim.rpc.api_keys import ApiKey
@@ -36,7 +38,7 @@ from kraftsim.rpc.messages import CreateAclsRequest as CA
 from kraftsim.rpc.messages import CreateDelegationTokenRequest as CDT
 from kraftsim.rpc.messages import DescribeDelegationTokenRequest as DDT
 from tests.acl_requests import ALLOW, acl
-from tests.harness import format_dir
+from tests.harness import format_dir, write_config
 from tests.test_controller import Cluster, log_records_live
 
 SECRET = "the-secret"
@@ -301,3 +303,15 @@ async def until(cond: Any, timeout: float = 10.0) -> None:
     while not cond():
         assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
         await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("raw,secret", [
+    ({}, None),
+    ({"delegation.token.secret.key": ""}, None),
+    ({"delegation.token.secret.key": "k"}, "k"),
+    ({"delegation.token.master.key": "old"}, "old"),  # the deprecated alias
+    ({"delegation.token.secret.key": "", "delegation.token.master.key": "old"}, None),  # set, if empty, wins
+])
+def test_the_secret_and_its_alias(tmp_path: Path, raw: dict[str, str], secret: str | None) -> None:
+    config = load(write_config(tmp_path, **{k.replace(".", "_"): v for k, v in raw.items()}))
+    assert secret_key(config) == secret
