@@ -5,8 +5,9 @@ removes expired tokens.
 A token is a random id plus its HMAC-SHA512 under ``delegation.token.secret.key``; the HMAC is
 the token's password, so it is never stored: the image keeps the token by id and the manager
 finds a token by HMAC through a memo of the HMACs of the ids it has seen (each id is hashed
-once, so a lookup is bounded whatever the number of tokens). Without a secret every request is
-DELEGATION_TOKEN_AUTH_DISABLED, and below metadata.version 3.6-IV2 UNSUPPORTED_VERSION.
+once; a miss walks the ids for new ones, dictionary lookups only). Without a secret every
+request is DELEGATION_TOKEN_AUTH_DISABLED, and below metadata.version 3.6-IV2
+UNSUPPORTED_VERSION. Timestamps add as Java longs do, wrapping past 2^63 - 1.
 
 Before the controller is asked, Kafka's API layer (ControllerApis) refuses with
 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED a principal that itself authenticated with a token, and a
@@ -183,8 +184,8 @@ class DelegationTokenControlManager:
         max_lifetime = self.max_lifetime_ms
         if request.max_lifetime_ms > 0:
             max_lifetime = min(max_lifetime, request.max_lifetime_ms)
-        max_timestamp = now + max_lifetime
-        expiry = min(max_timestamp, now + self.renew_lifetime_ms)
+        max_timestamp = java_add(now, max_lifetime)
+        expiry = min(max_timestamp, java_add(now, self.renew_lifetime_ms))
         token_id = to_str(random_uuid())
         renewers: list[str] = []
         for r in request.renewers:
@@ -223,7 +224,7 @@ class DelegationTokenControlManager:
         period = self.renew_lifetime_ms
         if request.renew_period_ms > 0:
             period = min(period, request.renew_period_ms)
-        expiry = min(token.max_timestamp, now + period)
+        expiry = min(token.max_timestamp, java_add(now, period))
         return ControllerResult([(token_record(token_id, token, expiry), 0)],
                                 RenewDelegationTokenResponse(error_code=0, expiry_timestamp_ms=expiry))
 
@@ -249,7 +250,7 @@ class DelegationTokenControlManager:
                                     ExpireDelegationTokenResponse(error_code=0, expiry_timestamp_ms=now))
         if token.max_timestamp < now or token.expiration_timestamp < now:
             return ControllerResult([], ExpireDelegationTokenResponse(error_code=ErrorCode.DELEGATION_TOKEN_EXPIRED))
-        expiry = min(token.max_timestamp, now + request.expiry_time_period_ms)
+        expiry = min(token.max_timestamp, java_add(now, request.expiry_time_period_ms))
         return ControllerResult([(token_record(token_id, token, expiry), 0)],
                                 ExpireDelegationTokenResponse(error_code=0, expiry_timestamp_ms=expiry))
 
@@ -267,6 +268,12 @@ class DelegationTokenControlManager:
         ordered = order_by_hash(expired, string_hash, hashmap_capacity(self._most_tokens))
         records: list[RecordAndVersion] = [(RemoveDelegationTokenRecord(token_id=tid), 0) for tid in ordered]
         return ControllerResult(records, None, atomic=False)
+
+
+def java_add(a: int, b: int) -> int:
+    """a + b as Java longs add: wrapping past 2^63 - 1 (an expiry period of Long.MAX_VALUE
+    makes Kafka's expiry timestamp negative, and the token expired at once)."""
+    return (a + b + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def token_record(token_id: str, token: DelegationToken, expiry: int) -> DelegationTokenRecord:

@@ -46,6 +46,7 @@ DAY = 86_400_000
 WEEK = 7 * DAY
 CREATE_TOKENS = 13
 USER_RESOURCE = 7
+LONG_MAX = 2**63 - 1
 
 
 @pytest.fixture
@@ -193,6 +194,21 @@ async def test_expire_now_later_and_errors(tc: Cluster) -> None:
     for req in (renew(a.hmac), expire(a.hmac), renew(b"\x00" * 64)):
         r = await forwarded(tc, req)
         assert (r.error_code, r.expiry_timestamp_ms) == (E.DELEGATION_TOKEN_NOT_FOUND, 0)
+
+
+async def test_periods_add_as_java_longs(tc: Cluster) -> None:
+    assert tc.clock is not None
+    t0 = now(tc)
+    a = await forwarded(tc, create())
+    r = await forwarded(tc, expire(a.hmac, LONG_MAX))  # now + Long.MAX_VALUE wraps negative in Kafka
+    assert (r.error_code, r.expiry_timestamp_ms) == (0, t0 + LONG_MAX - 2**64)
+    assert token_records(tc)[-1][1].expiration_timestamp == t0 + LONG_MAX - 2**64
+    assert (await forwarded(tc, renew(a.hmac))).error_code == E.DELEGATION_TOKEN_EXPIRED
+    b = await forwarded(tc, create())
+    r = await forwarded(tc, expire(b.hmac, 0))  # expires now, not removed
+    assert (r.error_code, r.expiry_timestamp_ms) == (0, t0)
+    tc.clock.advance(1)
+    assert (await forwarded(tc, renew(b.hmac))).error_code == E.DELEGATION_TOKEN_EXPIRED
 
 
 async def test_max_lifetime_caps_request_and_renewals(tc: Cluster) -> None:

@@ -406,6 +406,9 @@ async def tokens_settled(side: Side, envelope: Any, timeout: float) -> None:
     while True:
         token = logged_token(side.node.metadata_dir, mac, side.view)
         now = time.time_ns() // 1_000_000
+        if token is not None and now <= min(token) <= now + 100 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)  # it expires about now: poll until the clock has passed it
+            continue
         want = 62 if token is None else 66 if min(token) < now else 63  # NOT_FOUND, EXPIRED, OWNER_MISMATCH
         resp = await side.client.request(probe, 0, timeout=60)
         got = frames.decode_response(bytes(resp.response_data), 39, 2)[1].error_code \

@@ -103,7 +103,8 @@ ACL_PUBLICATION_LAG = Normalisation(
     "moment after the ACL records commit, so a DescribeAcls right after a CreateAcls or DeleteAcls may not see "
     "it yet. Before a DescribeAcls step (when the side has an authorizer) the driver asks DescribeAcls for "
     "everything, with a deadline, until the bindings it gets are those the side's log holds (acls_settled); "
-    "then the step's own request is sent and compared like any other.")
+    "then the step's own request is sent and compared like any other. A token that expires within 100 ms is first waited for "
+    "(by polling the clock) until it has expired, so that both sides judge it expired.")
 
 PUBLICATION_LAG = Normalisation(
     "ApiVersions is asked again until it has seen the last feature change",
@@ -167,7 +168,8 @@ TOKEN_PUBLICATION_LAG = Normalisation(
     "forwarded RenewDelegationToken or ExpireDelegationToken step the driver sends, with a deadline, a renewal of "
     "the same HMAC by a principal that owns nothing (it writes nothing: DELEGATION_TOKEN_NOT_FOUND, _EXPIRED or "
     "_OWNER_MISMATCH) until its answer is the one the side's log implies (tokens_settled); then the step's "
-    "own request is sent and compared like any other.")
+    "own request is sent and compared like any other. A token that expires within 100 ms is first waited for "
+    "(by polling the clock) until it has expired, so that both sides judge it expired.")
 
 THROTTLE = Normalisation(
     "none for throttle_time_ms",
@@ -408,6 +410,11 @@ _TOKEN_TIMES = {"CreateDelegationTokenResponse": ("issue_timestamp_ms", ("expiry
                 "DelegationTokenRecord": ("issue_timestamp", ("max_timestamp", "expiration_timestamp"))}
 
 
+def _long(v: int) -> int:
+    """v as a Java long (the controllers add periods to times as longs, wrapping)."""
+    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def normalise_tokens(msg: Any, out: Any, view: SideView, request: Any = None) -> Any:
     """TOKENS: token ids, HMACs and times of a token response or record, already normalised
     otherwise (``out``); ``request`` is the request a response answers."""
@@ -443,11 +450,11 @@ def normalise_tokens(msg: Any, out: Any, view: SideView, request: Any = None) ->
         t = getattr(msg, attr)
         if t in (-1, 0):
             continue
-        if issue is not None and t - issue in periods:
-            out[attr] = f"issue+{t - issue}"
+        if issue is not None and _long(t - issue) in periods:
+            out[attr] = f"issue+{_long(t - issue)}"
             continue
         lo, hi = view.window
-        now = sorted(d for d in periods if lo <= t - d <= hi)
+        now = sorted(d for d in periods if lo <= _long(t - d) <= hi)
         if now:
             out[attr] = f"now+{now[0]}"
     return out

@@ -144,6 +144,10 @@ async def test_create_renew_expire(token_pair: d.Pair) -> None:
         Call("expire an expired token later", forward(expire("token#5", 1000), 2)),
         Call("expire an expired token by a stranger", forward(expire("token#5", 1000), 2, mallory)),
         Call("expire an expired token now", forward(expire("token#5", -1), 1)),
+        Call("expire with a period of zero", forward(expire("token#2", 0), 2, bob)),
+        Call("renew a token expired with a period of zero", forward(renew("token#2"), 2, bob)),
+        Call("expire with the longest period", forward(expire("token#3", 2**63 - 1), 2, bob)),
+        Call("renew a token whose expiry wrapped", forward(renew("token#3"), 2, bob)),
     ]
     t = await d.check(token_pair, steps)
     assert inner(t, "create, bob renews")["error_code"] == 0
@@ -156,6 +160,10 @@ async def test_create_renew_expire(token_pair: d.Pair) -> None:
     assert inner(t, "renew an expired token")["error_code"] == 66  # DELEGATION_TOKEN_EXPIRED
     assert inner(t, "expire an expired token by a stranger")["error_code"] == 63
     assert t.record_types("expire an expired token now") == ["RemoveDelegationTokenRecord"]
+    assert inner(t, "expire with a period of zero")["expiry_timestamp_ms"] == "now+0"
+    assert inner(t, "renew a token expired with a period of zero")["error_code"] == 66
+    assert inner(t, "expire with the longest period")["expiry_timestamp_ms"] == f"now+{2**63 - 1}"
+    assert inner(t, "renew a token whose expiry wrapped")["error_code"] == 66
 
 
 async def test_refusals_and_the_apis_a_controller_cannot_serve(token_pair: d.Pair) -> None:
