@@ -207,3 +207,19 @@ async def test_refusals_and_the_apis_a_controller_cannot_serve(token_pair: d.Pai
     assert t.error("describe v3, by owner") == -1
     assert t.error("describe forwarded") == 42  # INVALID_REQUEST: not forwardable
     assert t.error("SaslHandshake v1") == 34 and t.error("SaslAuthenticate v2") == 34  # ILLEGAL_SASL_STATE
+
+
+async def test_without_a_secret_tokens_are_disabled(shared_pair: d.Pair) -> None:
+    """The session's shared pair has no delegation.token.secret.key."""
+    steps = [
+        Call("create", forward(create(renewers=("User:bob",)), 3)),
+        Call("create v1", forward(create(), 1)),
+        Call("renew", forward(renew("token#0"), 2)),
+        Call("expire", forward(expire("token#0", -1), 1)),
+        Call("create, not forwarded", lambda side: create(), 3),
+    ]
+    t = await d.check(shared_pair, steps)
+    assert inner(t, "create")["error_code"] == 61  # DELEGATION_TOKEN_AUTH_DISABLED
+    assert inner(t, "create")["issue_timestamp_ms"] == 0
+    assert inner(t, "expire")["error_code"] == 61
+    assert t.error("create, not forwarded") == 64  # the API layer refuses first
