@@ -32,7 +32,7 @@ from typing import Any, Final
 from kraftsim.controller.authorizer import AclOperation, ResourceType
 from kraftsim.controller.config import Config
 from kraftsim.controller.context import ControllerContext
-from kraftsim.controller.java_hash import hashmap_capacity, order_by_hash, string_hash
+from kraftsim.controller.java_hash import concurrent_hashmap_capacity, order_by_hash, string_hash
 from kraftsim.controller.result import ControllerResult, RecordAndVersion
 from kraftsim.controller.routes import Route
 from kraftsim.metadata import versions
@@ -197,6 +197,7 @@ class DelegationTokenControlManager:
         record = DelegationTokenRecord(owner=principal_text(owner), requester=principal_text(requester),
                                        renewers=renewers, issue_timestamp=now, max_timestamp=max_timestamp,
                                        expiration_timestamp=expiry, token_id=token_id)
+        self._most_tokens = max(self._most_tokens, len(self.ctx.image.tokens.tokens) + 1)
         response = create_response(v, ErrorCode.NONE, owner, requester, 0)
         response.issue_timestamp_ms, response.expiry_timestamp_ms, response.max_timestamp_ms = now, expiry, max_timestamp
         response.token_id, response.hmac = token_id, mac
@@ -258,14 +259,15 @@ class DelegationTokenControlManager:
 
     def sweep_expired(self) -> ControllerResult[None]:
         """sweepExpiredDelegationTokens: a RemoveDelegationTokenRecord for every token past its
-        expiry or its maximum, in the order of Kafka's token cache (a hash map by token id)."""
+        expiry or its maximum, in the order of Kafka's token cache (a ConcurrentHashMap by token
+        id: by bucket; within a bucket, in insertion order, which Kafka's keeps until a resize)."""
         now = self.ctx.clock.wall_ms()
         tokens = self.ctx.image.tokens.tokens
         self._most_tokens = max(self._most_tokens, len(tokens))
         expired = [tid for tid, t in tokens.items() if t.max_timestamp < now or t.expiration_timestamp < now]
         if not expired:
             return ControllerResult([], None)
-        ordered = order_by_hash(expired, string_hash, hashmap_capacity(self._most_tokens))
+        ordered = order_by_hash(expired, string_hash, concurrent_hashmap_capacity(self._most_tokens))
         records: list[RecordAndVersion] = [(RemoveDelegationTokenRecord(token_id=tid), 0) for tid in ordered]
         return ControllerResult(records, None, atomic=False)
 

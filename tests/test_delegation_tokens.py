@@ -331,3 +331,18 @@ async def until(cond: Any, timeout: float = 10.0) -> None:
 def test_the_secret_and_its_alias(tmp_path: Path, raw: dict[str, str], secret: str | None) -> None:
     config = load(write_config(tmp_path, **{k.replace(".", "_"): v for k, v in raw.items()}))
     assert secret_key(config) == secret
+
+
+async def test_one_sweep_removes_every_expired_token_in_kafkas_cache_order(tc: Cluster) -> None:
+    from kraftsim.controller.java_hash import concurrent_hashmap_capacity, order_by_hash, string_hash
+
+    assert tc.clock is not None
+    made = [await forwarded(tc, create(max_lifetime_ms=1000)) for _ in range(13)]
+    kept = await forwarded(tc, create())
+    tc.clock.advance(60_000)
+    ids = [m.token_id for m in made]
+    await until(lambda: not set(ids) & set(tc.controller.image.tokens.tokens))
+    removed = [r.token_id for n, r in token_records(tc) if n == "RemoveDelegationTokenRecord"]
+    assert removed == order_by_hash(ids, string_hash, 32)  # 14 tokens: a ConcurrentHashMap of 32 buckets
+    assert concurrent_hashmap_capacity(11) == 16 and concurrent_hashmap_capacity(12) == 32
+    assert list(tc.controller.image.tokens.tokens) == [kept.token_id]
