@@ -67,6 +67,13 @@ def parse_principal(text: str) -> Principal:
     return kind, name
 
 
+def _parsed(text: str) -> Principal | None:
+    try:
+        return parse_principal(text)
+    except ValueError:
+        return None  # not a principal: equal to none
+
+
 def principal_text(p: Principal) -> str:
     return f"{p[0]}:{p[1]}"
 
@@ -154,8 +161,10 @@ class DelegationTokenControlManager:
                 self._by_hmac[h] = tid
 
     def _may_renew(self, token: DelegationToken, principal: str) -> bool:
-        who = parse_principal(principal)
-        return parse_principal(token.owner) == who or any(parse_principal(r) == who for r in token.renewers)
+        """allowedToRenew: the owner or a renewer, as principals parsed from the record's text
+        (a split at the first colon, so ``Us:er:x`` is not the principal of type ``Us:er``)."""
+        who = _parsed(principal)
+        return who is not None and (_parsed(token.owner) == who or any(_parsed(r) == who for r in token.renewers))
 
     # -- CreateDelegationToken ------------------------------------------------------------------
 
