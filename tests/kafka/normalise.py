@@ -157,7 +157,7 @@ TOKENS = Normalisation(
     "a response or record about one token, its issue time is compared as 'issue', and any other time T (but -1 "
     "and 0) as 'issue+D' when T is D ms after the issue time, else as 'now+D' when T is D ms after some moment "
     "between sending the request and reading its answer; D must be 0, the pair's delegation.token.max.lifetime.ms "
-    "or delegation.token.expiry.time.ms, or the period or lifetime the request asked for. Any other time is "
+    "or delegation.token.expiry.time.ms, or a period or lifetime a request of the scenario asked for. Any other time is "
     "compared as is (and so differs). A run of RemoveDelegationTokenRecords (one expiry sweep) is compared sorted "
     "by token: Kafka writes them in the order of a hash map keyed by the random ids.")
 
@@ -286,7 +286,7 @@ class SideView:
     token_names: dict[str, str] = field(default_factory=dict)  # token id -> "token#n"
     token_issue: dict[str, int] = field(default_factory=dict)  # token id -> issue time
     window: tuple[int, int] = (0, 0)  # wall-clock ms just before the last request and just after its answer
-    asked: set[int] = field(default_factory=set)  # the periods and lifetimes the last token request asked for
+    asked: set[int] = field(default_factory=set)  # the periods and lifetimes the scenario's token requests asked for
 
     def token(self, token_id: str) -> str:
         if token_id not in self.token_names:
@@ -440,9 +440,9 @@ def normalise_tokens(msg: Any, out: Any, view: SideView, request: Any = None) ->
     issue = view.token_issue.get(token_id)
     periods = {0, int(view.token_config.get("delegation.token.max.lifetime.ms", "604800000")),
                int(view.token_config.get("delegation.token.expiry.time.ms", "86400000"))}
-    if request is not None:  # the step's records follow its response: they use the same request
-        view.asked = {v for a in ("max_lifetime_ms", "renew_period_ms", "expiry_time_period_ms")
-                      if isinstance(v := getattr(request, a, None), int) and v > 0}
+    if request is not None:  # every period or lifetime the scenario has asked for so far
+        view.asked |= {v for a in ("max_lifetime_ms", "renew_period_ms", "expiry_time_period_ms")
+                       if isinstance(v := getattr(request, a, None), int) and v > 0}
     periods |= view.asked
     if issue_attr is not None and getattr(msg, issue_attr) == issue:
         out[issue_attr] = "issue"

@@ -11,6 +11,8 @@ token cache (normalise.TOKEN_PUBLICATION_LAG)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -223,3 +225,57 @@ async def test_without_a_secret_tokens_are_disabled(shared_pair: d.Pair) -> None
     assert inner(t, "create")["issue_timestamp_ms"] == 0
     assert inner(t, "expire")["error_code"] == 61
     assert t.error("create, not forwarded") == 64  # the API layer refuses first
+
+
+SWEEP_INTERVAL_MS = 500
+
+
+def live_expired_tokens(side: d.Side) -> set[str]:
+    """The ids of the tokens the side's log holds that are past their expiry or maximum."""
+    live: dict[str, int] = {}
+    for r in d.read_log(side.node.metadata_dir):
+        m: Any = r.message
+        if r.type == "DelegationTokenRecord":
+            live[m.token_id] = min(m.max_timestamp, m.expiration_timestamp)
+        elif r.type == "RemoveDelegationTokenRecord":
+            live.pop(m.token_id, None)
+    now = time.time_ns() // 1_000_000
+    return {t for t, expiry in live.items() if expiry < now}
+
+
+def removals(count: int) -> Callable[[list[d.LoggedRecord]], bool]:
+    return lambda records: sum(r.type == "RemoveDelegationTokenRecord" for r in records) >= count
+
+
+async def test_the_expiry_sweep(token_nodes: PairNodes) -> None:
+    """Both controllers restarted with a sweep every half second (the other tests need none),
+    then put back."""
+    def reconfigure(interval_ms: str) -> None:
+        token_nodes.stop()
+        for node in token_nodes.nodes:
+            node.overrides["delegation.token.expiry.check.interval.ms"] = interval_ms
+        token_nodes.start()
+
+    reconfigure(str(SWEEP_INTERVAL_MS))
+    try:
+        pair = await connect(token_nodes)
+        try:
+            deadline = time.monotonic() + 30  # what earlier tests left expired goes first (not compared)
+            while any(live_expired_tokens(side) for side in pair.sides) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            t = await d.check(pair, [
+                Call("a token for a second", forward(create(max_lifetime_ms=1000), 3)),
+                Call("a token for a minute", forward(create(max_lifetime_ms=60_000), 3)),
+                Call("that one expires in 0.8 s", forward(expire("token#1", 800), 2)),
+                Call("a token that stays", forward(create(), 3)),
+                d.AwaitRecord("the sweep removes the two", removals(2), timeout=15),
+                Call("the kept token renews", forward(renew("token#2", 1000), 2)),
+                Call("a swept token is gone", forward(renew("token#0"), 2)),
+            ])
+        finally:
+            await close(pair)
+        assert t.record_types("the sweep removes the two") == ["RemoveDelegationTokenRecord"] * 2
+        assert inner(t, "the kept token renews")["error_code"] == 0
+        assert inner(t, "a swept token is gone")["error_code"] == 62
+    finally:
+        reconfigure(TOKEN_CONFIG["delegation.token.expiry.check.interval.ms"])
