@@ -16,6 +16,7 @@ credential that kraftsim wrote. Outputs differ only where the clusters must (top
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import time
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import fleet_clients
 from tests.harness import free_port
 from tests.kafka import normalise as norm
 from tests.kafka.conftest import PAIR_CONFIG
@@ -325,3 +327,52 @@ def test_sasl_users_are_judged_by_the_controllers_acls(clusters: tuple[ToolClust
     log = ours.controller.log_path.read_text()
     assert "Principal = User:alice is Denied operation = CREATE" in log, log[-2000:]
     assert "Principal = User:alice is Denied operation = ALTER from host = 127.0.0.1 on resource = Cluster" in log, log[-2000:]
+
+
+async def client_round_trip(client: str, bootstrap: str, name: str) -> list[object]:
+    """What a user of ``client`` sees doing the admin operations through a real broker."""
+    admin = fleet_clients.CLIENTS[client](bootstrap)
+    seen: list[object] = []
+    try:
+        await admin.create_topic(name, 3, 1)
+        seen.append(await fleet_clients.until(lambda: admin.describe_topic(name), what=f"{name} described"))
+        await admin.add_partitions(name, 5)
+
+        async def five() -> dict[int, int] | None:
+            leaders = await admin.describe_topic(name)
+            return leaders if len(leaders) == 5 else None
+
+        seen.append(await fleet_clients.until(five, what=f"{name} with 5 partitions"))
+        await admin.alter_config(name, "retention.ms", "123456")
+
+        async def config() -> str | None:
+            value = await admin.describe_config(name, "retention.ms")
+            return value if value == "123456" else None
+
+        seen.append(await fleet_clients.until(config, what="retention.ms described"))
+        await admin.delete_topic(name)
+
+        async def gone() -> bool:
+            try:
+                await admin.describe_topic(name)
+            except Exception:  # noqa: BLE001 - each client reports an unknown topic its own way
+                return True
+            return False
+
+        seen.append(await fleet_clients.until(gone, what=f"{name} gone"))
+    finally:
+        await admin.close()
+    return seen
+
+
+@pytest.mark.parametrize("client", sorted(fleet_clients.CLIENTS))
+async def test_python_admin_clients_through_real_brokers(clusters: tuple[ToolCluster, ToolCluster],
+                                                         client: str) -> None:
+    """kafka-python, aiokafka and confluent-kafka create, describe, grow, configure and delete a
+    topic through each cluster's real broker (the broker forwards to its controller): each client
+    sees the same on both."""
+    kafka, ours = clusters
+    name = f"py-{client}"
+    theirs, mine = await asyncio.gather(client_round_trip(client, kafka.bootstrap, name),
+                                        client_round_trip(client, ours.bootstrap, name))
+    assert mine == theirs == [{0: 1, 1: 1, 2: 1}, {i: 1 for i in range(5)}, "123456", True]
