@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kraftsim.broker import cli as brokers_cli
 
     brokers_cli.register(sub)
+    from kraftsim.migration import cli as migration_cli
+
+    migration_cli.register(sub)
     return p
 
 

@@ -158,6 +158,8 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     Key("zookeeper.connect", _str, ""),
     Key("zookeeper.metadata.migration.enable", _bool, "false"),
     Key("zookeeper.session.timeout.ms", _int(1), "18000"),
+    Key("zookeeper.connection.timeout.ms", _int(1), "18000"),
+    Key("zookeeper.metadata.migration.min.batch.size", _int(1), "200"),
     Key("super.users", lambda v: [p.strip() for p in v.split(";") if p.strip()], ""),
     Key("authorizer.class.name", _str, ""),
     Key("allow.everyone.if.no.acl.found", _bool, "false"),

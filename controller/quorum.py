@@ -96,6 +96,7 @@ class QuorumController:
         self.client_quotas: Any = None
         self.scram: Any = None
         self.tokens: Any = None
+        self.migration: Any = None  # the ZooKeeper migration driver's runner, when enabled
         self._registering = False  # a self-registration is being written (or waits to retry)
         self._registration_failures = 0
         self.on_fatal: Callable[[BaseException], None] | None = None
@@ -212,6 +213,17 @@ class QuorumController:
             await self.write("completeActivation", lambda: ControllerResult(records, None, False))
         self._start_timers()
         self._maybe_register()
+        self._start_migration()
+
+    def _start_migration(self) -> None:
+        """With zookeeper.metadata.migration.enable, each activation runs a migration driver
+        (Kafka's KRaftMigrationDriver on the active controller)."""
+        if not self.config.get("zookeeper.metadata.migration.enable"):
+            return
+        from kraftsim.migration.runner import MigrationRunner
+
+        self.migration = MigrationRunner(self)
+        self._tasks.append(asyncio.create_task(self.migration.run(), name="kraftsim-migration-driver"))
 
     # ==== this controller's own registration (Kafka's ControllerRegistrationManager) ========
     def set_listeners(self, listeners: list[tuple[str, str, int, str]]) -> None:

@@ -1,0 +1,134 @@
+"""The migration's ZooKeeper session (kazoo), with Kafka's fenced writes.
+
+Blocking calls, run from the runner in a worker thread. The writes are Kafka's:
+``claim_controller`` is tryRegisterKRaftControllerAsActiveController (one multi-op bumping
+/controller_epoch on its zkVersion and replacing /controller), and /migration is created once
+and then only set on its last known zkVersion (-1: unconditionally, which Kafka does once right
+after the claim to learn the current zkVersion).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kraftsim.migration import zk_layout as L
+
+
+class ZooKeeperUnavailableError(Exception):
+    """kazoo is missing, or ZooKeeper cannot be reached."""
+
+
+class ControllerMovedError(Exception):
+    """/controller holds a KRaft epoch at least ours: another KRaft controller took over."""
+
+
+class ClaimFailedError(Exception):
+    """The claim lost a race (BADVERSION, NONODE or NODEEXISTS): retried on the next poll."""
+
+
+class MigrationFencedError(Exception):
+    """/migration changed under us: another KRaft controller is writing."""
+
+
+def _kazoo() -> Any:
+    try:
+        import kazoo.client  # noqa: F401
+        import kazoo.exceptions  # noqa: F401
+    except ImportError as e:
+        raise ZooKeeperUnavailableError("the ZooKeeper migration needs kazoo (pip install 'kraftsim[zk]')") from e
+    import kazoo
+
+    return kazoo
+
+
+class ZkSession:
+    """One kazoo client. Also a ``zk_copy.ZkReader``."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._errors = _kazoo().exceptions
+
+    @staticmethod
+    def connect(hosts: str, timeout_ms: int, session_timeout_ms: int = 18000) -> ZkSession:
+        kazoo = _kazoo()
+        client = kazoo.client.KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
+        try:
+            client.start(timeout=timeout_ms / 1000)
+        except Exception as e:  # noqa: BLE001 - kazoo's timeout or a resolver error: one message
+            client.close()
+            raise ZooKeeperUnavailableError(f"cannot connect to ZooKeeper at {hosts}: {e}") from e
+        return ZkSession(client)
+
+    def close(self) -> None:
+        try:
+            self.client.stop()
+        finally:
+            self.client.close()
+
+    # ---- reads --------------------------------------------------------------------------------
+    def get(self, path: str) -> tuple[bytes, int] | None:
+        try:
+            data, stat = self.client.get(path)
+        except self._errors.NoNodeError:
+            return None
+        return (data or b""), stat.version
+
+    def children(self, path: str) -> list[str]:
+        try:
+            return list(self.client.get_children(path))
+        except self._errors.NoNodeError:
+            return []
+
+    # ---- writes -------------------------------------------------------------------------------
+    def ensure_paths(self, paths: Iterable[str]) -> None:
+        """Kafka's createTopLevelPaths: persistent, empty, created when missing."""
+        for path in paths:
+            self.client.ensure_path(path)
+
+    def get_or_create_migration(self) -> tuple[L.MigrationZNode, int]:
+        got = self.get(L.MIGRATION)
+        if got is not None:
+            return L.MigrationZNode.decode(got[0]), got[1]
+        initial = L.MigrationZNode()
+        try:
+            self.client.create(L.MIGRATION, initial.encode())
+        except self._errors.NodeExistsError:
+            return self.get_or_create_migration()
+        return initial, 0
+
+    def set_migration(self, znode: L.MigrationZNode, zk_version: int) -> int:
+        """Write /migration on its zkVersion (-1: any); returns the new zkVersion."""
+        try:
+            stat = self.client.set(L.MIGRATION, znode.encode(), version=zk_version)
+        except self._errors.BadVersionError as e:
+            raise MigrationFencedError(f"/migration is no longer at zkVersion {zk_version}: another KRaft "
+                                       f"controller is writing to ZooKeeper") from e
+        return int(stat.version)
+
+    def claim_controller(self, kraft_id: int, kraft_epoch: int, now_ms: int) -> tuple[int, int]:
+        """Become ZooKeeper's controller; returns (the new ZK controller epoch, its zkVersion)."""
+        current = self.get(L.CONTROLLER)
+        if current is not None:
+            registered = L.ControllerZNode.decode(current[0])
+            if registered.kraft_controller_epoch >= 0 and registered.kraft_controller_epoch >= kraft_epoch:
+                raise ControllerMovedError(
+                    f"Cannot register KRaft controller {kraft_id} with epoch {kraft_epoch} as the current "
+                    f"controller register in ZK has the same or newer epoch {registered.kraft_controller_epoch}.")
+        epoch = self.get(L.CONTROLLER_EPOCH)
+        if epoch is None:
+            raise ClaimFailedError(f"Cannot register KRaft controller {kraft_id} as the active controller since "
+                                   f"there is no ZK controller epoch present.")
+        new_epoch = L.decode_controller_epoch(epoch[0]) + 1
+        txn = self.client.transaction()
+        txn.set_data(L.CONTROLLER_EPOCH, L.encode_controller_epoch(new_epoch), version=epoch[1])
+        if current is not None:
+            txn.delete(L.CONTROLLER, version=current[1])
+        txn.create(L.CONTROLLER, L.ControllerZNode(kraft_id, now_ms, kraft_epoch).encode())
+        results = txn.commit()
+        failures = [r for r in results if isinstance(r, Exception)
+                    and not isinstance(r, self._errors.RolledBackError)]
+        if failures:
+            raise ClaimFailedError(f"{type(failures[0]).__name__} while trying to register KRaft controller "
+                                   f"{kraft_id} with ZK epoch {new_epoch}")
+        return new_epoch, int(results[0].version)

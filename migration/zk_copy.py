@@ -1,0 +1,261 @@
+"""Reading a ZooKeeper-mode cluster into metadata records (Kafka's ``readAllMetadata``).
+
+The sources come in Kafka's order: topics (each one batch: its TopicRecord, its topic configs,
+its PartitionRecords), broker configs, client quotas with SCRAM credentials, the producer id
+block, then ACLs (at most 100 records a batch). Each source yields its own batches; ``merged``
+buffers them as Kafka's BufferingBatchConsumer does, into batches of at least
+``zookeeper.metadata.migration.min.batch.size`` records, never splitting one.
+
+Reading is synchronous (a ZooKeeper client in a worker thread); nothing here writes anything.
+Names are visited in sorted order so that a copy is reproducible (Kafka's order is that of its
+hash sets; the records are the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from kraftsim.controller.acl_bindings import PatternType
+from kraftsim.controller.result import RecordAndVersion
+from kraftsim.metadata.messages import (
+    AccessControlEntryRecord,
+    ClientQuotaRecord,
+    ConfigRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    TopicRecord,
+    UserScramCredentialRecord,
+)
+from kraftsim.migration import zk_layout as L
+from kraftsim.rpc.uuids import random_uuid
+
+MAX_ACL_BATCH: Final = 100  # ZkMigrationClient.MaxBatchSize
+TOPIC_RESOURCE: Final = 2  # ConfigResource.Type.TOPIC
+BROKER_RESOURCE: Final = 4  # ConfigResource.Type.BROKER
+EntityData = ClientQuotaRecord.EntityData
+
+
+class ZkReader(Protocol):
+    """What the copy needs from ZooKeeper: data with its zkVersion (None when absent), children."""
+
+    def get(self, path: str) -> tuple[bytes, int] | None: ...
+
+    def children(self, path: str) -> list[str]: ...
+
+
+@dataclass
+class Manifest:
+    """Kafka's MigrationManifest: what the copy saw, for the progress line and the final log."""
+    znodes: int = 0
+    records: int = 0
+    batches: int = 0
+    by_type: dict[str, int] = field(default_factory=dict)
+
+    def count(self, batch: list[RecordAndVersion]) -> None:
+        self.records += len(batch)
+        for r, _ in batch:
+            name = type(r).__name__
+            self.by_type[name] = self.by_type.get(name, 0) + 1
+
+    def __str__(self) -> str:
+        kinds = ", ".join(f"{k}={v}" for k, v in sorted(self.by_type.items()))
+        return f"{self.znodes} znodes read, {self.records} records in {self.batches} batches ({kinds})"
+
+
+class CountingReader:
+    """A ZkReader that counts what it reads (the manifest's znodes)."""
+
+    def __init__(self, zk: ZkReader, manifest: Manifest) -> None:
+        self.zk = zk
+        self.manifest = manifest
+
+    def get(self, path: str) -> tuple[bytes, int] | None:
+        self.manifest.znodes += 1
+        return self.zk.get(path)
+
+    def children(self, path: str) -> list[str]:
+        return self.zk.children(path)
+
+
+# ---- topics ------------------------------------------------------------------------------------
+def topics_to_migrate(zk: ZkReader) -> list[str]:
+    """Every topic but those pending deletion (brokers reconcile those after the migration)."""
+    pending = set(zk.children(L.DELETE_TOPICS))
+    return sorted(t for t in zk.children(L.TOPICS) if t not in pending)
+
+
+def read_topic(zk: ZkReader, topic: str) -> L.TopicZNode | None:
+    got = zk.get(L.topic_path(topic))
+    if got is None:
+        return None
+    return L.TopicZNode.decode(topic, got[0])
+
+
+def assigned_broker_ids(zk: ZkReader) -> set[int]:
+    """Every broker named by a replica assignment: the migration waits for all of them."""
+    out: set[int] = set()
+    for topic in topics_to_migrate(zk):
+        t = read_topic(zk, topic)
+        if t is not None:
+            for replicas in t.partitions.values():
+                out.update(replicas)
+    return out
+
+
+def registered_broker_ids(zk: ZkReader) -> set[int]:
+    out = set()
+    for child in zk.children(L.BROKER_IDS):
+        try:
+            out.add(int(child))
+        except ValueError:
+            continue
+    return out
+
+
+def _topic_batch(zk: ZkReader, topic: str) -> list[RecordAndVersion]:
+    t = read_topic(zk, topic)
+    if t is None:
+        return []
+    if t.topic_id is None:
+        raise L.LayoutError(f"{L.topic_path(topic)}: no topic_id (the ZooKeeper cluster must run 2.8 or later)")
+    batch: list[RecordAndVersion] = [(TopicRecord(name=topic, topic_id=t.topic_id), 0)]
+    got = zk.get(L.config_path(L.TOPIC_CONFIG, topic))
+    for key, value in L.decode_config(L.config_path(L.TOPIC_CONFIG, topic), got[0] if got else None).items():
+        batch.append((ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=key, value=value), 0))
+    for p in sorted(t.partitions):
+        replicas = t.partitions[p]
+        record = PartitionRecord(partition_id=p, topic_id=t.topic_id, replicas=list(replicas),
+                                 adding_replicas=list(t.adding.get(p, [])),
+                                 removing_replicas=list(t.removing.get(p, [])))
+        path = L.partition_state_path(topic, p)
+        state = zk.get(path)
+        if state is None:
+            # Kafka: no state znode means ISR = replicas, leader = the first, epochs 0.
+            record.isr, record.leader, record.leader_epoch, record.partition_epoch = list(replicas), replicas[0], 0, 0
+            record.leader_recovery_state = 0
+        else:
+            s = L.PartitionState.decode(path, state[0])
+            record.isr, record.leader, record.leader_epoch = list(s.isr), s.leader, s.leader_epoch
+            record.partition_epoch = state[1]  # the state znode's zkVersion
+            record.leader_recovery_state = s.leader_recovery_state
+        batch.append((record, 0))
+    return batch
+
+
+# ---- configs, quotas, SCRAM ----------------------------------------------------------------------
+def _broker_config_batches(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
+    for entity in sorted(zk.children(f"{L.CONFIG}/{L.BROKER_CONFIG}")):
+        path = L.config_path(L.BROKER_CONFIG, entity)
+        got = zk.get(path)
+        name = "" if entity == L.DEFAULT_ENTITY else entity
+        batch: list[RecordAndVersion] = [
+            (ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=name, name=k, value=v), 0)
+            for k, v in L.decode_config(path, got[0] if got else None).items()]
+        if batch:
+            yield batch
+
+
+def _entity(entity_type: str, znode_name: str) -> EntityData:
+    """Default quota entities have a null name (configs use ""); other names are desanitized."""
+    name = None if znode_name == L.DEFAULT_ENTITY else L.desanitize(znode_name)
+    return EntityData(entity_type=entity_type, entity_name=name)
+
+
+def _quota_values(path: str, props: dict[str, str]) -> dict[str, float]:
+    out = {}
+    for k, v in props.items():
+        try:
+            out[k] = float(v)
+        except ValueError:
+            raise L.LayoutError(f"{path}: unexpected client quota configuration value: {k} -> {v}") from None
+    return out
+
+
+def _quota_batch(entity: list[EntityData], quotas: dict[str, float]) -> list[RecordAndVersion]:
+    return [(ClientQuotaRecord(entity=list(entity), key=k, value=v), 0) for k, v in quotas.items()]
+
+
+def _entity_type_batches(zk: ZkReader, config_type: str, entity_type: str) -> Iterator[list[RecordAndVersion]]:
+    for znode in sorted(zk.children(f"{L.CONFIG}/{config_type}")):
+        path = L.config_path(config_type, znode)
+        got = zk.get(path)
+        props = L.decode_config(path, got[0] if got else None)
+        if config_type == L.USER_CONFIG:
+            for mechanism, code in L.SCRAM_MECHANISMS.items():
+                text = props.pop(mechanism, None)
+                if text is not None:
+                    c = L.ScramCredential.decode(text)
+                    yield [(UserScramCredentialRecord(name=L.desanitize(znode), mechanism=code, salt=c.salt,
+                                                      stored_key=c.stored_key, server_key=c.server_key,
+                                                      iterations=c.iterations), 0)]
+        quotas = _quota_values(path, props)
+        if quotas:
+            yield _quota_batch([_entity(entity_type, znode)], quotas)
+
+
+def _quota_batches(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
+    yield from _entity_type_batches(zk, L.USER_CONFIG, "user")
+    yield from _entity_type_batches(zk, L.CLIENT_CONFIG, "client-id")
+    for user in sorted(zk.children(f"{L.CONFIG}/{L.USER_CONFIG}")):
+        for client in sorted(zk.children(f"{L.CONFIG}/{L.USER_CONFIG}/{user}/clients")):
+            path = L.config_path(L.USER_CONFIG, f"{user}/clients/{client}")
+            got = zk.get(path)
+            quotas = _quota_values(path, L.decode_config(path, got[0] if got else None))
+            yield _quota_batch([_entity("user", user), _entity("client-id", client)], quotas)
+    yield from _entity_type_batches(zk, L.IP_CONFIG, "ip")
+
+
+# ---- producer ids, ACLs ------------------------------------------------------------------------
+def _producer_id_batches(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
+    got = zk.get(L.PRODUCER_ID_BLOCK)
+    if got is not None and got[0]:
+        block = L.ProducerIdBlock.decode(got[0])
+        yield [(ProducerIdsRecord(broker_id=block.broker, broker_epoch=-1, next_producer_id=block.block_end + 1), 0)]
+
+
+def _acl_batches(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
+    for pattern in (PatternType.LITERAL, PatternType.PREFIXED):
+        root = L.acl_root(pattern)
+        for type_name in sorted(zk.children(root)):
+            resource_type = L.resource_type_code(type_name, root)
+            for name in sorted(zk.children(f"{root}/{type_name}")):
+                path = f"{root}/{type_name}/{name}"
+                got = zk.get(path)
+                if got is None:
+                    continue
+                batch: list[RecordAndVersion] = []
+                for e in L.decode_acls(path, got[0]):
+                    batch.append((AccessControlEntryRecord(
+                        id=random_uuid(), resource_type=resource_type, resource_name=name, pattern_type=int(pattern),
+                        principal=e.principal, host=e.host, operation=e.operation, permission_type=e.permission), 0))
+                    if len(batch) == MAX_ACL_BATCH:
+                        yield batch
+                        batch = []
+                if batch:
+                    yield batch
+
+
+def read_all_metadata(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
+    """Every source's batches, in Kafka's order."""
+    for topic in topics_to_migrate(zk):
+        batch = _topic_batch(zk, topic)
+        if batch:
+            yield batch
+    yield from _broker_config_batches(zk)
+    yield from _quota_batches(zk)
+    yield from _producer_id_batches(zk)
+    yield from _acl_batches(zk)
+
+
+def merged(batches: Iterable[list[RecordAndVersion]], min_size: int) -> Iterator[list[RecordAndVersion]]:
+    """BufferingBatchConsumer: whole batches gathered until at least ``min_size`` records."""
+    buffered: list[RecordAndVersion] = []
+    for batch in batches:
+        buffered.extend(batch)
+        if len(buffered) >= min_size:
+            yield buffered
+            buffered = []
+    if buffered:
+        yield buffered

@@ -1,0 +1,277 @@
+"""The ZooKeeper-to-KRaft copy over a real ZooKeeper (KIP-866, the first steps of issue 14).
+
+A real ZooKeeper (Debian's package, tests/zookeeper.py) is seeded with a ZooKeeper-mode cluster
+by ``kraftsim zk seed``'s code; a kraftsim controller with migration on claims it, waits for the
+ZooKeeper-mode brokers, which register over real sockets with IsMigratingZkBroker, and copies
+everything into its log. What the tests expect is read from ZooKeeper's raw JSON with ``json``,
+not with the layout code under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kraftsim.metadata.batch import decode_control_record
+from kraftsim.metadata.legacy import decode_value
+from kraftsim.metadata.log import LogConfig, MetadataLog
+from kraftsim.migration.driver import DriverState
+from kraftsim.migration.seed import SeedSpec, seed
+from kraftsim.rpc.uuids import from_str
+from tests import harness
+from tests.test_controller import Cluster, registration
+from tests.zookeeper import ZooKeeper, running
+
+SPEC = SeedSpec(brokers=3, topics=40, partitions=3, replication_factor=2, users=2)
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeper]:
+    yield from running(tmp_path_factory.mktemp("zookeeper"))
+
+
+@pytest.fixture
+def zk_root(zookeeper: ZooKeeper, request: pytest.FixtureRequest) -> Iterator[tuple[str, Any]]:
+    """A fresh chroot per test: (connect string with the chroot, a kazoo client inside it)."""
+    from kazoo.client import KazooClient
+
+    chroot = "/" + request.node.name.replace("[", "_").replace("]", "_")
+    root: Any = zookeeper.client()
+    root.ensure_path(chroot)
+    root.stop()
+    root.close()
+    client = KazooClient(hosts=zookeeper.connect + chroot, timeout=10)
+    client.start(timeout=10)
+    try:
+        yield zookeeper.connect + chroot, client
+    finally:
+        client.stop()
+        client.close()
+
+
+def zk_json(client: Any, path: str) -> Any:
+    data, _ = client.get(path)
+    return json.loads(data)
+
+
+def migrating_cluster(tmp: Path, connect: str, **cfg: object) -> Cluster:
+    return Cluster(tmp, zookeeper_connect=connect, zookeeper_metadata_migration_enable="true", **cfg)
+
+
+async def register_zk_brokers(cluster: Cluster, ids: list[int]) -> None:
+    """Simulated ZooKeeper-mode brokers: BrokerRegistration with IsMigratingZkBroker."""
+    for b in ids:
+        reg = registration(b, cluster.cluster_id)
+        reg.is_migrating_zk_broker = True
+        r = await cluster.req(reg, 3)
+        assert r.error_code == 0, r
+
+
+async def driver_reaches(cluster: Cluster, state: DriverState, timeout: float = 30.0) -> None:
+    await harness.poll_until(lambda: cluster.controller.migration is not None
+                             and cluster.controller.migration.driver.state == state, timeout)
+
+
+def batches(metadata_dir: Path) -> list[list[tuple[int, str, Any]]]:
+    """The log as Raft batches of (offset, type name, record)."""
+    mlog = MetadataLog.open(metadata_dir, LogConfig(linger_ms=0))
+    out = []
+    try:
+        for batch in mlog.batches(0):
+            recs = []
+            for rec in batch.records():
+                if batch.is_control:
+                    ctl = decode_control_record(rec)
+                    recs.append((rec.offset, ctl[0].name if ctl else "control", ctl[1] if ctl else None))
+                else:
+                    msg, _ = decode_value(rec.value, False)  # type: ignore[arg-type]
+                    recs.append((rec.offset, type(msg).__name__, msg))
+            out.append(recs)
+    finally:
+        mlog.close()
+    return out
+
+
+def image_records(cluster: Cluster) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for r, _ in cluster.controller.image.frozen_records():
+        out.setdefault(type(r).__name__, []).append(r)
+    return out
+
+
+def check_image_holds_the_seed(cluster: Cluster, client: Any) -> None:
+    recs = image_records(cluster)
+    topics = {r.name: r.topic_id for r in recs["TopicRecord"]}
+    assert set(topics) == set(SPEC.topic_names())
+    partitions = {(r.topic_id, r.partition_id): r for r in recs["PartitionRecord"]}
+    assert len(partitions) == SPEC.topics * SPEC.partitions
+    for name in SPEC.topic_names():
+        znode = zk_json(client, f"/brokers/topics/{name}")
+        assert topics[name] == from_str(znode["topic_id"])
+        for p, replicas in znode["partitions"].items():
+            state_data, stat = client.get(f"/brokers/topics/{name}/partitions/{p}/state")
+            state = json.loads(state_data)
+            rec = partitions[(topics[name], int(p))]
+            assert (rec.replicas, rec.isr, rec.leader, rec.leader_epoch, rec.partition_epoch) == \
+                (replicas, state["isr"], state["leader"], state["leader_epoch"], stat.version)
+    configs = {(r.resource_type, r.resource_name, r.name): r.value for r in recs["ConfigRecord"]}
+    for name in SPEC.topic_names():
+        for k, v in zk_json(client, f"/config/topics/{name}")["config"].items():
+            assert configs[(2, name, k)] == v
+    assert configs[(4, "", "log.retention.ms")] == "604800000"  # <default> is the cluster default ""
+    assert configs[(4, "1", "log.cleaner.threads")] == "2"
+    quotas = {(frozenset((e.entity_type, e.entity_name) for e in r.entity), r.key): r.value
+              for r in recs["ClientQuotaRecord"]}
+    assert quotas[(frozenset({("user", None)}), "producer_byte_rate")] == 1048576.0  # <default> is a null name
+    assert quotas[(frozenset({("client-id", None)}), "consumer_byte_rate")] == 2097152.0
+    assert quotas[(frozenset({("client-id", "client-1")}), "request_percentage")] == 50.0
+    assert quotas[(frozenset({("ip", "127.0.0.1")}), "connection_creation_rate")] == 100.0
+    assert quotas[(frozenset({("user", "user-0@example")}), "producer_byte_rate")] == 1024.0  # desanitized
+    assert quotas[(frozenset({("user", "user-1@example"), ("client-id", "client-1")}), "consumer_byte_rate")] == 8192.0
+    assert not any(k.startswith("SCRAM") for _, k in quotas)
+    scram = {(r.name, r.mechanism): r for r in recs["UserScramCredentialRecord"]}
+    assert set(scram) == {("user-0@example", 1), ("user-0@example", 2), ("user-1@example", 1)}
+    stored = dict(part.split("=", 1) for part in
+                  zk_json(client, "/config/users/user-0%40example")["config"]["SCRAM-SHA-256"].split(","))
+    r = scram[("user-0@example", 1)]
+    assert (r.salt, r.stored_key, r.server_key, r.iterations) == (
+        base64.b64decode(stored["salt"]), base64.b64decode(stored["stored_key"]),
+        base64.b64decode(stored["server_key"]), int(stored["iterations"]))
+    acls = {(r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host, r.operation, r.permission_type)
+            for r in recs["AccessControlEntryRecord"]}
+    assert acls == {
+        (2, "topic-0", 3, "User:user-0@example", "*", 3, 3), (2, "topic-0", 3, "User:user-0@example", "*", 8, 3),
+        (2, "topic-0", 3, "User:user-1@example", "*", 3, 3), (2, "topic-0", 3, "User:user-1@example", "*", 8, 3),
+        (3, "group-0-", 4, "User:user-0@example", "*", 3, 3), (3, "group-1-", 4, "User:user-1@example", "*", 3, 3),
+        (4, "kafka-cluster", 3, "User:admin", "*", 2, 3), (4, "kafka-cluster", 3, "User:mallory", "10.0.0.1", 7, 2)}
+    (pids,) = recs["ProducerIdsRecord"]
+    assert pids.next_producer_id == 1000  # the block's end + 1 (the image keeps no broker id)
+
+
+def migration_batches(log: list[list[tuple[int, str, Any]]]) -> list[list[tuple[int, str, Any]]]:
+    """The batches from the last BeginTransaction("ZK Migration") to its EndTransaction."""
+    start = max(i for i, b in enumerate(log) if b[0][1] == "BeginTransactionRecord" and b[0][2].name == "ZK Migration")
+    end = next(i for i in range(start, len(log)) if log[i][-1][1] == "EndTransactionRecord")
+    return log[start:end + 1]
+
+
+async def test_the_copy_then_a_restart_that_does_not_copy_again(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    connect, client = zk_root
+    seed(client, SPEC, 1_700_000_000_000)
+    c = migrating_cluster(tmp_path, connect)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        assert int(c.controller.image.migration.state) == 2  # PRE_MIGRATION, bootstrapped
+        assert c.controller._metric_values()["ZkMigrationState"] == 2
+        assert json.loads(client.get("/controller")[0])["brokerid"] == 1  # not claimed before the brokers
+        await register_zk_brokers(c, [1, 2])
+        # Broker 3 is in /brokers/ids and in assignments: the driver waits for it.
+        assert "[3]" in c.controller.migration.driver.waiting_for or \
+            c.controller.migration.driver.state == DriverState.WAIT_FOR_BROKERS
+        await register_zk_brokers(c, [3])
+        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        assert int(c.controller.image.migration.state) == 1  # MIGRATION
+        assert c.controller._metric_values()["ZkMigrationState"] == 1
+        check_image_holds_the_seed(c, client)
+        epoch = c.controller.epoch
+    finally:
+        await c.stop()
+    log = batches(tmp_path / "data")
+    copy = migration_batches(log)
+    assert [n for _, n, _ in copy[0]] == ["BeginTransactionRecord"]
+    assert [n for _, n, _ in copy[-1]] == ["ZkMigrationStateRecord", "EndTransactionRecord"]
+    assert copy[-1][0][2].zk_migration_state == 1
+    body = copy[1:-1]
+    assert len(body) >= 2 and all(len(b) >= 200 for b in body[:-1])  # merged to at least 200 records
+    (pids,) = [r for b in body for _, n, r in b if n == "ProducerIdsRecord"]
+    assert (pids.broker_id, pids.broker_epoch, pids.next_producer_id) == (1, -1, 1000)
+    first_kinds = [n for _, n, _ in body[0][:2]]
+    assert first_kinds == ["TopicRecord", "ConfigRecord"]  # topic-0: its record, then its configs
+    end_offset = copy[-1][-1][0]
+    assert zk_json(client, "/migration") == {"version": 0, "kraft_controller_id": harness.NODE_ID,
+                                             "kraft_controller_epoch": epoch, "kraft_metadata_offset": end_offset,
+                                             "kraft_metadata_epoch": epoch}
+    assert client.get("/controller_epoch")[0] == b"2"  # the seed's 1, bumped by the claim
+    controller = zk_json(client, "/controller")
+    assert (controller["version"], controller["brokerid"], controller["kraftControllerEpoch"]) == \
+        (2, harness.NODE_ID, epoch)
+    assert isinstance(controller["timestamp"], str)
+
+    # A restart in MIGRATION claims ZooKeeper again but does not copy again.
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        assert c.controller.migration.manifest is None
+        new_epoch = c.controller.epoch
+    finally:
+        await c.stop()
+    log = batches(tmp_path / "data")
+    names = [n for b in log for _, n, _ in b]
+    assert names.count("TopicRecord") == SPEC.topics
+    assert sum(1 for b in log for _, n, r in b if n == "BeginTransactionRecord" and r.name == "ZK Migration") == 1
+    assert client.get("/controller_epoch")[0] == b"3"
+    assert zk_json(client, "/controller")["kraftControllerEpoch"] == new_epoch > epoch
+    assert zk_json(client, "/migration")["kraft_controller_epoch"] == new_epoch
+    assert zk_json(client, "/migration")["kraft_metadata_offset"] == end_offset  # the copy's offset stays
+
+
+async def test_a_kill_during_the_copy_is_aborted_and_the_copy_redone(tmp_path: Path,
+                                                                     zk_root: tuple[str, Any]) -> None:
+    connect, client = zk_root
+    seed(client, SPEC, 1_700_000_000_000)
+    c = migrating_cluster(tmp_path, connect, zookeeper_metadata_migration_min_batch_size=20)
+    await c.start()
+    stuck = asyncio.Event()
+    try:
+        async def hang_after_two(n: int) -> None:
+            if n == 2:
+                stuck.set()
+                await asyncio.Event().wait()  # the controller dies here, mid-copy
+
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        c.controller.migration.after_batch = hang_after_two
+        await register_zk_brokers(c, SPEC.broker_ids)
+        await asyncio.wait_for(stuck.wait(), 30)
+        assert c.controller.image.transaction.open
+    finally:
+        await c.stop()
+    names = [n for b in batches(tmp_path / "data") for _, n, _ in b]
+    assert "BeginTransactionRecord" in names and names.count("EndTransactionRecord") == 1  # the bootstrap's only
+    assert zk_json(client, "/migration")["kraft_metadata_offset"] == -1  # the copy is not done
+
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        check_image_holds_the_seed(c, client)
+    finally:
+        await c.stop()
+    log = batches(tmp_path / "data")
+    flat = [(o, n, r) for b in log for o, n, r in b]
+    aborts = [o for o, n, _ in flat if n == "AbortTransactionRecord"]
+    begins = [o for o, n, r in flat if n == "BeginTransactionRecord" and r.name == "ZK Migration"]
+    assert len(begins) == 2 and len(aborts) == 1 and begins[0] < aborts[0] < begins[1]
+    redone = [n for o, n, _ in flat if o > begins[1]]
+    assert redone.count("TopicRecord") == SPEC.topics  # every topic once in the redone copy
+    assert zk_json(client, "/migration")["kraft_metadata_offset"] == migration_batches(log)[-1][-1][0]
+
+
+async def test_zk_seed_command(zk_root: tuple[str, Any]) -> None:
+    connect, client = zk_root
+    r = await asyncio.to_thread(harness.kraftsim, "zk", "seed", "--zookeeper", connect, "--topics", "2",
+                                "--partitions", "2", "--brokers", "2", "--users", "1")
+    assert r.returncode == 0 and "2 topics x 2 partitions" in r.stdout, r.stderr
+    assert sorted(client.get_children("/brokers/ids")) == ["1", "2"]
+    assert zk_json(client, "/brokers/topics/topic-1")["partitions"] == {"0": [2, 1], "1": [1, 2]}
+    uuid.UUID(bytes=base64.urlsafe_b64decode(zk_json(client, "/brokers/topics/topic-1")["topic_id"] + "=="))
+    again = await asyncio.to_thread(harness.kraftsim, "zk", "seed", "--zookeeper", connect)
+    assert again.returncode == 1 and again.stderr.count("\n") == 1 and "NodeExistsError" in again.stderr
+    bad = await asyncio.to_thread(harness.kraftsim, "zk", "seed", "--zookeeper", connect, "--replication-factor", "9")
+    assert bad.returncode == 1 and bad.stderr.startswith("kraftsim zk seed: --replication-factor")
