@@ -103,8 +103,7 @@ class MigrationRunner:
 
     async def _session(self) -> ZkSession:
         if self.zk is None:
-            self.zk = await asyncio.to_thread(ZkSession.connect, self.hosts, self.connect_timeout_ms,
-                                              self.session_timeout_ms)
+            self.zk = await ZkSession.connect_async(self.hosts, self.connect_timeout_ms, self.session_timeout_ms)
         return self.zk
 
     # ---- the states ---------------------------------------------------------------------------

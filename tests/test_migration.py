@@ -19,15 +19,12 @@ from typing import Any
 
 import pytest
 
-from kraftsim.metadata.batch import decode_control_record
-from kraftsim.metadata.legacy import decode_value
-from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.migration.driver import DriverState
 from kraftsim.migration.seed import SeedSpec, seed
 from kraftsim.rpc.uuids import from_str
 from tests import harness
 from tests.test_controller import Cluster, registration
-from tests.zookeeper import ZooKeeper, running
+from tests.zookeeper import ZooKeeper, batches, running
 
 SPEC = SeedSpec(brokers=3, topics=40, partitions=3, replication_factor=2, users=2)
 
@@ -77,26 +74,6 @@ async def register_zk_brokers(cluster: Cluster, ids: list[int]) -> None:
 async def driver_reaches(cluster: Cluster, state: DriverState, timeout: float = 30.0) -> None:
     await harness.poll_until(lambda: cluster.controller.migration is not None
                              and cluster.controller.migration.driver.state == state, timeout)
-
-
-def batches(metadata_dir: Path) -> list[list[tuple[int, str, Any]]]:
-    """The log as Raft batches of (offset, type name, record)."""
-    mlog = MetadataLog.open(metadata_dir, LogConfig(linger_ms=0))
-    out = []
-    try:
-        for batch in mlog.batches(0):
-            recs = []
-            for rec in batch.records():
-                if batch.is_control:
-                    ctl = decode_control_record(rec)
-                    recs.append((rec.offset, ctl[0].name if ctl else "control", ctl[1] if ctl else None))
-                else:
-                    msg, _ = decode_value(rec.value, False)  # type: ignore[arg-type]
-                    recs.append((rec.offset, type(msg).__name__, msg))
-            out.append(recs)
-    finally:
-        mlog.close()
-    return out
 
 
 def image_records(cluster: Cluster) -> dict[str, list[Any]]:

@@ -13,8 +13,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from typing import Any
+
 import pytest
 
+from kraftsim.metadata.batch import decode_control_record
+from kraftsim.metadata.legacy import decode_value
+from kraftsim.metadata.log import LogConfig, MetadataLog
 from tests.harness import free_port
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -110,3 +115,24 @@ def running(directory: Path) -> Iterator[ZooKeeper]:
         yield zk
     finally:
         zk.stop()
+
+
+def batches(metadata_dir: Path) -> list[list[tuple[int, str, Any]]]:
+    """A metadata log (kraftsim's or Kafka's) as Raft batches of (offset, type name, record):
+    what the migration tests check the copy's batching and transaction markers with."""
+    mlog = MetadataLog.open(metadata_dir, LogConfig(linger_ms=0))
+    out = []
+    try:
+        for batch in mlog.batches(0):
+            recs = []
+            for rec in batch.records():
+                if batch.is_control:
+                    ctl = decode_control_record(rec)
+                    recs.append((rec.offset, ctl[0].name if ctl else "control", ctl[1] if ctl else None))
+                else:
+                    msg, _ = decode_value(rec.value, False)  # type: ignore[arg-type]
+                    recs.append((rec.offset, type(msg).__name__, msg))
+            out.append(recs)
+    finally:
+        mlog.close()
+    return out
