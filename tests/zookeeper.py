@@ -12,7 +12,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-
 from typing import Any
 
 import pytest
