@@ -52,6 +52,12 @@ def zk_json(client: Any, path: str) -> Any:
     return json.loads(client.get(path)[0])
 
 
+def copied(client: Any, chroot: str) -> bool:
+    """/migration says the copy is done (the controller creates /migration when its driver starts)."""
+    got = client.exists(f"{chroot}/migration")
+    return got is not None and zk_json(client, f"{chroot}/migration")["kraft_metadata_offset"] > 0
+
+
 async def register_zk_brokers(bootstrap: str, cluster_id: str) -> None:
     host, port = bootstrap.rsplit(":", 1)
     client = await KafkaClient.connect(host, int(port), client_id="zk-brokers")
@@ -111,8 +117,7 @@ async def test_kafka_and_kraftsim_copy_the_same_zookeeper_alike(tmp_path: Path, 
             for node in nodes.nodes:
                 await register_zk_brokers(node.bootstrap, cid)
             for chroot in ("/for-kafka", "/for-kraftsim"):
-                await poll_until(lambda c=chroot: zk_json(root, f"{c}/migration")["kraft_metadata_offset"] > 0, 90,
-                                 interval=0.1)
+                await poll_until(lambda c=chroot: copied(root, c), 90, interval=0.1)
         finally:
             nodes.stop()
 
