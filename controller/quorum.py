@@ -33,6 +33,7 @@ from kraftsim.controller.state_change_log import log_state_changes
 from kraftsim.controller.write_path import ReplayFailedError, WritePath
 from kraftsim.metadata import files, versions
 from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.loader import load_image
 from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.messages import NoOpRecord
@@ -44,6 +45,17 @@ from kraftsim.rpc.clock import Clock, SystemClock
 log = logging.getLogger("kraftsim.controller")
 
 T = TypeVar("T")
+
+# Kafka's RUNS_IN_PREMIGRATION: while the persisted migration state is PRE_MIGRATION (the
+# ZooKeeper metadata is not copied yet), every other write event fails with NOT_CONTROLLER.
+RUNS_IN_PREMIGRATION = frozenset({
+    "completeActivation", "processBrokerRegistration", "processBrokerHeartbeat", "unregisterBroker",
+    "registerController", "writeNoOpRecord",
+    "Begin ZK Migration Transaction", "ZK Migration Batch", "Complete ZK Migration",  # the copy
+    # Kafka's read events and the requests ControllerApis answers without an event: never gated.
+    "describeAcls", "describeCluster", "listPartitionReassignments",
+})
+PRE_MIGRATION_MESSAGE = "The controller is in pre-migration mode."
 
 
 class FatalControllerError(Exception):
@@ -324,7 +336,9 @@ class QuorumController:
             try:
                 await self.write("maybeFenceReplicas", self._fence_one)
             except (ApiError, EventTimeoutError):
-                await self.clock.sleep_ms(10)
+                # Refused in pre-migration (as in Kafka): look again in a second, not at once.
+                pre = self.image.migration.state == ZkMigrationState.PRE_MIGRATION
+                await self.clock.sleep_ms(1000 if pre else 10)
             except FatalControllerError:
                 return
 
@@ -353,6 +367,8 @@ class QuorumController:
                on_timeout: Callable[[], None] | None = None) -> T | Awaitable[T]:
         """Run ``op`` as a write event; returns the response now when nothing needs to commit,
         else an awaitable of it. ApiError propagates (now or from the awaitable)."""
+        if name not in RUNS_IN_PREMIGRATION:
+            op = self._unless_pre_migration(op)
         r = self.queue.submit(name, self._run, deadline_ms, on_timeout, op)
         if r.__class__ is asyncio.Future:
             return self._await_nested(r)
@@ -363,6 +379,14 @@ class QuorumController:
         if inspect.isawaitable(r):
             return await r
         return r
+
+    def _unless_pre_migration(self, op: Callable[[], ControllerResult[T]]) -> Callable[[], ControllerResult[T]]:
+        """The pre-migration check, made when the event runs (after the active-controller check)."""
+        def gated() -> ControllerResult[T]:
+            if self.image.migration.state == ZkMigrationState.PRE_MIGRATION:
+                raise NotControllerError(PRE_MIGRATION_MESSAGE)
+            return op()
+        return gated
 
     @staticmethod
     async def _await_nested(fut: asyncio.Future[Any]) -> Any:

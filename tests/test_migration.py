@@ -21,11 +21,16 @@ import pytest
 
 from kraftsim.migration.driver import DriverState
 from kraftsim.migration.seed import SeedSpec, seed
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.uuids import from_str
 from tests import harness
 from tests.test_controller import Cluster, registration
 from tests.zookeeper import ZooKeeper, batches, running
 
+CT = registry.request_class(ApiKey.CREATE_TOPICS)
+DC = registry.request_class(ApiKey.DESCRIBE_CLUSTER)
 SPEC = SeedSpec(brokers=3, topics=40, partitions=3, replication_factor=2, users=2)
 
 
@@ -238,6 +243,34 @@ async def test_a_kill_during_the_copy_is_aborted_and_the_copy_redone(tmp_path: P
     redone = [n for o, n, _ in flat if o > begins[1]]
     assert redone.count("TopicRecord") == SPEC.topics  # every topic once in the redone copy
     assert zk_json(client, "/migration")["kraft_metadata_offset"] == migration_batches(log)[-1][-1][0]
+
+
+async def test_pre_migration_refuses_writes_until_the_copy(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    """Kafka's RUNS_IN_PREMIGRATION: until the copy, only the brokers' and controllers' own
+    lifecycle writes run; every other write is NOT_CONTROLLER, "The controller is in pre-migration mode."."""
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
+    c = migrating_cluster(tmp_path, connect)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        create = CT(topics=[CT.CreatableTopic(name="new", num_partitions=1, replication_factor=1)], timeout_ms=30000)
+        r = await c.req(create, 7)
+        assert (r.topics[0].error_code, r.topics[0].error_message) == \
+            (ErrorCode.NOT_CONTROLLER, "The controller is in pre-migration mode.")
+        r = await c.req(DC(endpoint_type=2), 1)  # a read
+        assert r.error_code == 0
+        reg = registration(7, c.cluster_id)  # a KRaft broker: refused by the registration itself
+        r = await c.req(reg, 3)
+        assert r.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
+        await register_zk_brokers(c, [1])
+        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        r = await c.req(create, 7)  # in MIGRATION the write runs: placement refuses it, the broker being fenced
+        assert (r.topics[0].error_code, r.topics[0].error_message) == \
+            (ErrorCode.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition 1 time(s): All brokers are "
+                                                   "currently fenced.")
+    finally:
+        await c.stop()
 
 
 async def test_zk_seed_command(zk_root: tuple[str, Any]) -> None:

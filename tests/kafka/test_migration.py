@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from kraftsim.migration.seed import SeedSpec, seed
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.client import KafkaClient
 from tests.harness import poll_until
 from tests.kafka.conftest import PAIR_CONFIG, PairNodes
@@ -30,6 +32,8 @@ from tests.zookeeper import ZooKeeper, batches, running
 
 pytestmark = pytest.mark.kafka
 
+CT = registry.request_class(ApiKey.CREATE_TOPICS)
+IAC = registry.request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 SPEC = SeedSpec(brokers=3, topics=60, partitions=3, replication_factor=2, users=3)
 NO_ID = uuid.UUID(int=0)
 
@@ -56,6 +60,23 @@ def copied(client: Any, chroot: str) -> bool:
     """/migration says the copy is done (the controller creates /migration when its driver starts)."""
     got = client.exists(f"{chroot}/migration")
     return got is not None and zk_json(client, f"{chroot}/migration")["kraft_metadata_offset"] > 0
+
+
+async def pre_migration_answers(bootstrap: str) -> list[tuple[int, str | None]]:
+    """What a write outside the pre-migration set gets before the copy: CreateTopics and
+    IncrementalAlterConfigs."""
+    host, port = bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="admin")
+    try:
+        ct = await client.request(CT(topics=[CT.CreatableTopic(name="early", num_partitions=1, replication_factor=1)],
+                                     timeout_ms=30000), 7)
+        iac = await client.request(IAC(resources=[IAC.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[IAC.AlterableConfig(
+                name="log.retention.ms", config_operation=0, value="1000")])]), 1)
+        return [(ct.topics[0].error_code, ct.topics[0].error_message),
+                (iac.responses[0].error_code, iac.responses[0].error_message)]
+    finally:
+        await client.close()
 
 
 async def register_zk_brokers(bootstrap: str, cluster_id: str) -> None:
@@ -114,6 +135,8 @@ async def test_kafka_and_kraftsim_copy_the_same_zookeeper_alike(tmp_path: Path, 
         s.format()
         nodes = PairNodes(k, s).start()
         try:
+            before = [await pre_migration_answers(node.bootstrap) for node in nodes.nodes]
+            assert before[1] == before[0] == [(41, "The controller is in pre-migration mode.")] * 2
             for node in nodes.nodes:
                 await register_zk_brokers(node.bootstrap, cid)
             for chroot in ("/for-kafka", "/for-kraftsim"):
