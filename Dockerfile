@@ -15,8 +15,10 @@ WORKDIR /src
 # The whole context (.dockerignore keeps out venvs, data, tests and caches): kraftsim/ maps
 # the top-level folders by symlink, so every folder it points to must come along.
 COPY . .
+# The zk extra (kazoo): a controller with zookeeper.metadata.migration.enable (compose's
+# ZK_MIGRATION=true) talks to ZooKeeper through it.
 RUN python -m venv /opt/kraftsim/venv \
-    && /opt/kraftsim/venv/bin/pip install . \
+    && /opt/kraftsim/venv/bin/pip install '.[zk]' \
     && /opt/kraftsim/venv/bin/kraftsim --version
 
 FROM ${PYTHON_IMAGE}

@@ -491,6 +491,11 @@ class QuorumController:
         if self.on_fatal is not None:
             self.on_fatal(e)
 
+    def fatal_fault(self, e: BaseException) -> None:
+        """Kafka's fatal fault handler, for parts outside the event queue (the migration driver
+        aborting its copy): resign for good; the process exits 1."""
+        self._fail(e)
+
     def _on_event_timeout(self, name: str) -> None:
         self.timed_out_events += 1
 

@@ -88,6 +88,14 @@ class MigrationRunner:
                     self.stopped_reason = str(e)
                     log.error("Migration driver stops writing to ZooKeeper: %s", e)
                     return
+                except CopyAbortedError:
+                    return  # the controller has failed (Kafka's fatal fault handler)
+                except Exception as e:  # noqa: BLE001 - Kafka's driver logs and polls again
+                    if _is_zookeeper_error(e):
+                        self.driver.waiting_for = f"ZooKeeper ({type(e).__name__})"
+                        log.info("Encountered ZooKeeper error during %s. Will retry.", state.name, exc_info=e)
+                    else:
+                        log.error("Unhandled error in %s", state.name, exc_info=e)
                 if self.driver.state == state and self.controller.active:
                     await self.controller.clock.sleep_ms(self.driver.next_poll_ms())
                 elif self.driver.state == DriverState.INACTIVE and state != DriverState.UNINITIALIZED:
@@ -172,6 +180,18 @@ class MigrationRunner:
         self.driver.migration_written(version)
 
     async def _copy(self) -> None:
+        """ZK_MIGRATION. Any failure once it began is fatal, as in Kafka (abortMigration): the
+        next activation aborts the open transaction and the copy starts over."""
+        try:
+            await self._copy_all()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure aborts the same way
+            log.error("Aborting the metadata migration from ZooKeeper to KRaft. %s.", self.manifest, exc_info=e)
+            self.controller.fatal_fault(e)
+            raise CopyAbortedError(str(e)) from e
+
+    async def _copy_all(self) -> None:
         zk = await self._session()
         controller = self.controller
         mv = controller.image.metadata_version
@@ -230,6 +250,15 @@ class MigrationRunner:
                 "stopped": self.stopped_reason, "migration": lead.znode().__dict__,
                 "migrationZkVersion": lead.migration_zk_version, "zkControllerEpoch": lead.zk_controller_epoch,
                 "manifest": str(self.manifest) if self.manifest else None}
+
+
+class CopyAbortedError(Exception):
+    """The copy failed and took the controller down with it."""
+
+
+def _is_zookeeper_error(e: BaseException) -> bool:
+    """kazoo's errors (connection loss, session expiry, ...): Kafka's MigrationClientException."""
+    return type(e).__module__.startswith("kazoo.")
 
 
 def _next(it: Iterator[list[RecordAndVersion]]) -> list[RecordAndVersion] | None:

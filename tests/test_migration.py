@@ -245,6 +245,41 @@ async def test_a_kill_during_the_copy_is_aborted_and_the_copy_redone(tmp_path: P
     assert zk_json(client, "/migration")["kraft_metadata_offset"] == migration_batches(log)[-1][-1][0]
 
 
+async def test_a_copy_that_fails_is_fatal_and_the_next_start_redoes_it(tmp_path: Path,
+                                                                      zk_root: tuple[str, Any]) -> None:
+    """Kafka's abortMigration: a copy that cannot finish (here a topic znode without topic_id,
+    as a pre-2.8 cluster leaves it) takes the controller down; once ZooKeeper is fixed, the next
+    start aborts the open transaction and copies everything."""
+    connect, client = zk_root
+    seed(client, SPEC, 1_700_000_000_000)
+    good, _ = client.get("/brokers/topics/topic-30")
+    bad = json.loads(good)
+    del bad["topic_id"]
+    client.set("/brokers/topics/topic-30", json.dumps(bad).encode())
+    c = migrating_cluster(tmp_path, connect, zookeeper_metadata_migration_min_batch_size=20)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await register_zk_brokers(c, SPEC.broker_ids)
+        await harness.poll_until(lambda: c.controller.fatal is not None, 30)
+        assert "/brokers/topics/topic-30: no topic_id" in c.controller.fault_reason
+        assert c.controller._metric_values()["MetadataErrorCount"] >= 1
+    finally:
+        await c.stop()
+    flat = [n for b in batches(tmp_path / "data") for _, n, _ in b]
+    assert flat.count("BeginTransactionRecord") == 2 and flat.count("EndTransactionRecord") == 1  # left open
+    assert zk_json(client, "/migration")["kraft_metadata_offset"] == -1
+    client.set("/brokers/topics/topic-30", good)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        check_image_holds_the_seed(c, client)
+    finally:
+        await c.stop()
+    flat = [n for b in batches(tmp_path / "data") for _, n, _ in b]
+    assert flat.count("AbortTransactionRecord") == 1 and flat.count("EndTransactionRecord") == 2
+
+
 async def test_pre_migration_refuses_writes_until_the_copy(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
     """Kafka's RUNS_IN_PREMIGRATION: until the copy, only the brokers' and controllers' own
     lifecycle writes run; every other write is NOT_CONTROLLER, "The controller is in pre-migration mode."."""
