@@ -3,7 +3,7 @@
 What a ZooKeeper-mode Kafka cluster leaves there, in Kafka's layout (``zk_layout``): broker
 registrations, topics with ids and round-robin assignments, partition states, topic and broker
 configs, client quotas, SCRAM credentials, ACLs (literal and prefixed), the producer id block,
-/controller_epoch and /controller. It is for migration rehearsals and benchmarks, so it is
+a delegation token per user, /controller_epoch and /controller. It is for migration rehearsals and benchmarks, so it is
 deterministic (but for topic ids and SCRAM salts, which are random as in Kafka) and fast: znodes
 go in multi-ops of a few hundred.
 
@@ -125,6 +125,12 @@ def znodes(spec: SeedSpec, now_ms: int = 0) -> Iterator[tuple[str, bytes]]:
                     [L.AclEntry("User:admin", AclPermissionType.ALLOW, AclOperation.ALL, "*"),
                      L.AclEntry("User:mallory", AclPermissionType.DENY, AclOperation.ALTER, "10.0.0.1")])
     yield L.PRODUCER_ID_BLOCK, L.ProducerIdBlock(first, 0, 999).encode()
+    for u in range(spec.users):
+        day = 86_400_000
+        owner = f"User:user-{u}@example"
+        yield (f"{L.DELEGATION_TOKENS}/token-{u}",
+               L.TokenZNode(f"token-{u}", owner, owner, ("User:admin",) if u % 2 == 0 else (), now_ms,
+                            now_ms + 7 * day, now_ms + day).encode())
 
 
 def _acl(pattern: int, resource_type: int, name: str, entries: list[L.AclEntry]) -> Iterator[tuple[str, bytes]]:

@@ -2,7 +2,7 @@
 
 The sources come in Kafka's order: topics (each one batch: its TopicRecord, its topic configs,
 its PartitionRecords), broker configs, client quotas with SCRAM credentials, the producer id
-block, then ACLs (at most 100 records a batch). Each source yields its own batches; ``merged``
+block, ACLs (at most 100 records a batch), then delegation tokens. Each source yields its own batches; ``merged``
 buffers them as Kafka's BufferingBatchConsumer does, into batches of at least
 ``zookeeper.metadata.migration.min.batch.size`` records, never splitting one.
 
@@ -23,6 +23,7 @@ from kraftsim.metadata.messages import (
     AccessControlEntryRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     PartitionRecord,
     ProducerIdsRecord,
     TopicRecord,
@@ -237,6 +238,21 @@ def _acl_batches(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
                     yield batch
 
 
+def _token_batches(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
+    """Every delegation token, in one batch."""
+    batch: list[RecordAndVersion] = []
+    for token_id in sorted(zk.children(L.DELEGATION_TOKENS)):
+        path = f"{L.DELEGATION_TOKENS}/{token_id}"
+        got = zk.get(path)
+        t = L.TokenZNode.decode(path, got[0] if got else None)
+        if t is not None:
+            batch.append((DelegationTokenRecord(owner=t.owner, requester=t.requester, renewers=list(t.renewers),
+                                                issue_timestamp=t.issue_timestamp, max_timestamp=t.max_timestamp,
+                                                expiration_timestamp=t.expiry_timestamp, token_id=t.token_id), 0))
+    if batch:
+        yield batch
+
+
 def read_all_metadata(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
     """Every source's batches, in Kafka's order."""
     for topic in topics_to_migrate(zk):
@@ -247,6 +263,7 @@ def read_all_metadata(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
     yield from _quota_batches(zk)
     yield from _producer_id_batches(zk)
     yield from _acl_batches(zk)
+    yield from _token_batches(zk)
 
 
 def merged(batches: Iterable[list[RecordAndVersion]], min_size: int) -> Iterator[list[RecordAndVersion]]:

@@ -31,6 +31,7 @@ DELETE_TOPICS: Final = "/admin/delete_topics"
 PRODUCER_ID_BLOCK: Final = "/latest_producer_id_block"
 ACL_LITERAL: Final = "/kafka-acl"
 ACL_EXTENDED: Final = "/kafka-acl-extended"
+DELEGATION_TOKENS: Final = "/delegation_token/tokens"
 DEFAULT_ENTITY: Final = "<default>"
 
 # ConfigType.ALL: the entity types under /config.
@@ -365,6 +366,52 @@ class MigrationZNode:
                                   int(js["kraft_metadata_offset"]), int(js["kraft_metadata_epoch"]))
         except (KeyError, TypeError, ValueError):
             raise LayoutError(f"Failed to parse the migration json {data!r}") from None
+
+
+@dataclass(frozen=True)
+class TokenZNode:
+    """/delegation_token/tokens/<id> (version 3): a token's information, principals sanitized."""
+    token_id: str
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp: int
+    max_timestamp: int
+    expiry_timestamp: int
+
+    def encode(self) -> bytes:
+        return dumps({"owner": sanitize(self.owner), "renewers": [sanitize(r) for r in self.renewers],
+                      "tokenRequester": sanitize(self.requester), "issueTimestamp": self.issue_timestamp,
+                      "maxTimestamp": self.max_timestamp, "version": 3, "expiryTimestamp": self.expiry_timestamp,
+                      "tokenId": self.token_id})
+
+    @staticmethod
+    def decode(path: str, data: bytes | None) -> TokenZNode | None:
+        """None for an empty znode (Kafka skips it)."""
+        if not data:
+            return None
+        js = loads(data, path)
+        try:
+            version = int(js["version"])
+            if not 0 < version <= 3:
+                raise LayoutError(f"{path}: unknown token version {version}")
+            owner = _principal(desanitize(str(js["owner"])), path)
+            requester = _principal(desanitize(str(js["tokenRequester"])), path) if version >= 3 else owner
+            renewers = tuple(_principal(desanitize(str(r)), path) for r in js["renewers"])
+            return TokenZNode(str(js["tokenId"]), owner, requester, renewers, int(js["issueTimestamp"]),
+                              int(js["maxTimestamp"]), int(js["expiryTimestamp"]))
+        except LayoutError:
+            raise
+        except (KeyError, TypeError, ValueError):
+            raise LayoutError(f"{path}: not a delegation token") from None
+
+
+def _principal(text: str, path: str) -> str:
+    """SecurityUtils.parseKafkaPrincipal, printed back: TYPE:name."""
+    kind, sep, name = text.partition(":")
+    if not sep or not kind:
+        raise LayoutError(f"{path}: expected a string in format principalType:principalName but got {text}")
+    return f"{kind}:{name}"
 
 
 def encode_controller_epoch(epoch: int) -> bytes:

@@ -135,6 +135,14 @@ def check_image_holds_the_seed(cluster: Cluster, client: Any) -> None:
         (4, "kafka-cluster", 3, "User:admin", "*", 2, 3), (4, "kafka-cluster", 3, "User:mallory", "10.0.0.1", 7, 2)}
     (pids,) = recs["ProducerIdsRecord"]
     assert pids.next_producer_id == 1000  # the block's end + 1 (the image keeps no broker id)
+    tokens = {r.token_id: r for r in recs["DelegationTokenRecord"]}
+    assert set(tokens) == {f"token-{u}" for u in range(SPEC.users)}
+    zk_token = zk_json(client, "/delegation_token/tokens/token-0")
+    t = tokens["token-0"]
+    assert (t.owner, t.requester, t.renewers, t.issue_timestamp, t.max_timestamp, t.expiration_timestamp) == (
+        "User:user-0@example", "User:user-0@example", ["User:admin"], zk_token["issueTimestamp"],
+        zk_token["maxTimestamp"], zk_token["expiryTimestamp"])
+    assert zk_token["owner"] == "User%3Auser-0%40example"  # sanitized in ZooKeeper
 
 
 def migration_batches(log: list[list[tuple[int, str, Any]]]) -> list[list[tuple[int, str, Any]]]:

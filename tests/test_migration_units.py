@@ -77,6 +77,19 @@ def test_names_are_sanitized_as_kafka_does() -> None:
     assert L.desanitize(L.sanitize("ü ser/*@")) == "ü ser/*@"
 
 
+def test_token_znodes_sanitize_principals() -> None:
+    t = L.TokenZNode("tok", "User:a b", "User:req", ("User:x@y",), 1, 3, 2)
+    js = json.loads(t.encode())
+    assert js == {"version": 3, "owner": "User%3Aa%20b", "tokenRequester": "User%3Areq", "renewers": ["User%3Ax%40y"],
+                  "issueTimestamp": 1, "maxTimestamp": 3, "expiryTimestamp": 2, "tokenId": "tok"}
+    assert L.TokenZNode.decode("p", t.encode()) == t
+    v2 = {k: v for k, v in js.items() if k != "tokenRequester"} | {"version": 2}
+    assert L.TokenZNode.decode("p", json.dumps(v2).encode()).requester == "User:a b"  # the owner, before v3
+    assert L.TokenZNode.decode("p", b"") is None
+    with pytest.raises(L.LayoutError, match="principalType:principalName"):
+        L.TokenZNode.decode("p", json.dumps(js | {"owner": "nobody"}).encode())
+
+
 def test_scram_text_round_trip() -> None:
     c = scram_credential("SCRAM-SHA-512", "pw", salt=b"salt", iterations=4096)
     assert len(c.stored_key) == len(c.server_key) == 64
@@ -115,7 +128,8 @@ def test_the_copy_of_a_seed_follows_kafkas_order_and_rules() -> None:
     p20 = next(r for r, _ in batches[1] if type(r).__name__ == "PartitionRecord" and r.partition_id == 0)
     assert (p20.isr, p20.leader, p20.leader_epoch, p20.partition_epoch) == (p20.replicas, p20.replicas[0], 0, 0)
     flat = [type(r).__name__ for b in batches for r, _ in b]
-    order = ["TopicRecord", "ConfigRecord", "ClientQuotaRecord", "ProducerIdsRecord", "AccessControlEntryRecord"]
+    order = ["TopicRecord", "ConfigRecord", "ClientQuotaRecord", "ProducerIdsRecord", "AccessControlEntryRecord",
+             "DelegationTokenRecord"]
     firsts = [flat.index(k) for k in order]
     assert firsts == sorted(firsts)
     assert flat.index("UserScramCredentialRecord") < flat.index("ProducerIdsRecord")
