@@ -95,6 +95,20 @@ class ZkSession:
             return None
         return (data or b""), stat.version
 
+    def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        """Many reads pipelined on the one session (kazoo's async API): one round trip's wait
+        for the lot instead of one per znode, which is what makes 100k partitions quick."""
+        pending = [self.client.get_async(p) for p in paths]
+        out: list[tuple[bytes, int] | None] = []
+        for result in pending:
+            try:
+                data, stat = result.get()
+            except self._errors.NoNodeError:
+                out.append(None)
+            else:
+                out.append(((data or b""), stat.version))
+        return out
+
     def children(self, path: str) -> list[str]:
         try:
             return list(self.client.get_children(path))

@@ -46,6 +46,17 @@ class ZkReader(Protocol):
     def children(self, path: str) -> list[str]: ...
 
 
+TOPICS_PER_READ: Final = 20  # topics whose znodes are read in one pipelined round
+
+
+def get_many(zk: ZkReader, paths: list[str]) -> list[tuple[bytes, int] | None]:
+    """Pipelined reads when the reader can (``ZkSession.get_many``), else one by one."""
+    many = getattr(zk, "get_many", None)
+    if many is not None:
+        return list(many(paths))
+    return [zk.get(p) for p in paths]
+
+
 @dataclass
 class Manifest:
     """Kafka's MigrationManifest: what the copy saw, for the progress line and the final log."""
@@ -76,6 +87,10 @@ class CountingReader:
         self.manifest.znodes += 1
         return self.zk.get(path)
 
+    def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        self.manifest.znodes += len(paths)
+        return get_many(self.zk, paths)
+
     def children(self, path: str) -> list[str]:
         return self.zk.children(path)
 
@@ -97,10 +112,10 @@ def read_topic(zk: ZkReader, topic: str) -> L.TopicZNode | None:
 def assigned_broker_ids(zk: ZkReader) -> set[int]:
     """Every broker named by a replica assignment: the migration waits for all of them."""
     out: set[int] = set()
-    for topic in topics_to_migrate(zk):
-        t = read_topic(zk, topic)
-        if t is not None:
-            for replicas in t.partitions.values():
+    topics = topics_to_migrate(zk)
+    for topic, got in zip(topics, get_many(zk, [L.topic_path(t) for t in topics]), strict=True):
+        if got is not None:
+            for replicas in L.TopicZNode.decode(topic, got[0]).partitions.values():
                 out.update(replicas)
     return out
 
@@ -115,34 +130,51 @@ def registered_broker_ids(zk: ZkReader) -> set[int]:
     return out
 
 
-def _topic_batch(zk: ZkReader, topic: str) -> list[RecordAndVersion]:
-    t = read_topic(zk, topic)
-    if t is None:
-        return []
-    if t.topic_id is None:
-        raise L.LayoutError(f"{L.topic_path(topic)}: no topic_id (the ZooKeeper cluster must run 2.8 or later)")
-    batch: list[RecordAndVersion] = [(TopicRecord(name=topic, topic_id=t.topic_id), 0)]
-    got = zk.get(L.config_path(L.TOPIC_CONFIG, topic))
-    for key, value in L.decode_config(L.config_path(L.TOPIC_CONFIG, topic), got[0] if got else None).items():
-        batch.append((ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=key, value=value), 0))
-    for p in sorted(t.partitions):
-        replicas = t.partitions[p]
-        record = PartitionRecord(partition_id=p, topic_id=t.topic_id, replicas=list(replicas),
-                                 adding_replicas=list(t.adding.get(p, [])),
-                                 removing_replicas=list(t.removing.get(p, [])))
-        path = L.partition_state_path(topic, p)
-        state = zk.get(path)
-        if state is None:
-            # Kafka: no state znode means ISR = replicas, leader = the first, epochs 0.
-            record.isr, record.leader, record.leader_epoch, record.partition_epoch = list(replicas), replicas[0], 0, 0
-            record.leader_recovery_state = 0
-        else:
-            s = L.PartitionState.decode(path, state[0])
-            record.isr, record.leader, record.leader_epoch = list(s.isr), s.leader, s.leader_epoch
-            record.partition_epoch = state[1]  # the state znode's zkVersion
-            record.leader_recovery_state = s.leader_recovery_state
-        batch.append((record, 0))
-    return batch
+def _topic_batches(zk: ZkReader, topics: list[str]) -> Iterator[list[RecordAndVersion]]:
+    """Per topic one batch: TopicRecord, its configs, its PartitionRecords. The znodes of a few
+    topics at a time are read in two pipelined rounds (topics and configs, then the states)."""
+    for start in range(0, len(topics), TOPICS_PER_READ):
+        chunk = topics[start:start + TOPICS_PER_READ]
+        got = get_many(zk, [L.topic_path(t) for t in chunk] + [L.config_path(L.TOPIC_CONFIG, t) for t in chunk])
+        znodes = {t: L.TopicZNode.decode(t, g[0]) for t, g in zip(chunk, got[:len(chunk)], strict=True)
+                  if g is not None}
+        configs = dict(zip(chunk, got[len(chunk):], strict=True))
+        state_paths = [(t, p) for t in chunk if t in znodes for p in sorted(znodes[t].partitions)]
+        states = dict(zip(state_paths, get_many(zk, [L.partition_state_path(t, p) for t, p in state_paths]),
+                          strict=True))
+        for topic in chunk:
+            t = znodes.get(topic)
+            if t is None:
+                continue
+            if t.topic_id is None:
+                raise L.LayoutError(f"{L.topic_path(topic)}: no topic_id (the ZooKeeper cluster must run 2.8 or "
+                                    f"later)")
+            batch: list[RecordAndVersion] = [(TopicRecord(name=topic, topic_id=t.topic_id), 0)]
+            config = configs[topic]
+            for key, value in L.decode_config(L.config_path(L.TOPIC_CONFIG, topic),
+                                              config[0] if config else None).items():
+                batch.append((ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=key,
+                                           value=value), 0))
+            for p in sorted(t.partitions):
+                batch.append((_partition_record(topic, p, t, states[(topic, p)]), 0))
+            yield batch
+
+
+def _partition_record(topic: str, p: int, t: L.TopicZNode, state: tuple[bytes, int] | None) -> PartitionRecord:
+    replicas = t.partitions[p]
+    assert t.topic_id is not None
+    record = PartitionRecord(partition_id=p, topic_id=t.topic_id, replicas=list(replicas),
+                             adding_replicas=list(t.adding.get(p, [])), removing_replicas=list(t.removing.get(p, [])))
+    if state is None:
+        # Kafka: no state znode means ISR = replicas, leader = the first, epochs 0.
+        record.isr, record.leader, record.leader_epoch, record.partition_epoch = list(replicas), replicas[0], 0, 0
+        record.leader_recovery_state = 0
+    else:
+        s = L.PartitionState.decode(L.partition_state_path(topic, p), state[0])
+        record.isr, record.leader, record.leader_epoch = list(s.isr), s.leader, s.leader_epoch
+        record.partition_epoch = state[1]  # the state znode's zkVersion
+        record.leader_recovery_state = s.leader_recovery_state
+    return record
 
 
 # ---- configs, quotas, SCRAM ----------------------------------------------------------------------
@@ -255,10 +287,7 @@ def _token_batches(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
 
 def read_all_metadata(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
     """Every source's batches, in Kafka's order."""
-    for topic in topics_to_migrate(zk):
-        batch = _topic_batch(zk, topic)
-        if batch:
-            yield batch
+    yield from _topic_batches(zk, topics_to_migrate(zk))
     yield from _broker_config_batches(zk)
     yield from _quota_batches(zk)
     yield from _producer_id_batches(zk)
