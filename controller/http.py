@@ -1,4 +1,5 @@
-"""The HTTP side (``kraftsim.http.listen``): Prometheus ``/metrics`` and ``/healthz``."""
+"""The HTTP side (``kraftsim.http.listen``): Prometheus ``/metrics``, ``/healthz``, and
+``/migration`` (the ZooKeeper migration driver's state, for ``kraftsim migration status``)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,20 @@ def make_app(controller: QuorumController) -> web.Application:
         return web.Response(text=json.dumps(doc), status=200 if controller.active else 503,
                             content_type="application/json")
 
+    async def migration(request: web.Request) -> web.Response:
+        runner = controller.migration
+        doc: dict[str, object] = {"enabled": runner is not None,
+                                  "zkMigrationState": controller.image.migration.state.name}
+        if runner is not None:
+            doc.update(runner.status())
+            committed = controller.raft.committed_offset if controller.raft is not None else -1
+            doc["lastCommittedOffset"] = committed
+        return web.Response(text=json.dumps(doc), content_type="application/json")
+
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/migration", migration)
     return app
 
 

@@ -1,4 +1,5 @@
-"""``kraftsim zk seed``: a ZooKeeper-mode cluster for migration rehearsals and benchmarks."""
+"""``kraftsim zk seed`` (a ZooKeeper-mode cluster for migration rehearsals and benchmarks) and
+``kraftsim migration status``."""
 
 from __future__ import annotations
 
@@ -35,6 +36,42 @@ def _seed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    import json
+    import urllib.error
+    import urllib.request
+
+    from kraftsim.controller.cli import CommandError
+
+    url = f"http://{args.http}/migration"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout) as r:
+            doc = json.loads(r.read())
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise CommandError(f"kraftsim migration status: cannot read {url}: {getattr(e, 'reason', e)}") from e
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    if not doc.get("enabled"):
+        print(f"ZkMigrationState: {doc.get('zkMigrationState')} (zookeeper.metadata.migration.enable is off)")
+        return 0
+    m = doc["migration"]
+    lines = [f"ZkMigrationState: {doc['zkMigrationState']}", f"DriverState: {doc['driverState']}"]
+    if doc.get("waitingFor"):
+        lines.append(f"WaitingFor: {doc['waitingFor']}")
+    if doc.get("stopped"):
+        lines.append(f"Stopped: {doc['stopped']}")
+    lines += [f"/migration: kraft_controller_id={m['kraft_controller_id']} "
+              f"kraft_controller_epoch={m['kraft_controller_epoch']} kraft_metadata_offset={m['kraft_metadata_offset']} "
+              f"kraft_metadata_epoch={m['kraft_metadata_epoch']} (zkVersion {doc['migrationZkVersion']})",
+              f"ZkControllerEpoch: {doc['zkControllerEpoch']}",
+              f"LastCommittedOffset: {doc['lastCommittedOffset']}", f"ZkWriteBehindLag: {doc['zkWriteBehindLag']}"]
+    if doc.get("copy"):
+        lines.append(f"Copy: {doc['copy']}")
+    print("\n".join(lines))
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from kraftsim.controller.cli import _Parser
 
@@ -55,4 +92,15 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s.add_argument("--topic-prefix", default="topic-", metavar="PREFIX", help="topic names (default topic-N)")
     s.add_argument("--timeout", type=float, default=15.0, metavar="SECONDS", help="to connect (default 15)")
     s.set_defaults(func=_seed)
+
+    m = subparsers.add_parser("migration", help="the ZooKeeper migration on a running controller")
+    m_sub = m.add_subparsers(dest="migration_command", required=True, parser_class=_Parser)
+    st = m_sub.add_parser("status", help="the migration driver's state, /migration and the write-behind lag",
+                          description="Read from the controller's HTTP endpoint (kraftsim.http.listen): no Kafka "
+                                      "RPC carries the driver's state.")
+    st.add_argument("--http", default="127.0.0.1:9464", metavar="HOST:PORT",
+                    help="the controller's kraftsim.http.listen (default 127.0.0.1:9464)")
+    st.add_argument("--json", action="store_true", help="the JSON document as the controller serves it")
+    st.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    st.set_defaults(func=_status)
     return zk

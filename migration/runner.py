@@ -245,11 +245,18 @@ class MigrationRunner:
 
     # ---- for `migration status` and metrics ---------------------------------------------------
     def status(self) -> dict[str, Any]:
+        """The driver's state, what it waits for, /migration as it last wrote or read it, and the
+        write-behind lag (Kafka's ZkWriteBehindLag: 0 unless dual-writing, which is not done yet)."""
         lead = self.driver.leadership
+        z = lead.znode()
         return {"driverState": self.driver.state.name, "waitingFor": self.driver.waiting_for,
-                "stopped": self.stopped_reason, "migration": lead.znode().__dict__,
+                "stopped": self.stopped_reason,
+                "migration": {"kraft_controller_id": z.kraft_controller_id,
+                              "kraft_controller_epoch": z.kraft_controller_epoch,
+                              "kraft_metadata_offset": z.kraft_metadata_offset,
+                              "kraft_metadata_epoch": z.kraft_metadata_epoch},
                 "migrationZkVersion": lead.migration_zk_version, "zkControllerEpoch": lead.zk_controller_epoch,
-                "manifest": str(self.manifest) if self.manifest else None}
+                "zkWriteBehindLag": 0, "copy": str(self.manifest) if self.manifest else None}
 
 
 class CopyAbortedError(Exception):

@@ -76,6 +76,14 @@ async def register_zk_brokers(cluster: Cluster, ids: list[int]) -> None:
         assert r.error_code == 0, r
 
 
+async def status_lines(cluster: Cluster) -> list[str]:
+    """``kraftsim migration status`` against the controller's HTTP endpoint."""
+    port = cluster.running.http.addresses[0][1]
+    r = await asyncio.to_thread(harness.kraftsim, "migration", "status", "--http", f"127.0.0.1:{port}")
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
 async def driver_reaches(cluster: Cluster, state: DriverState, timeout: float = 30.0) -> None:
     await harness.poll_until(lambda: cluster.controller.migration is not None
                              and cluster.controller.migration.driver.state == state, timeout)
@@ -306,8 +314,15 @@ async def test_pre_migration_refuses_writes_until_the_copy(tmp_path: Path, zk_ro
         reg = registration(7, c.cluster_id)  # a KRaft broker: refused by the registration itself
         r = await c.req(reg, 3)
         assert r.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
+        status = await status_lines(c)
+        assert status[:3] == ["ZkMigrationState: PRE_MIGRATION", "DriverState: WAIT_FOR_BROKERS",
+                              "WaitingFor: brokers to register with KRaft"]
         await register_zk_brokers(c, [1])
         await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        status = await status_lines(c)
+        assert status[:2] == ["ZkMigrationState: MIGRATION", "DriverState: SYNC_KRAFT_TO_ZK"]
+        offset = zk_json(client, "/migration")["kraft_metadata_offset"]
+        assert f"kraft_metadata_offset={offset}" in status[3] and status[-1].startswith("Copy: ")
         r = await c.req(create, 7)  # in MIGRATION the write runs: placement refuses it, the broker being fenced
         assert (r.topics[0].error_code, r.topics[0].error_message) == \
             (ErrorCode.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition 1 time(s): All brokers are "
