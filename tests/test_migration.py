@@ -261,6 +261,72 @@ async def test_a_kill_during_the_copy_is_aborted_and_the_copy_redone(tmp_path: P
     assert zk_json(client, "/migration")["kraft_metadata_offset"] == migration_batches(log)[-1][-1][0]
 
 
+async def test_kill_9_during_the_copy(tmp_path: Path, zookeeper: ZooKeeper, zk_root: tuple[str, Any]) -> None:
+    """A real ``kraftsim controller`` process, SIGKILLed while it copies: ZooKeeper is paused
+    (SIGSTOP) as soon as the driver is in ZK_MIGRATION, so the copy is caught with its
+    transaction open; the restarted controller aborts it and copies everything again."""
+    import signal
+    import urllib.request
+
+    connect, client = zk_root
+    spec = SeedSpec(brokers=3, topics=40, partitions=50, replication_factor=2, users=1)
+    seed(client, spec)
+    port, http = harness.free_port(), harness.free_port()
+    config = harness.write_config(tmp_path, port=port, http_port=http, zookeeper_connect=connect,
+                                  zookeeper_metadata_migration_enable="true",
+                                  zookeeper_metadata_migration_min_batch_size=50)
+    cluster_id = harness.format_dir(config)
+
+    def driver_state() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/migration", timeout=5) as r:
+            return str(json.loads(r.read()).get("driverState"))
+
+    async def register() -> None:
+        from kraftsim.rpc.client import KafkaClient
+
+        kc = await KafkaClient.connect("127.0.0.1", port)
+        try:
+            for b in spec.broker_ids:
+                reg = registration(b, cluster_id)
+                reg.is_migrating_zk_broker = True
+                assert (await kc.request(reg, 3)).error_code == 0
+        finally:
+            await kc.close()
+
+    proc = harness.spawn_controller(config)
+    assert zookeeper.proc is not None
+    try:
+        await asyncio.to_thread(harness.wait_http, http)
+        await register()
+        await harness.poll_until(lambda: driver_state() == "ZK_MIGRATION", 30, interval=0.002)
+        zookeeper.proc.send_signal(signal.SIGSTOP)
+        try:
+            proc.kill()
+            proc.wait(30)
+        finally:
+            zookeeper.proc.send_signal(signal.SIGCONT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    names = [n for b in batches(tmp_path / "data") for _, n, _ in b]
+    assert names.count("BeginTransactionRecord") == 2 and names.count("EndTransactionRecord") == 1, names[-5:]
+    assert "ZkMigrationStateRecord" in names and names.count("TopicRecord") < spec.topics
+    assert zk_json(client, "/migration")["kraft_metadata_offset"] == -1
+
+    proc = harness.spawn_controller(config)
+    try:
+        await asyncio.to_thread(harness.wait_http, http)
+        await harness.poll_until(lambda: driver_state() == "SYNC_KRAFT_TO_ZK", 60, interval=0.05)
+    finally:
+        assert harness.stop(proc) == 0
+    flat = [(o, n, r) for b in batches(tmp_path / "data") for o, n, r in b]
+    abort = next(o for o, n, _ in flat if n == "AbortTransactionRecord")
+    redone = [n for o, n, _ in flat if o > abort]
+    assert redone.count("TopicRecord") == spec.topics and redone.count("PartitionRecord") == spec.topics * 50
+    end = max(o for o, n, _ in flat if n == "EndTransactionRecord")
+    assert zk_json(client, "/migration")["kraft_metadata_offset"] == end > abort
+
+
 async def test_a_copy_that_fails_is_fatal_and_the_next_start_redoes_it(tmp_path: Path,
                                                                       zk_root: tuple[str, Any]) -> None:
     """Kafka's abortMigration: a copy that cannot finish (here a topic znode without topic_id,
