@@ -362,6 +362,48 @@ async def test_a_copy_that_fails_is_fatal_and_the_next_start_redoes_it(tmp_path:
     assert flat.count("AbortTransactionRecord") == 1 and flat.count("EndTransactionRecord") == 2
 
 
+async def test_another_writer_on_migration_or_controller_stops_this_one(tmp_path: Path,
+                                                                        zk_root: tuple[str, Any]) -> None:
+    """/migration's zkVersion moving under the copy means another KRaft controller writes: the
+    copy's last write fails and the copy aborts (fatal). A /controller holding a KRaft epoch at
+    least ours means the controller moved: the driver stops before writing anything."""
+    connect, client = zk_root
+    seed(client, SPEC, 1_700_000_000_000)
+    (tmp_path / "a").mkdir()
+    c = migrating_cluster(tmp_path / "a", connect, zookeeper_metadata_migration_min_batch_size=20)
+    await c.start()
+    try:
+        async def interfere(n: int) -> None:
+            if n == 1:
+                await asyncio.to_thread(client.set, "/migration", client.get("/migration")[0])
+
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        c.controller.migration.after_batch = interfere
+        await register_zk_brokers(c, SPEC.broker_ids)
+        await harness.poll_until(lambda: c.controller.fatal is not None, 30)
+        assert "another KRaft controller is writing to ZooKeeper" in c.controller.fault_reason
+    finally:
+        await c.stop()
+
+    client.set("/controller", json.dumps({"version": 2, "brokerid": 3001, "timestamp": "1",
+                                          "kraftControllerEpoch": 99}).encode())
+    epoch_before = client.get("/controller_epoch")
+    (tmp_path / "b").mkdir()
+    c = migrating_cluster(tmp_path / "b", connect)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await register_zk_brokers(c, SPEC.broker_ids)
+        runner = c.controller.migration
+        await harness.poll_until(lambda: runner.stopped_reason, 30)
+        assert "has the same or newer epoch 99" in runner.stopped_reason
+        assert runner.driver.state == DriverState.BECOME_CONTROLLER and c.controller.fatal is None
+    finally:
+        await c.stop()
+    assert client.get("/controller_epoch") == epoch_before  # nothing written
+    assert zk_json(client, "/controller")["brokerid"] == 3001
+
+
 async def test_pre_migration_refuses_writes_until_the_copy(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
     """Kafka's RUNS_IN_PREMIGRATION: until the copy, only the brokers' and controllers' own
     lifecycle writes run; every other write is NOT_CONTROLLER, "The controller is in pre-migration mode."."""
