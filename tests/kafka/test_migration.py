@@ -161,6 +161,23 @@ async def test_kafka_and_kraftsim_copy_the_same_zookeeper_alike(tmp_path: Path, 
         ours_ctl, kafka_ctl = zk_json(root, "/for-kraftsim/controller"), zk_json(root, "/for-kafka/controller")
         assert {k: v for k, v in ours_ctl.items() if k != "timestamp"} == \
             {k: v for k, v in kafka_ctl.items() if k != "timestamp"}
+
+        # Restarted in MIGRATION, both claim ZooKeeper again (a new KRaft epoch, /controller_epoch
+        # bumped) without waiting for brokers, and neither copies again.
+        nodes.start()
+        try:
+            for chroot in ("/for-kafka", "/for-kraftsim"):
+                await poll_until(lambda c=chroot: root.get(f"{c}/controller_epoch")[0] == b"3", 60, interval=0.1)
+                await poll_until(lambda c=chroot: zk_json(root, f"{c}/migration")["kraft_controller_epoch"]
+                                 == zk_json(root, f"{c}/controller")["kraftControllerEpoch"], 30, interval=0.1)
+        finally:
+            nodes.stop()
+        for chroot in ("/for-kafka", "/for-kraftsim"):
+            assert zk_json(root, f"{chroot}/controller")["kraftControllerEpoch"] == \
+                zk_json(root, "/for-kafka/controller")["kraftControllerEpoch"]
+        for node in nodes.nodes:
+            begins = [r for b in batches(node.metadata_dir) for _, n, r in b if n == "BeginTransactionRecord"]
+            assert [r.name for r in begins if r.name == "ZK Migration"] == ["ZK Migration"]
     finally:
         root.stop()
         root.close()
