@@ -51,7 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--start-rate", type=float, default=200.0, metavar="N",
                    help="brokers started per second (default 200)")
     p.add_argument("--seed", type=int, metavar="N", help="seed for --kill and --flap choices")
-    p.add_argument("--zk-mode", action="store_true", help="reserved: ZooKeeper-mode brokers (migration issue)")
+    p.add_argument("--zk-mode", action="store_true",
+                   help="ZooKeeper-mode brokers taking part in a migration: registered in --zookeeper's "
+                        "/brokers/ids, and with the controller as IsMigratingZkBroker")
+    p.add_argument("--zookeeper", metavar="HOST:PORT", help="the ZooKeeper of --zk-mode")
     p.set_defaults(func=main)
     return p
 
@@ -60,9 +63,8 @@ def options_from(args: argparse.Namespace) -> object:
     from kraftsim.broker.fleet import FleetOptions
     from kraftsim.controller.tool_client import ToolError, parse_bootstrap
 
-    if args.zk_mode:
-        raise BrokersUsageError(f"{PROG}: --zk-mode is reserved: ZooKeeper-mode brokers come with the migration "
-                                f"issue")
+    if args.zk_mode != bool(args.zookeeper):
+        raise BrokersUsageError(f"{PROG}: --zk-mode and --zookeeper go together")
     try:
         bootstrap = parse_bootstrap(args.bootstrap_controller, PROG)
     except ToolError as e:
@@ -110,7 +112,7 @@ def options_from(args: argparse.Namespace) -> object:
                         flap_period_s=args.flap, listen=listen[0] if listen else None, listen_per_broker=per_broker,
                         advertised_host=args.advertised_host, cluster_id=args.cluster_id,
                         status_interval_s=args.status_interval, start_rate=args.start_rate, seed=args.seed,
-                        tty=sys.stdout.isatty(), **timings)
+                        tty=sys.stdout.isatty(), zookeeper=args.zookeeper if args.zk_mode else None, **timings)
     if opts.session_timeout_ms <= opts.heartbeat_interval_ms:
         raise BrokersUsageError(f"{PROG}: broker.session.timeout.ms must be greater than broker.heartbeat.interval.ms")
     return opts

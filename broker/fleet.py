@@ -64,6 +64,7 @@ class FleetOptions:
     start_rate: float = 200.0  # brokers started per second (a real fleet does not start in one instant)
     seed: int | None = None
     tty: bool = False
+    zookeeper: str | None = None  # --zk-mode: ZooKeeper-mode brokers, registered in this ZooKeeper
 
 
 def log_dir_ids(cluster_id: str, broker_id: int, n: int) -> list[uuid.UUID]:
@@ -99,6 +100,7 @@ class Fleet:
         self._kill_signal = asyncio.Event()
         self._signals = 0
         self._tasks: list[asyncio.Task[Any]] = []
+        self.zk: Any = None  # the --zk-mode ZooKeeper session holding the brokers' /brokers/ids znodes
 
     @property
     def ids(self) -> range:
@@ -131,6 +133,8 @@ class Fleet:
             self.ports = await self.listeners.start(o.listen, o.listen_per_broker)
         for bid in self.ids:
             self.brokers[bid] = BrokerLifecycle(self.spec(bid), self.shared)
+        if o.zookeeper:
+            await self._register_in_zookeeper(o.zookeeper)
         self.status = StatusReporter(self, tty=o.tty, interval_s=o.status_interval_s)
         self._tasks.append(asyncio.create_task(self._start_brokers(), name="fleet-start"))
         self._tasks.append(asyncio.create_task(self.status.run(), name="fleet-status"))
@@ -148,7 +152,30 @@ class Fleet:
             host = "127.0.0.1"
         port = self.ports.get(broker_id, NO_LISTENER_PORT)
         return BrokerSpec(broker_id, rack, [(LISTENER_NAME, host, port, int(SecurityProtocol.PLAINTEXT))],
-                          dict(self.features), log_dir_ids(self.cluster_id, broker_id, o.log_dirs))
+                          dict(self.features), log_dir_ids(self.cluster_id, broker_id, o.log_dirs),
+                          zk_mode=o.zookeeper is not None)
+
+    async def _register_in_zookeeper(self, hosts: str) -> None:
+        """--zk-mode: each broker's /brokers/ids/<id>, ephemeral on the fleet's one session, as a
+        ZooKeeper-mode broker registers (a registration already there, e.g. ``kraftsim zk seed``'s,
+        is left as it is). The brokers then register with the KRaft controller as migrating."""
+        from kraftsim.migration import zk_layout as L
+        from kraftsim.migration.zk_client import ZkSession, ZooKeeperUnavailableError
+
+        try:
+            self.zk = await ZkSession.connect_async(hosts, 15_000)
+        except ZooKeeperUnavailableError as e:
+            raise FleetError(str(e)) from e
+        now = int(time.time() * 1000)
+        znodes = []
+        for bid in self.ids:
+            _, host, port, _ = self.brokers[bid].spec.listeners[0]
+            znodes.append((L.broker_path(bid), L.BrokerZNode(
+                bid, host, port, (f"{LISTENER_NAME}://{host}:{port}",), {LISTENER_NAME: LISTENER_NAME},
+                rack=self.brokers[bid].spec.rack, timestamp_ms=now).encode()))
+        created = await asyncio.to_thread(self.zk.register_ephemeral, L.BROKER_IDS, znodes)
+        log.info("registered %d ZooKeeper-mode brokers in %s%s (%d were there already)", created, hosts,
+                 L.BROKER_IDS, len(znodes) - created)
 
     async def _start_brokers(self) -> None:
         """At most ``start_rate`` brokers a second, in small steps; after a stall of the loop the
@@ -264,6 +291,9 @@ class Fleet:
             await self.listeners.stop()
         if self.observer is not None:
             await self.observer.stop()
+        if self.zk is not None:  # the brokers' ZooKeeper registrations go with the session
+            await asyncio.to_thread(self.zk.close)
+            self.zk = None
         if self.shared is not None:
             self.shared.sweeper.stop()
         p50, p99 = self.latencies.percentiles_ms(50, 99)

@@ -66,6 +66,7 @@ class BrokerSpec:
     listeners: list[tuple[str, str, int, int]]  # (name, host, port, security protocol id)
     features: dict[str, tuple[int, int]]
     log_dirs: list[uuid.UUID]
+    zk_mode: bool = False  # a ZooKeeper-mode broker taking part in a migration (IsMigratingZkBroker)
 
 
 @dataclass
@@ -239,7 +240,7 @@ class BrokerLifecycle:
                        for n, h, p, s in spec.listeners],
             features=[BrokerRegistrationRequest.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
                       for n, (lo, hi) in sorted(spec.features.items())],
-            rack=spec.rack, is_migrating_zk_broker=False, log_dirs=sorted(spec.log_dirs, key=_java_uuid_order),
+            rack=spec.rack, is_migrating_zk_broker=spec.zk_mode, log_dirs=sorted(spec.log_dirs, key=_java_uuid_order),
             previous_broker_epoch=-1)
         try:
             resp: Any = await self.channel.request(req, _registration_version)

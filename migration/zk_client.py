@@ -121,6 +121,19 @@ class ZkSession:
         for path in paths:
             self.client.ensure_path(path)
 
+    def register_ephemeral(self, parent: str, znodes: list[tuple[str, bytes]]) -> int:
+        """Create each (path, data) as an ephemeral znode of this session, unless one exists;
+        returns how many were created."""
+        self.client.ensure_path(parent)
+        created = 0
+        for path, data in znodes:
+            try:
+                self.client.create(path, data, ephemeral=True)
+                created += 1
+            except self._errors.NodeExistsError:
+                continue
+        return created
+
     def get_or_create_migration(self) -> tuple[L.MigrationZNode, int]:
         got = self.get(L.MIGRATION)
         if got is not None:

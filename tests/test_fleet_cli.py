@@ -1,5 +1,5 @@
 """``kraftsim brokers``' command line: bad input is one line on stderr and a non-zero status,
-never a traceback; --zk-mode is reserved for the migration issue."""
+never a traceback."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from tests import harness
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--zk-mode"], "--zk-mode is reserved: ZooKeeper-mode brokers come with the migration issue"),
+    (["--zk-mode"], "--zk-mode and --zookeeper go together"),
+    (["--zookeeper", "127.0.0.1:2181"], "--zk-mode and --zookeeper go together"),
     (["--features", "metadata.version=21"], "invalid --features 'metadata.version=21'"),
     (["--features", "x=3-1"], "invalid --features 'x=3-1'"),
     (["--listen", "nowhere"], "invalid --listen 'nowhere'"),

@@ -439,6 +439,36 @@ async def test_pre_migration_refuses_writes_until_the_copy(tmp_path: Path, zk_ro
         await c.stop()
 
 
+async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    """``kraftsim brokers --zk-mode``: the fleet registers each broker in /brokers/ids (ephemeral,
+    on its session) and with the controller as IsMigratingZkBroker; the driver waits for them."""
+    from kraftsim.broker.fleet import Fleet, FleetOptions
+
+    connect, client = zk_root
+    spec = SeedSpec(brokers=3, topics=5, partitions=2, replication_factor=2, users=0)
+    seed(client, spec)
+    for b in spec.broker_ids:  # the brokers register themselves this time
+        client.delete(f"/brokers/ids/{b}")
+    c = migrating_cluster(tmp_path, connect)
+    await c.start()
+    fleet = Fleet(FleetOptions(bootstrap=[("127.0.0.1", c.running.server.port)], count=3, cluster_id=c.cluster_id,
+                               start_rate=0, status_interval_s=3600, zookeeper=connect))
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await fleet.start()
+        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        brokers = c.controller.image.cluster.brokers
+        assert sorted(brokers) == [1, 2, 3] and all(brokers[b].is_migrating_zk_broker for b in brokers)
+        assert c.controller._metric_values()["MigratingZkBrokerCount"] == 3
+        data, stat = client.get("/brokers/ids/2")
+        assert stat.ephemeralOwner != 0 and json.loads(data)["endpoints"][0].startswith("PLAINTEXT://")
+        assert sorted(r.name for r in image_records(c)["TopicRecord"]) == spec.topic_names()
+    finally:
+        await fleet.shutdown(timeout_s=5)
+        await c.stop()
+    assert client.get_children("/brokers/ids") == []  # gone with the fleet's session
+
+
 async def test_zk_seed_command(zk_root: tuple[str, Any]) -> None:
     connect, client = zk_root
     r = await asyncio.to_thread(harness.kraftsim, "zk", "seed", "--zookeeper", connect, "--topics", "2",
