@@ -116,6 +116,24 @@ def running(directory: Path) -> Iterator[ZooKeeper]:
         zk.stop()
 
 
+def record_versions(metadata_dir: Path, first: int, last: int) -> dict[tuple[str, int], int]:
+    """How many records of each (type name, record version) lie between two offsets."""
+    out: dict[tuple[str, int], int] = {}
+    mlog = MetadataLog.open(metadata_dir, LogConfig(linger_ms=0))
+    try:
+        for batch in mlog.batches(0):
+            if batch.is_control:
+                continue
+            for rec in batch.records():
+                if first <= rec.offset <= last:
+                    msg, version = decode_value(rec.value, False)  # type: ignore[arg-type]
+                    key = (type(msg).__name__, version)
+                    out[key] = out.get(key, 0) + 1
+    finally:
+        mlog.close()
+    return out
+
+
 def batches(metadata_dir: Path) -> list[list[tuple[int, str, Any]]]:
     """A metadata log (kraftsim's or Kafka's) as Raft batches of (offset, type name, record):
     what the migration tests check the copy's batching and transaction markers with."""

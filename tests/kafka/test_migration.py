@@ -28,7 +28,7 @@ from tests.harness import poll_until
 from tests.kafka.conftest import PAIR_CONFIG, PairNodes
 from tests.kafka.harness import KafkaNode, KraftsimNode, random_cluster_id
 from tests.test_controller import registration
-from tests.zookeeper import ZooKeeper, batches, running
+from tests.zookeeper import ZooKeeper, batches, record_versions, running
 
 pytestmark = pytest.mark.kafka
 
@@ -151,6 +151,8 @@ async def test_kafka_and_kraftsim_copy_the_same_zookeeper_alike(tmp_path: Path, 
             assert all(len(b) >= 200 for b in section[1:-2])  # merged, at least 200 records a batch
         assert normalised(ours) == normalised(kafka_copy)
         assert len(ours) == len(kafka_copy)  # as many batches
+        assert record_versions(s.metadata_dir, ours[0][0][0], ours[-1][-1][0]) == \
+            record_versions(k.metadata_dir, kafka_copy[0][0][0], kafka_copy[-1][-1][0])  # framed alike
 
         for side, section in (("/for-kafka", kafka_copy), ("/for-kraftsim", ours)):
             migration = zk_json(root, f"{side}/migration")
