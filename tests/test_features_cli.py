@@ -325,7 +325,8 @@ async def test_python_dash_m(ctl: Controller) -> None:
 @pytest.mark.parametrize("enabled", [False, True])
 async def test_api_versions_reports_zk_migration_ready_from_the_config(enabled: bool) -> None:
     """ApiVersions v3+ carries ZkMigrationReady (KIP-866) from zookeeper.metadata.migration.enable."""
-    cfg = {"zookeeper.metadata.migration.enable": "true", "zookeeper.connect": "127.0.0.1:2181"} if enabled else None
+    # Port 9 (discard): nothing answers, so the migration driver this starts writes to no ZooKeeper.
+    cfg = {"zookeeper.metadata.migration.enable": "true", "zookeeper.connect": "127.0.0.1:9"} if enabled else None
     c = await start([mv(21)], cfg)
     try:
         client = await KafkaClient.connect("127.0.0.1", c.server.port)
