@@ -269,7 +269,7 @@ async def test_kill_9_during_the_copy(tmp_path: Path, zookeeper: ZooKeeper, zk_r
     import urllib.request
 
     connect, client = zk_root
-    spec = SeedSpec(brokers=3, topics=40, partitions=50, replication_factor=2, users=1)
+    spec = SeedSpec(brokers=3, topics=60, partitions=60, replication_factor=2, users=1)  # a copy of ~1 s to catch
     seed(client, spec)
     port, http = harness.free_port(), harness.free_port()
     config = harness.write_config(tmp_path, port=port, http_port=http, zookeeper_connect=connect,
@@ -322,7 +322,7 @@ async def test_kill_9_during_the_copy(tmp_path: Path, zookeeper: ZooKeeper, zk_r
     flat = [(o, n, r) for b in batches(tmp_path / "data") for o, n, r in b]
     abort = next(o for o, n, _ in flat if n == "AbortTransactionRecord")
     redone = [n for o, n, _ in flat if o > abort]
-    assert redone.count("TopicRecord") == spec.topics and redone.count("PartitionRecord") == spec.topics * 50
+    assert redone.count("TopicRecord") == spec.topics and redone.count("PartitionRecord") == spec.topics * 60
     end = max(o for o, n, _ in flat if n == "EndTransactionRecord")
     assert zk_json(client, "/migration")["kraft_metadata_offset"] == end > abort
 
