@@ -1,9 +1,10 @@
-"""The ZooKeeper copy against Kafka 3.9.2: one seeded ZooKeeper cluster, migrated twice.
+"""The ZooKeeper copy against Kafka 3.9.2: one ZooKeeper cluster, migrated twice.
 
-``kraftsim zk seed``'s code writes a ZooKeeper-mode cluster under one chroot, which is then
-copied znode for znode (same data, same zkVersions) under a second. A real Kafka 3.9.2 KRaft
-controller migrates the first and kraftsim the second, each after the same three ZooKeeper-mode
-brokers registered with IsMigratingZkBroker. The records each wrote for the copy are compared by
+The cluster is written under one chroot either by ``kraftsim zk seed``'s code or by a real
+ZooKeeper-mode Kafka 3.9.2 broker (asked through Kafka's admin APIs, so Kafka itself writes
+its layout), then copied znode for znode (same data, same zkVersions) under two more. A real
+Kafka 3.9.2 KRaft controller migrates one copy and kraftsim the other, each after the same three
+ZooKeeper-mode brokers registered with IsMigratingZkBroker. The records each wrote for the copy are compared by
 type and field (ACL ids are random on both sides, and the order of topics and resources is that
 of Kafka's hash sets, so the records are compared as multisets), along with the transaction
 markers, the merged batches and what each wrote to /controller, /controller_epoch and /migration.
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from kraftsim.migration import zk_layout as L
 from kraftsim.migration.seed import SeedSpec, seed
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
@@ -34,6 +36,9 @@ pytestmark = pytest.mark.kafka
 
 CT = registry.request_class(ApiKey.CREATE_TOPICS)
 IAC = registry.request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+ACQ = registry.request_class(ApiKey.ALTER_CLIENT_QUOTAS)
+AUSC = registry.request_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+CA = registry.request_class(ApiKey.CREATE_ACLS)
 SPEC = SeedSpec(brokers=3, topics=60, partitions=3, replication_factor=2, users=3)
 NO_ID = uuid.UUID(int=0)
 
@@ -109,28 +114,115 @@ def normalised(section: list[list[tuple[int, str, Any]]]) -> Counter[str]:
     return out
 
 
-async def test_kafka_and_kraftsim_copy_the_same_zookeeper_alike(tmp_path: Path, zookeeper: ZooKeeper) -> None:
+class ZkModeBroker(KafkaNode):
+    """A real Kafka 3.9 broker in ZooKeeper mode (no process.roles): what builds the ZooKeeper
+    cluster in the second case, through Kafka's own tools."""
+
+    def properties(self) -> dict[str, str]:
+        return {
+            "broker.id": str(self.node_id), "zookeeper.connect": self.overrides["zookeeper.connect"],
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": str(self.data_dir),
+            "offsets.topic.replication.factor": "1", "num.network.threads": "2", "num.io.threads": "2",
+            "background.threads": "2", "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:ANONYMOUS",
+        }
+
+    def ready_lines(self) -> list[str]:
+        return ["started (kafka.server.KafkaServer)"]
+
+
+async def build_with_a_kafka_zk_broker(tmp_path: Path, connect: str) -> None:
+    """Topics with configs, broker configs, quotas, SCRAM users and ACLs, asked of a real
+    ZooKeeper-mode broker (Kafka's admin APIs, the requests its tools send), which writes them
+    into ZooKeeper in its own layout; the broker is then stopped."""
+    import hashlib
+
+    broker = ZkModeBroker(tmp_path / "zk-broker", role="broker", node_id=1, voters="-",
+                          overrides={"zookeeper.connect": connect})
+    broker.start()
+    host, port = broker.bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="admin")
+    try:
+        ct = await client.request(CT(topics=[
+            CT.CreatableTopic(name=f"real-{i}", num_partitions=i + 1, replication_factor=1,
+                              configs=[CT.CreatableTopicConfig(name="retention.ms", value="60000")] if i else [])
+            for i in range(3)], timeout_ms=30000), 7)
+        assert all(t.error_code == 0 for t in ct.topics), ct
+        op = IAC.AlterableConfig
+        iac = await client.request(IAC(resources=[
+            IAC.AlterConfigsResource(resource_type=2, resource_name="real-0", configs=[
+                op(name="cleanup.policy", config_operation=0, value="compact"),
+                op(name="segment.ms", config_operation=0, value="100000")]),
+            IAC.AlterConfigsResource(resource_type=4, resource_name="", configs=[
+                op(name="log.cleaner.threads", config_operation=0, value="2")]),
+            IAC.AlterConfigsResource(resource_type=4, resource_name="1", configs=[
+                op(name="log.cleaner.io.buffer.size", config_operation=0, value="1048576")])]), 1)
+        assert all(r.error_code == 0 for r in iac.responses), iac
+        e, o = ACQ.EntityData, ACQ.OpData
+        acq = await client.request(ACQ(entries=[
+            ACQ.EntryData(entity=[e(entity_type="user", entity_name="alice@example")],
+                          ops=[o(key="producer_byte_rate", value=1024.0)]),
+            ACQ.EntryData(entity=[e(entity_type="user", entity_name=None)], ops=[o(key="consumer_byte_rate", value=2048.0)]),
+            ACQ.EntryData(entity=[e(entity_type="user", entity_name="alice@example"),
+                                  e(entity_type="client-id", entity_name="app")],
+                          ops=[o(key="request_percentage", value=50.0)]),
+            ACQ.EntryData(entity=[e(entity_type="client-id", entity_name=None)],
+                          ops=[o(key="producer_byte_rate", value=4096.0)]),
+            ACQ.EntryData(entity=[e(entity_type="ip", entity_name="127.0.0.1")],
+                          ops=[o(key="connection_creation_rate", value=10.0)])]), 1)
+        assert all(r.error_code == 0 for r in acq.entries), acq
+        upserts = []
+        for name, mechanism, digest, iterations in (("alice@example", 1, "sha256", 8192), ("bob", 2, "sha512", 4096)):
+            salt = hashlib.sha256(name.encode()).digest()[:16]
+            salted = hashlib.pbkdf2_hmac(digest, f"{name}-secret".encode(), salt, iterations)
+            upserts.append(AUSC.ScramCredentialUpsertion(name=name, mechanism=mechanism, iterations=iterations,
+                                                         salt=salt, salted_password=salted))
+        ausc = await client.request(AUSC(upsertions=upserts), 0)
+        assert all(r.error_code == 0 for r in ausc.results), ausc
+        acl = CA.AclCreation
+        ca = await client.request(CA(creations=[
+            acl(resource_type=2, resource_name="real-1", resource_pattern_type=3, principal="User:alice@example",
+                host="*", operation=3, permission_type=3),
+            acl(resource_type=2, resource_name="real-1", resource_pattern_type=3, principal="User:alice@example",
+                host="*", operation=8, permission_type=3),
+            acl(resource_type=3, resource_name="g-", resource_pattern_type=4, principal="User:bob",
+                host="*", operation=3, permission_type=2)]), 3)
+        assert all(r.error_code == 0 for r in ca.results), ca
+    finally:
+        await client.close()
+        broker.stop()
+
+
+@pytest.mark.parametrize("source", ["seed", "kafka-zk-broker"])
+async def test_kafka_and_kraftsim_copy_the_same_zookeeper_alike(tmp_path: Path, zookeeper: ZooKeeper,
+                                                                source: str) -> None:
     root: Any = zookeeper.client()
     try:
-        root.ensure_path("/seed")
-        from kazoo.client import KazooClient
+        base = f"/{source}"
+        root.ensure_path(f"{base}/seed")
+        if source == "seed":
+            from kazoo.client import KazooClient
 
-        seeder = KazooClient(hosts=zookeeper.connect + "/seed", timeout=10)
-        seeder.start(timeout=10)
-        try:
-            seed(seeder, SPEC, 1_700_000_000_000)
-        finally:
-            seeder.stop()
-            seeder.close()
-        copy_tree(root, "/seed", "/for-kafka")
-        copy_tree(root, "/seed", "/for-kraftsim")
+            seeder = KazooClient(hosts=zookeeper.connect + f"{base}/seed", timeout=10)
+            seeder.start(timeout=10)
+            try:
+                seed(seeder, SPEC, 1_700_000_000_000)
+            finally:
+                seeder.stop()
+                seeder.close()
+        else:
+            await build_with_a_kafka_zk_broker(tmp_path, zookeeper.connect + f"{base}/seed")
+            # Its registration went with its session: put one back for the drivers' readiness check.
+            root.create(f"{base}/seed/brokers/ids/1", L.BrokerZNode(1, "127.0.0.1", 9093).encode())
+        copy_tree(root, f"{base}/seed", f"{base}/for-kafka")
+        copy_tree(root, f"{base}/seed", f"{base}/for-kraftsim")
 
         cid = random_cluster_id()
         common = {**PAIR_CONFIG, "zookeeper.metadata.migration.enable": "true"}
         k = KafkaNode(tmp_path / "kafka", cluster_id=cid,
-                      overrides={**common, "zookeeper.connect": zookeeper.connect + "/for-kafka"})
+                      overrides={**common, "zookeeper.connect": zookeeper.connect + f"{base}/for-kafka"})
         s = KraftsimNode(tmp_path / "kraftsim", cluster_id=cid,
-                         overrides={**common, "zookeeper.connect": zookeeper.connect + "/for-kraftsim"})
+                         overrides={**common, "zookeeper.connect": zookeeper.connect + f"{base}/for-kraftsim"})
         k.format()
         s.format()
         nodes = PairNodes(k, s).start()
@@ -139,7 +231,7 @@ async def test_kafka_and_kraftsim_copy_the_same_zookeeper_alike(tmp_path: Path, 
             assert before[1] == before[0] == [(41, "The controller is in pre-migration mode.")] * 2
             for node in nodes.nodes:
                 await register_zk_brokers(node.bootstrap, cid)
-            for chroot in ("/for-kafka", "/for-kraftsim"):
+            for chroot in (f"{base}/for-kafka", f"{base}/for-kraftsim"):
                 await poll_until(lambda c=chroot: copied(root, c), 90, interval=0.1)
         finally:
             nodes.stop()
@@ -150,17 +242,22 @@ async def test_kafka_and_kraftsim_copy_the_same_zookeeper_alike(tmp_path: Path, 
             assert [n for _, n, _ in section[-1]] == ["ZkMigrationStateRecord", "EndTransactionRecord"]
             assert all(len(b) >= 200 for b in section[1:-2])  # merged, at least 200 records a batch
         assert normalised(ours) == normalised(kafka_copy)
+        kinds = {n for b in ours for _, n, _ in b}
+        assert {"TopicRecord", "PartitionRecord", "ConfigRecord", "ClientQuotaRecord", "UserScramCredentialRecord",
+                "AccessControlEntryRecord"} <= kinds  # every source had something to copy
+        if source == "seed":
+            assert {"ProducerIdsRecord", "DelegationTokenRecord"} <= kinds
         assert len(ours) == len(kafka_copy)  # as many batches
         assert record_versions(s.metadata_dir, ours[0][0][0], ours[-1][-1][0]) == \
             record_versions(k.metadata_dir, kafka_copy[0][0][0], kafka_copy[-1][-1][0])  # framed alike
 
-        for side, section in (("/for-kafka", kafka_copy), ("/for-kraftsim", ours)):
+        for side, section in ((f"{base}/for-kafka", kafka_copy), (f"{base}/for-kraftsim", ours)):
             migration = zk_json(root, f"{side}/migration")
             assert migration["kraft_metadata_offset"] == section[-1][-1][0]
             assert (migration["version"], migration["kraft_controller_id"]) == (0, 3000)
             assert root.get(f"{side}/controller_epoch")[0] == b"2"
-        assert zk_json(root, "/for-kraftsim/migration").keys() == zk_json(root, "/for-kafka/migration").keys()
-        ours_ctl, kafka_ctl = zk_json(root, "/for-kraftsim/controller"), zk_json(root, "/for-kafka/controller")
+        assert zk_json(root, f"{base}/for-kraftsim/migration").keys() == zk_json(root, f"{base}/for-kafka/migration").keys()
+        ours_ctl, kafka_ctl = zk_json(root, f"{base}/for-kraftsim/controller"), zk_json(root, f"{base}/for-kafka/controller")
         assert {k: v for k, v in ours_ctl.items() if k != "timestamp"} == \
             {k: v for k, v in kafka_ctl.items() if k != "timestamp"}
 
@@ -168,15 +265,15 @@ async def test_kafka_and_kraftsim_copy_the_same_zookeeper_alike(tmp_path: Path, 
         # bumped) without waiting for brokers, and neither copies again.
         nodes.start()
         try:
-            for chroot in ("/for-kafka", "/for-kraftsim"):
+            for chroot in (f"{base}/for-kafka", f"{base}/for-kraftsim"):
                 await poll_until(lambda c=chroot: root.get(f"{c}/controller_epoch")[0] == b"3", 60, interval=0.1)
                 await poll_until(lambda c=chroot: zk_json(root, f"{c}/migration")["kraft_controller_epoch"]
                                  == zk_json(root, f"{c}/controller")["kraftControllerEpoch"], 30, interval=0.1)
         finally:
             nodes.stop()
-        for chroot in ("/for-kafka", "/for-kraftsim"):
+        for chroot in (f"{base}/for-kafka", f"{base}/for-kraftsim"):
             assert zk_json(root, f"{chroot}/controller")["kraftControllerEpoch"] == \
-                zk_json(root, "/for-kafka/controller")["kraftControllerEpoch"]
+                zk_json(root, f"{base}/for-kafka/controller")["kraftControllerEpoch"]
         for node in nodes.nodes:
             begins = [r for b in batches(node.metadata_dir) for _, n, r in b if n == "BeginTransactionRecord"]
             assert [r.name for r in begins if r.name == "ZK Migration"] == ["ZK Migration"]
