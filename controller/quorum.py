@@ -235,7 +235,13 @@ class QuorumController:
         from kraftsim.migration.runner import MigrationRunner
 
         self.migration = MigrationRunner(self)
+        if self.writer is not None and self._note_migration_batch not in self.writer.listeners:
+            self.writer.listeners.append(self._note_migration_batch)
         self._tasks.append(asyncio.create_task(self.migration.run(), name="kraftsim-migration-driver"))
+
+    def _note_migration_batch(self, records: list[Any], base: int) -> None:
+        if self.migration is not None:
+            self.migration.note_batch(records, base)
 
     # ==== this controller's own registration (Kafka's ControllerRegistrationManager) ========
     def set_listeners(self, listeners: list[tuple[str, str, int, str]]) -> None:

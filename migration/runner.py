@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kraftsim.migration")
 TRANSACTION_NAME = "ZK Migration"
+# Records of Kafka's ClusterDelta: brokers and controllers registering, fenced, unfenced, changed.
+CLUSTER_RECORDS = frozenset({"RegisterBrokerRecord", "UnregisterBrokerRecord", "FenceBrokerRecord",
+                             "UnfenceBrokerRecord", "BrokerRegistrationChangeRecord", "RegisterControllerRecord"})
 PROGRESS_EVERY_S = 5.0
 
 
@@ -58,6 +61,14 @@ class MigrationRunner:
         self.stopped_reason = ""
         # Called after each copy batch commits, with the batch count so far (tests: a kill mid-copy).
         self.after_batch: Callable[[int], Awaitable[None]] | None = None
+        self._wake = asyncio.Event()
+
+    def note_batch(self, records: list[RecordAndVersion], base: int) -> None:
+        """A write-path listener: a change to the brokers or controllers wakes the driver at once
+        (Kafka's driver polls again when a metadata delta touches the cluster before dual-write),
+        rather than at the end of its backoff."""
+        if not self.driver.state.allows_dual_write and any(type(r).__name__ in CLUSTER_RECORDS for r, _ in records):
+            self._wake.set()
 
     # ---- the loop ---------------------------------------------------------------------------
     async def run(self) -> None:
@@ -71,6 +82,7 @@ class MigrationRunner:
         }
         try:
             while self.controller.active:
+                self._wake.clear()
                 state = self.driver.state
                 step = steps.get(state)
                 if step is None:
@@ -97,12 +109,24 @@ class MigrationRunner:
                     else:
                         log.error("Unhandled error in %s", state.name, exc_info=e)
                 if self.driver.state == state and self.controller.active:
-                    await self.controller.clock.sleep_ms(self.driver.next_poll_ms())
+                    await self._backoff(self.driver.next_poll_ms())
                 elif self.driver.state == DriverState.INACTIVE and state != DriverState.UNINITIALIZED:
                     log.info("Migration driver is inactive: %s", self.driver.waiting_for)
                     return
         finally:
             await self.close()
+
+    async def _backoff(self, delay_ms: int) -> None:
+        """Until the next poll: the backoff's delay, or less if something wakes the driver."""
+        if self._wake.is_set():
+            return
+        sleeper = asyncio.ensure_future(self.controller.clock.sleep_ms(delay_ms))
+        woken = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            woken.cancel()
 
     async def close(self) -> None:
         zk, self.zk = self.zk, None

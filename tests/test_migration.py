@@ -425,8 +425,9 @@ async def test_pre_migration_refuses_writes_until_the_copy(tmp_path: Path, zk_ro
         status = await status_lines(c)
         assert status[:3] == ["ZkMigrationState: PRE_MIGRATION", "DriverState: WAIT_FOR_BROKERS",
                               "WaitingFor: brokers to register with KRaft"]
+        c.controller.migration.driver.attempts = 12  # as after minutes of waiting: polls a minute apart
         await register_zk_brokers(c, [1])
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK, timeout=10)  # the registration woke it
         status = await status_lines(c)
         assert status[:2] == ["ZkMigrationState: MIGRATION", "DriverState: SYNC_KRAFT_TO_ZK"]
         offset = zk_json(client, "/migration")["kraft_metadata_offset"]

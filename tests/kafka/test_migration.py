@@ -12,7 +12,9 @@ markers, the merged batches and what each wrote to /controller, /controller_epoc
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from kraftsim.migration.seed import SeedSpec, seed
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.client import KafkaClient
+from kraftsim.rpc.uuids import from_str
 from tests.harness import poll_until
 from tests.kafka.conftest import PAIR_CONFIG, PairNodes
 from tests.kafka.harness import KafkaNode, KraftsimNode, random_cluster_id
@@ -131,6 +134,21 @@ class ZkModeBroker(KafkaNode):
         return ["started (kafka.server.KafkaServer)"]
 
 
+class MigratingZkBroker(ZkModeBroker):
+    """The same broker rolled with the migration configs: it registers with the KRaft controller
+    (IsMigratingZkBroker) and keeps ZooKeeper for its metadata until the controller drives it."""
+
+    controller: str = ""
+
+    def properties(self) -> dict[str, str]:
+        props = super().properties()
+        props.update({"zookeeper.metadata.migration.enable": "true",
+                      "controller.quorum.voters": f"3000@{self.controller}", "controller.listener.names": "CONTROLLER",
+                      "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                      "inter.broker.protocol.version": "3.9"})
+        return props
+
+
 async def build_with_a_kafka_zk_broker(tmp_path: Path, connect: str) -> None:
     """Topics with configs, broker configs, quotas, SCRAM users and ACLs, asked of a real
     ZooKeeper-mode broker (Kafka's admin APIs, the requests its tools send), which writes them
@@ -143,11 +161,22 @@ async def build_with_a_kafka_zk_broker(tmp_path: Path, connect: str) -> None:
     host, port = broker.bootstrap.rsplit(":", 1)
     client = await KafkaClient.connect(host, int(port), client_id="admin")
     try:
-        ct = await client.request(CT(topics=[
-            CT.CreatableTopic(name=f"real-{i}", num_partitions=i + 1, replication_factor=1,
-                              configs=[CT.CreatableTopicConfig(name="retention.ms", value="60000")] if i else [])
-            for i in range(3)], timeout_ms=30000), 7)
-        assert all(t.error_code == 0 for t in ct.topics), ct
+        created: set[str] = set()
+
+        async def create() -> bool:
+            """The broker knows no brokers until its own controller has sent it metadata: ask again."""
+            ct = await client.request(CT(topics=[
+                CT.CreatableTopic(name=f"real-{i}", num_partitions=i + 1, replication_factor=1,
+                                  configs=[CT.CreatableTopicConfig(name="retention.ms", value="60000")] if i else [])
+                for i in range(3) if f"real-{i}" not in created], timeout_ms=30000), 7)
+            created.update(t.name for t in ct.topics if t.error_code == 0)
+            assert all(t.error_code in (0, 38) for t in ct.topics), ct  # 38: no live broker yet
+            return len(created) == 3
+
+        deadline = time.monotonic() + 30
+        while not await create():
+            assert time.monotonic() < deadline, "the ZooKeeper-mode broker never saw itself"
+            await asyncio.sleep(0.1)  # a retry's pace, not synchronisation: the loop waits on create()
         op = IAC.AlterableConfig
         iac = await client.request(IAC(resources=[
             IAC.AlterConfigsResource(resource_type=2, resource_name="real-0", configs=[
@@ -277,6 +306,53 @@ async def test_kafka_and_kraftsim_copy_the_same_zookeeper_alike(tmp_path: Path, 
         for node in nodes.nodes:
             begins = [r for b in batches(node.metadata_dir) for _, n, r in b if n == "BeginTransactionRecord"]
             assert [r.name for r in begins if r.name == "ZK Migration"] == ["ZK Migration"]
+    finally:
+        root.stop()
+        root.close()
+
+
+async def test_a_real_zk_mode_broker_rolled_with_the_migration_configs_is_migrated(
+        tmp_path: Path, zookeeper: ZooKeeper) -> None:
+    """The operator's procedure with a real Kafka 3.9.2 broker: a ZooKeeper-mode cluster (the
+    broker is its ZooKeeper controller), a kraftsim controller started with migration on and the
+    cluster's id, then the broker rolled with the migration configs. It registers with kraftsim
+    over its controller channel, kraftsim takes the ZooKeeper controllership over and copies what
+    the broker had written."""
+    root: Any = zookeeper.client()
+    try:
+        base = "/rolled"
+        cid = random_cluster_id()
+        root.create(f"{base}/cluster/id", json.dumps({"version": "1", "id": cid}).encode(), makepath=True)
+        connect = zookeeper.connect + base
+        await build_with_a_kafka_zk_broker(tmp_path, connect)
+        assert root.get(f"{base}/controller_epoch")[0] == b"1"  # the broker was the ZooKeeper controller
+        s = KraftsimNode(tmp_path / "kraftsim", cluster_id=cid, overrides={
+            **PAIR_CONFIG, "zookeeper.metadata.migration.enable": "true", "zookeeper.connect": connect})
+        s.format()
+        s.start()
+        broker = MigratingZkBroker(tmp_path / "zk-broker", role="broker", node_id=1, voters="-",
+                                   overrides={"zookeeper.connect": connect})
+        broker.controller = s.bootstrap
+        try:
+            broker.start()
+            await poll_until(lambda: copied(root, base), 90, interval=0.1)
+        finally:
+            broker.stop()
+            s.stop()
+        flat = [(n, r) for b in batches(s.metadata_dir) for _, n, r in b]
+        regs = [r for n, r in flat if n == "RegisterBrokerRecord" and r.broker_id == 1]
+        assert regs and all(r.is_migrating_zk_broker for r in regs)
+        topics = {r.name: r.topic_id for n, r in flat if n == "TopicRecord"}
+        assert topics == {t: from_str(zk_json(root, f"{base}/brokers/topics/{t}")["topic_id"])
+                          for t in ("real-0", "real-1", "real-2")}
+        section = migration_section(s.metadata_dir)
+        kinds = {n for b in section for _, n, _ in b}
+        assert {"ConfigRecord", "ClientQuotaRecord", "UserScramCredentialRecord", "AccessControlEntryRecord"} <= kinds
+        controller = zk_json(root, f"{base}/controller")
+        assert (controller["brokerid"], controller["kraftControllerEpoch"]) == (3000, 1)
+        # The rolled broker may have been ZooKeeper's controller again (epoch 2) before kraftsim's claim.
+        assert int(root.get(f"{base}/controller_epoch")[0]) in (2, 3)
+        assert zk_json(root, f"{base}/migration")["kraft_metadata_offset"] == section[-1][-1][0]
     finally:
         root.stop()
         root.close()
