@@ -14,7 +14,7 @@ def _seed(args: argparse.Namespace) -> int:
 
     spec = SeedSpec(brokers=args.brokers, topics=args.topics, partitions=args.partitions,
                     replication_factor=args.replication_factor, users=args.users, topic_prefix=args.topic_prefix,
-                    first_broker_id=args.first_broker_id)
+                    first_broker_id=args.first_broker_id, cluster_id=args.cluster_id)
     try:
         spec.check()
     except ValueError as e:
@@ -90,6 +90,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s.add_argument("--users", type=int, default=2, metavar="N",
                    help="users with SCRAM credentials, quotas and ACLs (default 2)")
     s.add_argument("--topic-prefix", default="topic-", metavar="PREFIX", help="topic names (default topic-N)")
+    s.add_argument("--cluster-id", metavar="ID",
+                   help="write /cluster/id: the id to format the KRaft controller with (kraftsim random-uuid)")
     s.add_argument("--timeout", type=float, default=15.0, metavar="SECONDS", help="to connect (default 15)")
     s.set_defaults(func=_seed)
 

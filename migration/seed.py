@@ -41,6 +41,7 @@ class SeedSpec:
     first_broker_id: int = 1
     broker_port: int = 9092
     zk_controller_epoch: int = 1
+    cluster_id: str | None = None  # /cluster/id, when given (a broker started later keeps it)
 
     def check(self) -> None:
         if self.brokers < 1:
@@ -79,6 +80,8 @@ def scram_credential(mechanism: str, password: str, salt: bytes | None = None,
 def znodes(spec: SeedSpec, now_ms: int = 0) -> Iterator[tuple[str, bytes]]:
     """Every znode the seed creates, parents first (the persistent top-level paths aside)."""
     first = spec.broker_ids[0]
+    if spec.cluster_id is not None:
+        yield L.CLUSTER_ID, L.encode_cluster_id(spec.cluster_id)
     yield L.CONTROLLER_EPOCH, L.encode_controller_epoch(spec.zk_controller_epoch)
     yield L.CONTROLLER, L.ControllerZNode(first, now_ms).encode()
     for b in spec.broker_ids:

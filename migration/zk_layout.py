@@ -32,6 +32,7 @@ PRODUCER_ID_BLOCK: Final = "/latest_producer_id_block"
 ACL_LITERAL: Final = "/kafka-acl"
 ACL_EXTENDED: Final = "/kafka-acl-extended"
 DELEGATION_TOKENS: Final = "/delegation_token/tokens"
+CLUSTER_ID: Final = "/cluster/id"
 DEFAULT_ENTITY: Final = "<default>"
 
 # ConfigType.ALL: the entity types under /config.
@@ -412,6 +413,11 @@ def _principal(text: str, path: str) -> str:
     if not sep or not kind:
         raise LayoutError(f"{path}: expected a string in format principalType:principalName but got {text}")
     return f"{kind}:{name}"
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    """/cluster/id: the id a ZooKeeper-mode cluster's brokers share (its version is a string)."""
+    return dumps({"version": "1", "id": cluster_id})
 
 
 def encode_controller_epoch(epoch: int) -> bytes:

@@ -473,9 +473,11 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
 async def test_zk_seed_command(zk_root: tuple[str, Any]) -> None:
     connect, client = zk_root
     r = await asyncio.to_thread(harness.kraftsim, "zk", "seed", "--zookeeper", connect, "--topics", "2",
-                                "--partitions", "2", "--brokers", "2", "--users", "1")
+                                "--partitions", "2", "--brokers", "2", "--users", "1", "--cluster-id",
+                                "czsURZMLSn2zn3wvSpuPAw")
     assert r.returncode == 0 and "2 topics x 2 partitions" in r.stdout, r.stderr
     assert sorted(client.get_children("/brokers/ids")) == ["1", "2"]
+    assert zk_json(client, "/cluster/id") == {"version": "1", "id": "czsURZMLSn2zn3wvSpuPAw"}
     assert zk_json(client, "/brokers/topics/topic-1")["partitions"] == {"0": [2, 1], "1": [1, 2]}
     uuid.UUID(bytes=base64.urlsafe_b64decode(zk_json(client, "/brokers/topics/topic-1")["topic_id"] + "=="))
     again = await asyncio.to_thread(harness.kraftsim, "zk", "seed", "--zookeeper", connect)
