@@ -45,7 +45,8 @@ class ControllerApis:
         return [*c.cluster.routes(), *c.replication.routes(), *c.features.routes(), *c.configuration.routes(),
                 *c.producer_ids.routes(), *c.alter_partition.routes(), *c.elections.routes(),
                 *c.reassignments.routes(), *c.replica_directories.routes(), *c.controllers.routes(),
-                *c.acls.routes(), *c.client_quotas.routes(), *c.scram.routes()]
+                *c.acls.routes(), *c.client_quotas.routes(), *c.scram.routes(),
+                *c.describe_configs.routes()]
 
     def install(self, dispatcher: Dispatcher) -> None:
         """Serve every route; Envelope (api 58), which re-enters ``dispatcher`` with the request

@@ -95,6 +95,7 @@ class QuorumController:
         self.controllers: Any = None
         self.client_quotas: Any = None
         self.scram: Any = None
+        self.describe_configs: Any = None
         self._registering = False  # a self-registration is being written (or waits to retry)
         self._registration_failures = 0
         self.on_fatal: Callable[[BaseException], None] | None = None
@@ -159,6 +160,7 @@ class QuorumController:
         from kraftsim.controller.cluster import ClusterControlManager
         from kraftsim.controller.configuration import ConfigurationControlManager
         from kraftsim.controller.controller_registrations import ControllerRegistrations, LocalController
+        from kraftsim.controller.describe_configs import DescribeConfigsManager
         from kraftsim.controller.elections import LeaderElectionManager
         from kraftsim.controller.features import FeatureControlManager
         from kraftsim.controller.heartbeats import BrokerHeartbeatManager
@@ -185,6 +187,7 @@ class QuorumController:
             self.ctx, shutting_down=lambda b: hb.controlled_shutdown_offset(b) is not None)
         self.features = FeatureControlManager(self.ctx)
         self.configuration = ConfigurationControlManager(self.ctx)
+        self.describe_configs = DescribeConfigsManager(self.ctx, self.configuration.loggers)
         self.producer_ids = ProducerIdControlManager(self.ctx, self.cluster)
         self.alter_partition = AlterPartitionManager(self.ctx, self.cluster)
         self.elections = LeaderElectionManager(self.ctx, self.cluster)

@@ -47,6 +47,7 @@ AV = registry.request_class(18)
 ACQ = registry.request_class(49)
 AUSC = registry.request_class(51)
 DescribeAclsRequest = registry.request_class(29)
+DescribeConfigsRequest: Any = registry.request_class(32)
 
 
 # -- the log on disk ----------------------------------------------------------------------------
@@ -319,6 +320,8 @@ async def request(side: Side, req: Message, version: int | None, timeout: float 
     (normalise.ACL_PUBLICATION_LAG)."""
     if type(req).__name__ == "DescribeAclsRequest":
         await acls_settled(side, timeout)
+    if type(req).__name__ == "DescribeConfigsRequest":
+        await broker_configs_settled(side, timeout)
     resp = await side.client.request(req, version, timeout=60)
     if type(req).__name__ != "ApiVersionsRequest":
         return resp
@@ -360,6 +363,47 @@ async def acls_settled(side: Side, timeout: float) -> None:
         got = {(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
                 a.permission_type) for r in resp.resources for a in r.acls}
         if got == logged_acls(side.node.metadata_dir) or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.02)
+
+
+def logged_broker_configs(metadata_dir: Path, node_id: int) -> tuple[dict[str, str], dict[str, str]]:
+    """The cluster-default and this node's BROKER configs the log holds."""
+    layers: dict[str, dict[str, str]] = {"": {}, str(node_id): {}}
+    for r in read_log(metadata_dir, 0):
+        m: Any = r.message
+        if r.type == "ConfigRecord" and m.resource_type == 4 and m.resource_name in layers:
+            if m.value is None:
+                layers[m.resource_name].pop(m.name, None)
+            else:
+                layers[m.resource_name][m.name] = m.value
+    return layers[""], layers[str(node_id)]
+
+
+async def broker_configs_settled(side: Side, timeout: float) -> None:
+    """CONFIG_PUBLICATION_LAG: ask DescribeConfigs for the cluster default and this node until
+    they show the dynamic configs the log holds (as far as the node keeps them), with a deadline."""
+    from kraftsim.controller.dynamic_broker_config import dynamic_layer
+
+    node = side.node.node_id
+    stored_default, stored_node = logged_broker_configs(side.node.metadata_dir, node)
+    want_default = set(dynamic_layer(stored_default, per_broker=False).items())
+    want_node = set(dynamic_layer(stored_node, per_broker=True).items())
+    req = DescribeConfigsRequest(include_synonyms=True, resources=[
+        DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name=name, configuration_keys=None)
+        for name in ("", str(node))])
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = await side.client.request(req, 1, timeout=60)
+        default, own = resp.results
+        if default.error_code or own.error_code:  # e.g. not authorized: nothing to wait for
+            return
+        got_default = {(c.name, c.value) for c in default.configs if not c.is_sensitive}
+        got_node = {(s.name, s.value) for c in own.configs for s in c.synonyms if s.source == 2 and not c.is_sensitive}
+        sensitive = {c.name for r in resp.results for c in r.configs if c.is_sensitive}
+        if ((got_default == {kv for kv in want_default if kv[0] not in sensitive}
+             and got_node == {kv for kv in want_node if kv[0] not in sensitive})
+                or time.monotonic() > deadline):
             return
         await asyncio.sleep(0.02)
 
