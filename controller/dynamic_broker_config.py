@@ -70,12 +70,21 @@ def dynamic_layer(stored: dict[str, str], per_broker: bool) -> dict[str, str]:
     return out
 
 
+def _with_id_synonyms(props: dict[str, str]) -> dict[str, str]:
+    """KafkaConfig.populateSynonyms: node.id and broker.id stand in for each other when only one is set."""
+    if "broker.id" not in props and "node.id" in props:
+        props["broker.id"] = props["node.id"]
+    elif "node.id" not in props and "broker.id" in props:
+        props["node.id"] = props["broker.id"]
+    return props
+
+
 class BrokerConfigView:
     """The layers of this node's broker config, read from the image at one moment."""
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.node_id = ctx.node_id
-        self.static: dict[str, str] = dict(getattr(ctx.config, "raw", {}) or {})
+        self.static = _with_id_synonyms(dict(getattr(ctx.config, "raw", {}) or {}))
         self.defaults: dict[str, str] = {n: d.default for n, d in BROKER_CONFIGS.items() if d.default is not None}
         configs = ctx.image.configs
         self.cluster = dynamic_layer(configs.get(BROKER, ""), per_broker=False)

@@ -60,3 +60,54 @@ async def test_describe_topic_configs(shared_pair: d.Pair) -> None:
         steps.append(Call(f"version {v}", describe((TOPIC, "dconf", ["retention.ms", "segment.bytes"]),
                                                    synonyms=v > 0, docs=v > 2), v))
     await d.check(shared_pair, steps)
+
+
+async def test_describe_broker_configs(shared_pair: d.Pair) -> None:
+    steps = [
+        Call("this node", describe((BROKER, NODE))),
+        Call("this node, synonyms", describe((BROKER, NODE), synonyms=True)),
+        Call("the cluster default, empty", describe((BROKER, ""), synonyms=True)),
+        Call("set defaults", alter(BROKER, "", log_retention_ms="5000", log_retention_hours="3",
+                                   num_io_threads="4", max_connections="100", ssl_keystore_password="secret",
+                                   listener_name_controller_ssl_keystore_password="hush",
+                                   listener_name_controller_max_connections="7", custom_key="x",
+                                   leader_replication_throttled_rate="1000", log_cleaner_threads="oops")),
+        Call("set this node", alter(BROKER, NODE, log_retention_ms="6000", log_segment_bytes="3000000",
+                                    listener_name_controller_ssl_keystore_password="hush", message_max_bytes="-",
+                                    max_connections="50", other_custom="y", log_roll_hours="2")),
+        Call("the cluster default", describe((BROKER, ""), synonyms=True)),
+        Call("this node after", describe((BROKER, NODE), synonyms=True)),
+        Call("some keys", describe((BROKER, NODE, ["log.retention.ms", "custom_key", "max.connections",
+                                                   "listener.name.controller.ssl.keystore.password"]),
+                                   synonyms=True)),
+        Call("a topic after", describe((TOPIC, "dconf2"), synonyms=True)),
+        Call("another broker id", describe((BROKER, "1"))),
+        Call("not a number", describe((BROKER, "x"))),
+        Call("loggers", describe((BROKER_LOGGER, NODE))),
+        Call("logger keys", describe((BROKER_LOGGER, NODE, ["root"]))),
+        Call("loggers of another node", describe((BROKER_LOGGER, "1"))),
+        Call("loggers without a node", describe((BROKER_LOGGER, ""))),
+        Call("loggers of no number", describe((BROKER_LOGGER, "x"))),
+        Call("client metrics", alter(CLIENT_METRICS, "sub", metrics="org.apache", interval_ms="1000")),
+        Call("a subscription", describe((CLIENT_METRICS, "sub"), (CLIENT_METRICS, "nosuch"),
+                                        (CLIENT_METRICS, "sub", ["metrics"]))),
+        Call("no subscription name", describe((CLIENT_METRICS, ""))),
+        Call("many at once", describe((TOPIC, "missing"), (BROKER, ""), (CLIENT_METRICS, ""), (TOPIC, "x/y"))),
+        Call("an unknown resource type", describe((TOPIC, "dconf2"), (99, "x"))),
+        Call("no resources", describe()),
+        Call("undo this node", alter(BROKER, NODE, log_retention_ms=None, log_segment_bytes=None,
+                                     listener_name_controller_ssl_keystore_password=None, message_max_bytes=None,
+                                     max_connections=None, other_custom=None, log_roll_hours=None)),
+        Call("undo defaults", alter(BROKER, "", log_retention_ms=None, log_retention_hours=None, num_io_threads=None,
+                                    max_connections=None, ssl_keystore_password=None,
+                                    listener_name_controller_ssl_keystore_password=None,
+                                    listener_name_controller_max_connections=None, custom_key=None,
+                                    leader_replication_throttled_rate=None, log_cleaner_threads=None)),
+        Call("undo the subscription", alter(CLIENT_METRICS, "sub", metrics=None, interval_ms=None)),
+    ]
+    steps.insert(0, Call("create", d.create_topics(TopicSpec("dconf2", 1, 1))))
+    steps[0:0] = [Call("register 302", d.register(302)), Call("unfence 302", d.heartbeat(302))]
+    for v in range(5):
+        steps.append(Call(f"version {v}", describe((BROKER, NODE, ["log.retention.hours", "ssl.key.password"]),
+                                                   synonyms=v > 0, docs=v > 2), v))
+    await d.check(shared_pair, steps)
