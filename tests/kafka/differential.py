@@ -321,7 +321,7 @@ async def request(side: Side, req: Message, version: int | None, timeout: float 
     if type(req).__name__ == "DescribeAclsRequest":
         await acls_settled(side, timeout)
     if type(req).__name__ == "DescribeConfigsRequest":
-        await broker_configs_settled(side, timeout)
+        await configs_settled(side, req, timeout)
     resp = await side.client.request(req, version, timeout=60)
     if type(req).__name__ != "ApiVersionsRequest":
         return resp
@@ -367,43 +367,55 @@ async def acls_settled(side: Side, timeout: float) -> None:
         await asyncio.sleep(0.02)
 
 
-def logged_broker_configs(metadata_dir: Path, node_id: int) -> tuple[dict[str, str], dict[str, str]]:
-    """The cluster-default and this node's BROKER configs the log holds."""
-    layers: dict[str, dict[str, str]] = {"": {}, str(node_id): {}}
+def logged_configs(metadata_dir: Path) -> tuple[dict[tuple[int, str], dict[str, str]], set[str]]:
+    """The configs the log holds by (resource type, name), and the topics it holds."""
+    configs: dict[tuple[int, str], dict[str, str]] = {}
+    topics: dict[uuid.UUID, str] = {}
     for r in read_log(metadata_dir, 0):
         m: Any = r.message
-        if r.type == "ConfigRecord" and m.resource_type == 4 and m.resource_name in layers:
+        if r.type == "ConfigRecord":
+            layer = configs.setdefault((m.resource_type, m.resource_name), {})
             if m.value is None:
-                layers[m.resource_name].pop(m.name, None)
+                layer.pop(m.name, None)
             else:
-                layers[m.resource_name][m.name] = m.value
-    return layers[""], layers[str(node_id)]
+                layer[m.name] = m.value
+        elif r.type == "TopicRecord":
+            topics[m.topic_id] = m.name
+        elif r.type == "RemoveTopicRecord" and m.topic_id in topics:
+            configs.pop((2, topics.pop(m.topic_id)), None)
+    return configs, set(topics.values())
 
 
-async def broker_configs_settled(side: Side, timeout: float) -> None:
-    """CONFIG_PUBLICATION_LAG: ask DescribeConfigs for the cluster default and this node until
-    they show the dynamic configs the log holds (as far as the node keeps them), with a deadline."""
+async def configs_settled(side: Side, req: Any, timeout: float) -> None:
+    """CONFIG_PUBLICATION_LAG: ask DescribeConfigs for the cluster default, this node and the
+    topics ``req`` names until they show what the log holds (of broker configs, as far as the
+    node keeps them), with a deadline."""
     from kraftsim.controller.dynamic_broker_config import dynamic_layer
 
-    node = side.node.node_id
-    stored_default, stored_node = logged_broker_configs(side.node.metadata_dir, node)
-    want_default = set(dynamic_layer(stored_default, per_broker=False).items())
-    want_node = set(dynamic_layer(stored_node, per_broker=True).items())
-    req = DescribeConfigsRequest(include_synonyms=True, resources=[
-        DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name=name, configuration_keys=None)
-        for name in ("", str(node))])
+    node = str(side.node.node_id)
+    logged, topics = logged_configs(side.node.metadata_dir)
+    want_default = set(dynamic_layer(logged.get((4, ""), {}), per_broker=False).items())
+    want_node = set(dynamic_layer(logged.get((4, node), {}), per_broker=True).items())
+    named = sorted({r.resource_name for r in req.resources if r.resource_type == 2 and r.resource_name in topics})
+    probe = DescribeConfigsRequest(include_synonyms=True, resources=[
+        DescribeConfigsRequest.DescribeConfigsResource(resource_type=t, resource_name=n, configuration_keys=None)
+        for t, n in [(4, ""), (4, node), *((2, n) for n in named)]])
     deadline = time.monotonic() + timeout
     while True:
-        resp = await side.client.request(req, 1, timeout=60)
-        default, own = resp.results
+        resp = await side.client.request(probe, 1, timeout=60)
+        default, own, *described = resp.results
         if default.error_code or own.error_code:  # e.g. not authorized: nothing to wait for
             return
-        got_default = {(c.name, c.value) for c in default.configs if not c.is_sensitive}
-        got_node = {(s.name, s.value) for c in own.configs for s in c.synonyms if s.source == 2 and not c.is_sensitive}
         sensitive = {c.name for r in resp.results for c in r.configs if c.is_sensitive}
-        if ((got_default == {kv for kv in want_default if kv[0] not in sensitive}
-             and got_node == {kv for kv in want_node if kv[0] not in sensitive})
-                or time.monotonic() > deadline):
+        settled = ({(c.name, c.value) for c in default.configs if not c.is_sensitive}
+                   == {kv for kv in want_default if kv[0] not in sensitive}
+                   and {(s.name, s.value) for c in own.configs for s in c.synonyms if s.source == 2
+                        and not c.is_sensitive} == {kv for kv in want_node if kv[0] not in sensitive})
+        for result in described:
+            # by name: a topic's value is answered parsed ("a, b" as "a,b")
+            settled = settled and result.error_code in (0, 29) and (result.error_code != 0 or {
+                c.name for c in result.configs if c.config_source == 1} == set(logged.get((2, result.resource_name), {})))
+        if settled or time.monotonic() > deadline:
             return
         await asyncio.sleep(0.02)
 

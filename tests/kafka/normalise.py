@@ -153,9 +153,10 @@ CONFIG_PUBLICATION_LAG = Normalisation(
     "A Kafka controller answers DescribeConfigs from its own KafkaConfig, which its DynamicConfigPublisher "
     "updates a moment after the cluster-default or node BROKER ConfigRecords commit, so a DescribeConfigs right "
     "after an IncrementalAlterConfigs may not see them yet. Before a DescribeConfigs step the driver asks "
-    "DescribeConfigs for BROKER '' and BROKER <node id>, with a deadline, until they show the dynamic configs "
-    "the side's log holds, as far as a node keeps them (broker_configs_settled); then the step's own request "
-    "is sent and compared like any other.")
+    "DescribeConfigs for BROKER '', BROKER <node id> and the step's topics, with a deadline, until they show "
+    "the configs the side's log holds (of broker configs, as far as a node keeps them; configs_settled); then "
+    "the step's own request is sent and compared like any other. Topic configs lag the same way (the metadata "
+    "cache is published like the node's config).")
 
 CONFIG_DOCUMENTATION = Normalisation(
     "config documentation is not compared",
