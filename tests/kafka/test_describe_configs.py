@@ -3,6 +3,7 @@ compared, every version, topics and this node's broker config, with and without 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -10,8 +11,9 @@ import pytest
 from kraftsim.rpc.messages import DescribeConfigsRequest as DC
 from kraftsim.rpc.messages import IncrementalAlterConfigsRequest as IAC
 from tests.kafka import differential as d
+from tests.kafka import normalise as norm
 from tests.kafka.differential import Call, TopicSpec
-from tests.kafka.harness import NODE_ID
+from tests.kafka.harness import NODE_ID, kafka_configs
 
 pytestmark = pytest.mark.kafka
 
@@ -111,3 +113,41 @@ async def test_describe_broker_configs(shared_pair: d.Pair) -> None:
         steps.append(Call(f"version {v}", describe((BROKER, NODE, ["log.retention.hours", "ssl.key.password"]),
                                                    synonyms=v > 0, docs=v > 2), v))
     await d.check(shared_pair, steps)
+
+
+def tool_output(side: d.Side, *args: str) -> list[str]:
+    """kafka-configs --bootstrap-controller against one side, its output with that side's port
+    and directory written as placeholders and the harness's one-sided settings left out
+    (normalise.NODE_CONFIG)."""
+    r = kafka_configs("--bootstrap-controller", side.node.bootstrap, *args).check()
+    text = (r.stdout + r.stderr).replace(side.node.bootstrap.rsplit(":", 1)[1], "<port>")
+    text = text.replace(str(side.node.data_dir), "<dir>")
+    return [ln for ln in norm.tool_lines(text)
+            if not any(ln.strip().startswith(f"{name}=") for name in norm.ONE_SIDED_CONFIGS)]
+
+
+async def test_kafka_configs_describe_against_both(shared_pair: d.Pair) -> None:
+    """kafka-configs --describe (topic, topic --all, this node --all, the cluster default) prints
+    the same for both controllers."""
+    await d.check(shared_pair, [
+        Call("register 303", d.register(303)),
+        Call("unfence 303", d.heartbeat(303)),
+        Call("create", d.create_topics(TopicSpec("dconf3", 1, 1, configs={"retention.ms": "1000"}))),
+        Call("set defaults", alter(BROKER, "", log_retention_ms="5000", max_connections="100")),
+        Call("settle", describe((TOPIC, "dconf3"), (BROKER, ""))),
+    ])
+    commands = [
+        ("--describe", "--entity-type", "topics", "--entity-name", "dconf3"),
+        ("--describe", "--all", "--entity-type", "topics", "--entity-name", "dconf3"),
+        ("--describe", "--all", "--entity-type", "brokers", "--entity-name", NODE),
+        ("--describe", "--entity-type", "brokers", "--entity-default"),
+    ]
+    try:
+        for args in commands:
+            kafka_out, kraftsim_out = (await asyncio.gather(*(asyncio.to_thread(tool_output, side, *args)
+                                                               for side in shared_pair.sides)))
+            assert kraftsim_out == kafka_out, args
+            assert len(kafka_out) > 1, (args, kafka_out)
+    finally:
+        await d.check(shared_pair, [Call("undo defaults", alter(BROKER, "", log_retention_ms=None,
+                                                                max_connections=None))])
