@@ -80,6 +80,12 @@ class DescribeConfigsManager:
     def __init__(self, ctx: ControllerContext, loggers: RuntimeLoggerManager) -> None:
         self.ctx = ctx
         self.loggers = loggers
+        self._view: BrokerConfigView | None = None  # the request's, built at its first need
+
+    def _broker_view(self) -> BrokerConfigView:
+        if self._view is None:
+            self._view = BrokerConfigView(self.ctx)
+        return self._view
 
     def routes(self) -> list[Route]:
         return [Route(ApiKey.DESCRIBE_CONFIGS, "describeConfigs", self.describe_configs, mutating=False,
@@ -91,7 +97,17 @@ class DescribeConfigsManager:
         for res in request.resources:
             (allowed if self._authorized(context, res) else refused).append(res)
         synonyms, docs = bool(request.include_synonyms), bool(request.include_documentation)
-        results = [self._describe(res, synonyms, docs) for res in allowed]
+        # A resource named again is answered again with the same result: the work of a request
+        # grows with the distinct resources it names, not with its length.
+        done: dict[tuple[int, str, tuple[str, ...] | None], Any] = {}
+        self._view = None
+        results = []
+        for res in allowed:
+            key = (res.resource_type, res.resource_name,
+                   None if res.configuration_keys is None else tuple(res.configuration_keys))
+            if key not in done:
+                done[key] = self._describe(res, synonyms, docs)
+            results.append(done[key])
         for res in refused:
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if res.resource_type == TOPIC \
                 else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -146,7 +162,7 @@ class DescribeConfigsManager:
         if name not in self.ctx.image.topics.by_name:
             return None
         own = self.ctx.image.configs.get(TOPIC, name)
-        view = BrokerConfigView(self.ctx)
+        view = self._broker_view()
 
         def entry(config: str) -> Any:
             key = TOPIC_CONFIGS.get(config)
@@ -175,7 +191,7 @@ class DescribeConfigsManager:
         return node
 
     def _broker(self, name: str, keys: list[str] | None, include_synonyms: bool) -> list[Any]:
-        view = BrokerConfigView(self.ctx)
+        view = self._broker_view()
         per_broker = bool(name)
         if per_broker and self._node_id(name) != self.ctx.node_id:
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {self.ctx.node_id} or empty "

@@ -183,6 +183,15 @@ async def test_an_unknown_resource_type_fails_the_whole_request(c: Cluster) -> N
         (99, E.INVALID_REQUEST, generic_message(E.INVALID_REQUEST))]
 
 
+async def test_a_resource_named_again_is_answered_again(c: Cluster) -> None:
+    await topic(c, "t", retention_ms="1000")
+    r = await c.req(describe(*[(TOPIC, "t", ["retention.ms"])] * 5000, (TOPIC, "t", ["segment.ms"])), 4)
+    assert len(r.results) == 5001
+    assert {(x.resource_name, tuple((e.name, e.value) for e in x.configs)) for x in r.results[:5000]} == {
+        ("t", (("retention.ms", "1000"),))}
+    assert [e.name for e in r.results[-1].configs] == ["segment.ms"]
+
+
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 async def test_every_version(c: Cluster, version: int) -> None:
     await topic(c, "t")
