@@ -4,6 +4,7 @@ compared, every version, topics and this node's broker config, with and without 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from kraftsim.rpc.messages import DescribeConfigsRequest as DC
 from kraftsim.rpc.messages import IncrementalAlterConfigsRequest as IAC
 from tests.kafka import differential as d
 from tests.kafka import normalise as norm
+from tests.kafka.conftest import PairNodes, close, connect
 from tests.kafka.differential import Call, TopicSpec
 from tests.kafka.harness import NODE_ID, kafka_configs
 
@@ -151,3 +153,26 @@ async def test_kafka_configs_describe_against_both(shared_pair: d.Pair) -> None:
     finally:
         await d.check(shared_pair, [Call("undo defaults", alter(BROKER, "", log_retention_ms=None,
                                                                 max_connections=None))])
+
+
+async def test_static_configs(pair_factory: Callable[..., PairNodes]) -> None:
+    """What server.properties sets: STATIC_BROKER_CONFIG values and synonyms, a topic's values
+    through them (hours to ms, a list), a password, an internal and an unknown config."""
+    pair = await connect(pair_factory("dconf-static", log_retention_hours="5", log_segment_bytes="2000000",
+                                      log_cleanup_policy="compact, delete", ssl_key_password="pw",
+                                      log_initial_task_delay_ms="100", custom_static_key="x",
+                                      message_max_bytes="2000000"))
+    try:
+        await d.check(pair, [
+            Call("register 1", d.register(1)),
+            Call("unfence 1", d.heartbeat(1)),
+            Call("create", d.create_topics(TopicSpec("st", 1, 1, configs={"segment.bytes": "3000000"}))),
+            Call("the topic", describe((TOPIC, "st"), synonyms=True)),
+            Call("this node", describe((BROKER, NODE), synonyms=True)),
+            Call("the cluster default", describe((BROKER, ""), synonyms=True)),
+            Call("a dynamic hour", alter(BROKER, NODE, log_retention_minutes="7", log_retention_ms=None)),
+            Call("after it", describe((TOPIC, "st", ["retention.ms"]), (BROKER, NODE, [
+                "log.retention.ms", "log.retention.minutes", "log.retention.hours"]), synonyms=True)),
+        ])
+    finally:
+        await close(pair)
