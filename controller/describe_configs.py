@@ -61,7 +61,6 @@ Synonym: Any = DescribeConfigsResponse.DescribeConfigsSynonym
 
 DYNAMIC_BROKER_LOGGER_CONFIG: Final = 6
 CLIENT_METRICS_CONFIG: Final = 7
-_TYPE_NAMES: Final = {TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER", CLIENT_METRICS: "CLIENT_METRICS"}
 
 EntryBuilder = Callable[[str], Any]
 
@@ -80,12 +79,6 @@ class DescribeConfigsManager:
     def __init__(self, ctx: ControllerContext, loggers: RuntimeLoggerManager) -> None:
         self.ctx = ctx
         self.loggers = loggers
-        self._view: BrokerConfigView | None = None  # the request's, built at its first need
-
-    def _broker_view(self) -> BrokerConfigView:
-        if self._view is None:
-            self._view = BrokerConfigView(self.ctx)
-        return self._view
 
     def routes(self) -> list[Route]:
         return [Route(ApiKey.DESCRIBE_CONFIGS, "describeConfigs", self.describe_configs, mutating=False,
@@ -96,17 +89,18 @@ class DescribeConfigsManager:
         refused: list[Any] = []
         for res in request.resources:
             (allowed if self._authorized(context, res) else refused).append(res)
-        synonyms, docs = bool(request.include_synonyms), bool(request.include_documentation)
+        synonyms = bool(request.include_synonyms)  # documentation: always null (module docstring)
+        # One view of this node's broker config for the whole request, as Kafka reads one KafkaConfig.
+        view = BrokerConfigView(self.ctx) if any(r.resource_type in (TOPIC, BROKER) for r in allowed) else None
         # A resource named again is answered again with the same result: the work of a request
         # grows with the distinct resources it names, not with its length.
         done: dict[tuple[int, str, tuple[str, ...] | None], Any] = {}
-        self._view = None
         results = []
         for res in allowed:
             key = (res.resource_type, res.resource_name,
                    None if res.configuration_keys is None else tuple(res.configuration_keys))
             if key not in done:
-                done[key] = self._describe(res, synonyms, docs)
+                done[key] = self._describe(res, synonyms, view)
             results.append(done[key])
         for res in refused:
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if res.resource_type == TOPIC \
@@ -123,13 +117,15 @@ class DescribeConfigsManager:
             return authorizer.authorize(context, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, res.resource_name)
         raise ApiError(ErrorCode.INVALID_REQUEST, f"Unexpected resource type {res.resource_type}")
 
-    def _describe(self, res: Any, include_synonyms: bool, include_docs: bool) -> Any:
+    def _describe(self, res: Any, include_synonyms: bool, view: BrokerConfigView | None) -> Any:
         rtype, name = res.resource_type, res.resource_name
         try:
             if rtype == TOPIC:
-                configs = self._topic(name, res.configuration_keys, include_synonyms)
+                assert view is not None
+                configs = self._topic(name, res.configuration_keys, include_synonyms, view)
             elif rtype == BROKER:
-                configs = self._broker(name, res.configuration_keys, include_synonyms)
+                assert view is not None
+                configs = self._broker(name, res.configuration_keys, include_synonyms, view)
             elif rtype == BROKER_LOGGER:
                 configs = self._logger(name, res.configuration_keys)
             else:
@@ -155,14 +151,14 @@ class DescribeConfigsManager:
 
     # ----- TOPIC ---------------------------------------------------------------------------------
 
-    def _topic(self, name: str, keys: list[str] | None, include_synonyms: bool) -> list[Any] | None:
+    def _topic(self, name: str, keys: list[str] | None, include_synonyms: bool,
+               view: BrokerConfigView) -> list[Any] | None:
         reason = topic_names.invalid_reason(name)
         if reason is not None:
             raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {reason}")
         if name not in self.ctx.image.topics.by_name:
             return None
         own = self.ctx.image.configs.get(TOPIC, name)
-        view = self._broker_view()
 
         def entry(config: str) -> Any:
             key = TOPIC_CONFIGS.get(config)
@@ -190,8 +186,7 @@ class DescribeConfigsManager:
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}")
         return node
 
-    def _broker(self, name: str, keys: list[str] | None, include_synonyms: bool) -> list[Any]:
-        view = self._broker_view()
+    def _broker(self, name: str, keys: list[str] | None, include_synonyms: bool, view: BrokerConfigView) -> list[Any]:
         per_broker = bool(name)
         if per_broker and self._node_id(name) != self.ctx.node_id:
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {self.ctx.node_id} or empty "
