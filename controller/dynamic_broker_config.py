@@ -136,6 +136,9 @@ class BrokerConfigView:
     def topic_default(self, key: TopicConfigKey) -> str:
         """KafkaConfig.extractLogConfigMap: the broker-level value of a topic config (the first of
         its synonyms the node has, in ms where it is counted in hours or minutes)."""
+        if key.name == "message.format.version":
+            # KRaft: the inter-broker protocol is at least 3.0, so the log format setting is ignored.
+            return key.default
         for syn, multiplier in key.synonyms:
             raw = self.current.get(syn)
             if raw is None:

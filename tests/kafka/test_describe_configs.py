@@ -161,7 +161,7 @@ async def test_static_configs(pair_factory: Callable[..., PairNodes]) -> None:
     pair = await connect(pair_factory("dconf-static", log_retention_hours="5", log_segment_bytes="2000000",
                                       log_cleanup_policy="compact, delete", ssl_key_password="pw",
                                       log_initial_task_delay_ms="100", custom_static_key="x",
-                                      message_max_bytes="2000000"))
+                                      message_max_bytes="2000000", log_message_format_version="2.8"))
     try:
         await d.check(pair, [
             Call("register 1", d.register(1)),
