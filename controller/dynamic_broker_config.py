@@ -21,6 +21,7 @@ from kraftsim.controller.broker_config_defs import (
     broker_synonyms,
     listener_base,
 )
+from kraftsim.controller.config import KEYS
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.result import ApiError
 from kraftsim.controller.topic_configs import (
@@ -86,6 +87,11 @@ class BrokerConfigView:
         self.node_id = ctx.node_id
         self.static = _with_id_synonyms(dict(getattr(ctx.config, "raw", {}) or {}))
         self.defaults: dict[str, str] = {n: d.default for n, d in BROKER_CONFIGS.items() if d.default is not None}
+        # Where server.properties leaves out a config kraftsim runs with a default of its own for
+        # (a controller listener on 127.0.0.1:9093, where Kafka's definition has a broker's
+        # PLAINTEXT://:9092 and a Kafka controller would not start), the default in force is shown.
+        self.defaults.update({n: k.default for n, k in KEYS.items()
+                              if n in BROKER_CONFIGS and k.default and n not in self.static})
         configs = ctx.image.configs
         self.cluster = dynamic_layer(configs.get(BROKER, ""), per_broker=False)
         self.node = dynamic_layer(configs.get(BROKER, str(ctx.node_id)), per_broker=True)
@@ -121,7 +127,7 @@ class BrokerConfigView:
         if d is None or d.internal:
             return raw
         if raw is None:
-            return d.default
+            return self.defaults.get(name)
         try:
             return convert_to_string(parse_type(name, d.type, raw), d.type)
         except ApiError:

@@ -236,3 +236,18 @@ async def test_describe_configs_on_the_topic_or_the_cluster(acl_decides: Any) ->
         (BROKER, NODE, E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", 0),
         (TOPIC, "theirs", E.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.", 0),
         (BROKER_LOGGER, NODE, E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", 0)]
+
+
+def test_defaults_of_kraftsims_own_are_the_ones_shown() -> None:
+    """A config server.properties leaves out shows the default in force: Kafka's, except where
+    kraftsim runs with one of its own (a controller listener rather than a broker's)."""
+    from kraftsim.controller.config import Config
+    from kraftsim.controller.dynamic_broker_config import BrokerConfigView
+    from tests.controller_harness import WriteHarness
+
+    h = WriteHarness()
+    h.ctx.config = Config({"process.roles": "controller", "node.id": "21"})
+    view = BrokerConfigView(h.ctx)
+    assert view.value("listeners") == "CONTROLLER://127.0.0.1:9093"
+    assert view.synonyms("controller.listener.names", False) == [("controller.listener.names", "CONTROLLER", DEFAULT)]
+    assert (view.value("num.io.threads"), view.value("broker.id"), view.value("log.dirs")) == ("8", "21", None)
