@@ -21,11 +21,13 @@ from typing import Any
 
 from kraftsim.controller.audit import audit
 from kraftsim.controller.authorizer import authorize_cluster
+from kraftsim.controller.delegation_tokens import describe_tokens
 from kraftsim.controller.envelope import EnvelopeHandler
 from kraftsim.controller.events import EventTimeoutError
 from kraftsim.controller.quorum import FatalControllerError, HandlerFaultError, QuorumController
 from kraftsim.controller.result import ApiError
 from kraftsim.controller.routes import ErrorBuilder, Route
+from kraftsim.controller.sasl import sasl_authenticate, sasl_handshake
 from kraftsim.controller.scram_credentials import describe_credentials
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
@@ -46,12 +48,14 @@ class ControllerApis:
                 *c.producer_ids.routes(), *c.alter_partition.routes(), *c.elections.routes(),
                 *c.reassignments.routes(), *c.replica_directories.routes(), *c.controllers.routes(),
                 *c.acls.routes(), *c.client_quotas.routes(), *c.scram.routes(),
-                *c.describe_configs.routes()]
+                *c.describe_configs.routes(),
+                *c.tokens.routes()]
 
     def install(self, dispatcher: Dispatcher) -> None:
         """Serve every route; Envelope (api 58), which re-enters ``dispatcher`` with the request
-        inside it, so whatever else is registered there (the Raft APIs) is forwardable too; and
-        DescribeUserScramCredentials (api 50), which a Kafka controller lists but always fails."""
+        inside it, so whatever else is registered there (the Raft APIs) is forwardable too;
+        DescribeUserScramCredentials (api 50) and DescribeDelegationToken (api 41), which a Kafka
+        controller lists but always fails; and the two SASL APIs (``sasl.py``)."""
         dispatcher.features = self.controller  # ApiVersions: supported/finalized features
         for route in self.routes():
             dispatcher.register(route.api_key, self.handler(route), check=route.check)
@@ -60,6 +64,9 @@ class ControllerApis:
         authorizer = self.controller.ctx.authorizer if self.controller.ctx is not None else None
         dispatcher.register(ApiKey.ENVELOPE, EnvelopeHandler(dispatcher, authorizer))
         dispatcher.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, describe_credentials)
+        dispatcher.register(ApiKey.DESCRIBE_DELEGATION_TOKEN, describe_tokens)
+        dispatcher.register(ApiKey.SASL_HANDSHAKE, sasl_handshake)
+        dispatcher.register(ApiKey.SASL_AUTHENTICATE, sasl_authenticate)
 
     def handler(self, route: Route) -> Handler:
         """The dispatcher handler for one route. Built once per route, with what it needs bound

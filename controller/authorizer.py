@@ -62,9 +62,11 @@ CLUSTER_OPERATIONS: Final = (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, A
 
 class Authorizer(Protocol):
     def authorize(self, context: RequestContext, operation: AclOperation, resource_type: ResourceType,
-                  resource_name: str) -> bool:
+                  resource_name: str, log_if_denied: bool = True) -> bool:
         """May ``context.principal`` (from ``context.client_address``) do ``operation`` on the
-        resource? Forwarded requests carry the original client's principal and address."""
+        resource? Forwarded requests carry the original client's principal and address.
+        ``log_if_denied`` is False where Kafka asks only to shape an answer (authorized
+        operations, a fallback to per-topic checks): those denials are no one's attempt."""
         ...
 
 
@@ -72,7 +74,7 @@ class AllowAll:
     """No authorizer configured: Kafka allows everything."""
 
     def authorize(self, context: RequestContext, operation: AclOperation, resource_type: ResourceType,
-                  resource_name: str) -> bool:
+                  resource_name: str, log_if_denied: bool = True) -> bool:
         return True
 
 
@@ -87,7 +89,8 @@ def to_32bit_field(operations: list[AclOperation] | tuple[AclOperation, ...]) ->
 def authorized_operations(authorizer: Authorizer, context: RequestContext, resource_type: ResourceType,
                           resource_name: str, supported: tuple[AclOperation, ...]) -> int:
     """AuthHelper.authorizedOperations: the supported operations the principal may perform."""
-    allowed = [op for op in supported if authorizer.authorize(context, op, resource_type, resource_name)]
+    allowed = [op for op in supported
+               if authorizer.authorize(context, op, resource_type, resource_name, log_if_denied=False)]
     return to_32bit_field(allowed)
 
 

@@ -183,6 +183,8 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     Key("delegation.token.secret.key", _str, ""),
     Key("delegation.token.max.lifetime.ms", _int(1), "604800000"),
     Key("delegation.token.expiry.time.ms", _int(1), "86400000"),
+    Key("delegation.token.expiry.check.interval.ms", _int(1), "3600000"),
+    Key("delegation.token.master.key", _str, ""),  # the deprecated alias of delegation.token.secret.key
     Key("offsets.topic.replication.factor", _int(1, 32767), "3"),
     Key("kraftsim.http.listen", _host_port, "127.0.0.1:9464"),
 ]}

@@ -98,6 +98,16 @@ def hashmap_capacity(max_size: int, initial: int | None = None) -> int:
     return cap
 
 
+def concurrent_hashmap_capacity(max_size: int) -> int:
+    """The table size of a default ``new ConcurrentHashMap<>()`` that once held ``max_size``
+    entries: it doubles when its size reaches three quarters of the table (a HashMap only once
+    it exceeds that)."""
+    cap = 16
+    while max_size >= cap - (cap >> 2):
+        cap <<= 1
+    return cap
+
+
 def spread(h: int) -> int:
     """HashMap.hash: the high half folded into the low one, on the unsigned 32-bit value."""
     h &= _MASK

@@ -96,6 +96,7 @@ class QuorumController:
         self.client_quotas: Any = None
         self.scram: Any = None
         self.describe_configs: Any = None
+        self.tokens: Any = None
         self._registering = False  # a self-registration is being written (or waits to retry)
         self._registration_failures = 0
         self.on_fatal: Callable[[BaseException], None] | None = None
@@ -160,6 +161,7 @@ class QuorumController:
         from kraftsim.controller.cluster import ClusterControlManager
         from kraftsim.controller.configuration import ConfigurationControlManager
         from kraftsim.controller.controller_registrations import ControllerRegistrations, LocalController
+        from kraftsim.controller.delegation_tokens import DelegationTokenControlManager
         from kraftsim.controller.describe_configs import DescribeConfigsManager
         from kraftsim.controller.elections import LeaderElectionManager
         from kraftsim.controller.features import FeatureControlManager
@@ -195,6 +197,7 @@ class QuorumController:
         self.replica_directories = ReplicaDirectoryManager(self.ctx, self.cluster)
         self.client_quotas = ClientQuotaControlManager(self.ctx)
         self.scram = ScramControlManager(self.ctx)
+        self.tokens = DelegationTokenControlManager(self.ctx)
         self.acls = AclControlManager(self.ctx)
         self.controllers = ControllerRegistrations(self.ctx, LocalController(
             self.node_id, self.features.supported_features(), self.zk_migration_ready()))
@@ -261,6 +264,8 @@ class QuorumController:
             self._tasks.append(asyncio.create_task(self._periodic(idle, self._noop_tick), name="kraftsim-noop"))
         self._tasks.append(asyncio.create_task(self._fencing_loop(), name="kraftsim-session-timeouts"))
         self._tasks.append(asyncio.create_task(self._periodic(1000, self._snapshot_tick), name="kraftsim-snapshots"))
+        if self.tokens.sweep_enabled():  # decided at activation, as Kafka schedules it
+            self._tasks.append(asyncio.create_task(self._token_sweeps(), name="kraftsim-token-sweep"))
 
     async def _periodic(self, period_ms: int, tick: Callable[[], Awaitable[None] | None]) -> None:
         while True:
@@ -283,6 +288,20 @@ class QuorumController:
         see the high watermark advance."""
         if versions.is_noop_supported(self.image.metadata_version):
             await self.write("writeNoOpRecord", lambda: ControllerResult([(NoOpRecord(), 0)], None))
+
+    async def _token_sweeps(self) -> None:
+        """maybeScheduleNextExpiredDelegationTokenSweep: every expiry check interval, while
+        tokens stay enabled and supported, remove the expired ones."""
+        while self.active and self.tokens.sweep_enabled():
+            await self.clock.sleep_ms(self.tokens.check_interval_ms)
+            if not self.active:
+                return
+            try:
+                await self.write("sweepExpiredDelegationTokens", self.tokens.sweep_expired)
+            except (ApiError, EventTimeoutError):
+                pass
+            except FatalControllerError:
+                return
 
     async def _fencing_loop(self) -> None:
         """Fence brokers whose session expired, one per event, in last-contact order."""

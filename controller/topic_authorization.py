@@ -28,16 +28,19 @@ class TopicAuthorization:
         self.context = context
 
     def on_cluster(self, operation: AclOperation) -> bool:
-        return self.authorizer.authorize(self.context, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+        """Asked before falling back to per-topic checks, so a denial here is not logged."""
+        return self.authorizer.authorize(self.context, operation, ResourceType.CLUSTER, CLUSTER_NAME,
+                                         log_if_denied=False)
 
-    def on_topics(self, operation: AclOperation) -> NamePredicate:
+    def on_topics(self, operation: AclOperation, log_if_denied: bool = True) -> NamePredicate:
         answers: dict[str, bool] = {}
         authorizer, context = self.authorizer, self.context
 
         def allowed(name: str) -> bool:
             answer = answers.get(name)
             if answer is None:
-                answer = answers[name] = authorizer.authorize(context, operation, ResourceType.TOPIC, name)
+                answer = answers[name] = authorizer.authorize(context, operation, ResourceType.TOPIC, name,
+                                                              log_if_denied)
             return answer
 
         return allowed
@@ -49,7 +52,7 @@ class TopicAuthorization:
     def describable_configs(self, names: Iterable[str]) -> set[str]:
         """CreateTopics: the names whose configs the response may show (asked even with CREATE
         on the cluster, as Kafka asks)."""
-        allowed = self.on_topics(AclOperation.DESCRIBE_CONFIGS)
+        allowed = self.on_topics(AclOperation.DESCRIBE_CONFIGS, log_if_denied=False)
         return {n for n in names if allowed(n)}
 
     def deletion(self) -> tuple[NamePredicate | None, NamePredicate | None]:

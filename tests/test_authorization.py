@@ -291,3 +291,27 @@ async def test_a_deny_on_the_cluster_beats_a_grant_to_everyone(guarded: Cluster)
     await grant(c, acl("kafka-cluster", rtype=CLUSTER, op=ALTER, principal="User:alice", perm=DENY))
     r = await as_alice(c, UNREG(broker_id=1), 0)
     assert r.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+
+
+async def test_each_refused_attempt_gets_kafkas_audit_line(guarded: Cluster,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """A denial of a real attempt is logged on ``kafka.authorizer.logger`` in Kafka's words, naming
+    the rule and the forwarded client's address; the questions Kafka asks only to shape an answer (CREATE on the cluster before the
+    per-topic check, DESCRIBE_CONFIGS for a created topic's configs) are not."""
+    c = guarded
+    epoch, _ = await c.register(1)
+    await c.unfence(1, epoch)
+    await grant(c, acl("mine", op=CREATE),
+                acl("kafka-cluster", rtype=CLUSTER, op=ALTER, principal="User:alice", perm=DENY))
+    caplog.set_level("INFO", logger="kafka.authorizer.logger")
+    await as_alice(c, create_topics("mine", "theirs"), 7)
+    await as_alice(c, update_features(), 1)
+    lines = [r.getMessage() for r in caplog.records if r.name == "kafka.authorizer.logger"]
+    assert lines == [
+        "Principal = User:alice is Denied operation = CREATE from host = 10.1.2.3 on resource = "
+        "Topic:LITERAL:theirs for request = CREATE_TOPICS with resourceRefCount = 1 based on rule DefaultDeny",
+        "Principal = User:alice is Denied operation = ALTER from host = 10.1.2.3 on resource = "
+        "Cluster:LITERAL:kafka-cluster for request = UPDATE_FEATURES with resourceRefCount = 1 based on rule "
+        "MatchingAcl(acl=StandardAcl(resourceType=CLUSTER, resourceName=kafka-cluster, patternType=LITERAL, "
+        "principal=User:alice, host=*, operation=ALTER, permissionType=DENY))",
+    ], lines

@@ -54,10 +54,12 @@ async def test_api_versions_lists_exactly_what_is_served_with_kafkas_ranges(c: C
     assert THIS_ISSUE <= served
     for key, rng in advertised.items():
         assert KAFKA_39_CONTROLLER_APIS.get(key) == rng, key
-    # Besides the routes: Envelope, ApiVersions, the Raft APIs, and DescribeUserScramCredentials,
-    # which a Kafka controller lists but answers with an error without an event (scram_credentials.py).
+    # Besides the routes: Envelope, ApiVersions, the Raft APIs, DescribeUserScramCredentials and
+    # DescribeDelegationToken, which a Kafka controller lists but answers with an error without an
+    # event (scram_credentials.py, delegation_tokens.py), and the SASL APIs (sasl.py).
     assert {r.api_key for r in ControllerApis(c.controller).routes()} | {ApiKey.ENVELOPE, ApiKey.API_VERSIONS} | \
-        set(RaftApis.API_KEYS) | {ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS} == served
+        set(RaftApis.API_KEYS) | {ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_DELEGATION_TOKEN,
+                                  ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE} == served
 
 
 async def test_create_partitions_and_incremental_alter_configs(c: Cluster) -> None:

@@ -145,7 +145,8 @@ class Side:
         if not self.adopted:
             self.epochs.clear()
         placed = self.view.placed_topics
-        self.view = norm.SideView(self.base, placed_topics=placed)
+        self.view = norm.SideView(self.base, placed_topics=placed, token_config={
+            k: v for k, v in self.node.overrides.items() if k.startswith("delegation.token.")})
         for r in read_log(self.node.metadata_dir, 0):  # offsets before the start count without them too
             if r.type in norm.DROPPED_RECORDS:
                 self.view.drop(r.offset)
@@ -322,7 +323,11 @@ async def request(side: Side, req: Message, version: int | None, timeout: float 
         await acls_settled(side, timeout)
     if type(req).__name__ == "DescribeConfigsRequest":
         await configs_settled(side, req, timeout)
+    if type(req).__name__ == "EnvelopeRequest":
+        await tokens_settled(side, req, timeout)
+    before = time.time_ns() // 1_000_000
     resp = await side.client.request(req, version, timeout=60)
+    side.view.window = (before, -(-time.time_ns() // 1_000_000))
     if type(req).__name__ != "ApiVersionsRequest":
         return resp
     v = 4 if version is None else version
@@ -416,6 +421,55 @@ async def configs_settled(side: Side, req: Any, timeout: float) -> None:
             settled = settled and result.error_code in (0, 29) and (result.error_code != 0 or {
                 c.name for c in result.configs if c.config_source == 1} == set(logged.get((2, result.resource_name), {})))
         if settled or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.02)
+
+
+def logged_token(metadata_dir: Path, mac: bytes, view: norm.SideView) -> tuple[int, int] | None:
+    """(max, expiry) of the token with this HMAC as the log has it; None if it has none."""
+    live: dict[str, tuple[int, int]] = {}
+    for r in read_log(metadata_dir, 0):
+        m: Any = r.message
+        if r.type == "DelegationTokenRecord":
+            live[m.token_id] = (m.max_timestamp, m.expiration_timestamp)
+        elif r.type == "RemoveDelegationTokenRecord":
+            live.pop(m.token_id, None)
+    return next((t for i, t in live.items() if view.token_hmac(i) == mac), None)
+
+
+TOKEN_PROBE_PRINCIPAL = "User:token-probe"  # owns and renews nothing
+
+
+async def tokens_settled(side: Side, envelope: Any, timeout: float) -> None:
+    """TOKEN_PUBLICATION_LAG: before a forwarded renewal or expiry, renew the same HMAC as a
+    principal that owns nothing until the answer is the one the log implies, with a deadline."""
+    from kraftsim.controller.envelope import serialize_principal
+    from kraftsim.rpc import frames
+
+    data = bytes(envelope.request_data)
+    api_key = int.from_bytes(data[0:2], "big")
+    if api_key not in (39, 40) or not side.view.token_config.get("delegation.token.secret.key"):
+        return
+    inner = norm._inner_request(data)
+    if inner is None:
+        return
+    mac = bytes(inner.hmac)
+    renew_cls = registry.request_class(39)
+    probe = type(envelope)(request_data=frames.encode_request(renew_cls(hmac=mac, renew_period_ms=-1), 2, 1, "probe")[4:],
+                           request_principal=serialize_principal(TOKEN_PROBE_PRINCIPAL),
+                           client_host_address=b"\x7f\x00\x00\x01")
+    deadline = time.monotonic() + timeout
+    while True:
+        token = logged_token(side.node.metadata_dir, mac, side.view)
+        now = time.time_ns() // 1_000_000
+        if token is not None and now <= min(token) <= now + 100 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)  # it expires about now: poll until the clock has passed it
+            continue
+        want = 62 if token is None else 66 if min(token) < now else 63  # NOT_FOUND, EXPIRED, OWNER_MISMATCH
+        resp = await side.client.request(probe, 0, timeout=60)
+        got = frames.decode_response(bytes(resp.response_data), 39, 2)[1].error_code \
+            if resp.error_code == 0 and resp.response_data is not None else None
+        if got == want or got is None or time.monotonic() > deadline:
             return
         await asyncio.sleep(0.02)
 

@@ -103,7 +103,8 @@ ACL_PUBLICATION_LAG = Normalisation(
     "moment after the ACL records commit, so a DescribeAcls right after a CreateAcls or DeleteAcls may not see "
     "it yet. Before a DescribeAcls step (when the side has an authorizer) the driver asks DescribeAcls for "
     "everything, with a deadline, until the bindings it gets are those the side's log holds (acls_settled); "
-    "then the step's own request is sent and compared like any other.")
+    "then the step's own request is sent and compared like any other. A token that expires within 100 ms is first waited for "
+    "(by polling the clock) until it has expired, so that both sides judge it expired.")
 
 PUBLICATION_LAG = Normalisation(
     "ApiVersions is asked again until it has seen the last feature change",
@@ -208,6 +209,27 @@ def normalise_describe_configs(out: dict[str, Any]) -> dict[str, Any]:
         result["configs"] = kept
     return out
 
+TOKENS = Normalisation(
+    "delegation tokens by order of appearance, their times by what decided them",
+    "A token id is a random Uuid (Uuid.randomUuid), so each is compared as 'token#n', n counting the tokens in "
+    "the order that side first showed them; its HMAC, after checking it is the HMAC-SHA512 of the id under the "
+    "pair's delegation.token.secret.key, as 'hmac(token#n)'. Token times come from each controller's clock. In "
+    "a response or record about one token, its issue time is compared as 'issue', and any other time T (but -1 "
+    "and 0) as 'issue+D' when T is D ms after the issue time, else as 'now+D' when T is D ms after some moment "
+    "between sending the request and reading its answer; D must be 0, the pair's delegation.token.max.lifetime.ms "
+    "or delegation.token.expiry.time.ms, or a period or lifetime a request of the scenario asked for. Any other time is "
+    "compared as is (and so differs). A run of RemoveDelegationTokenRecords (one expiry sweep) is compared sorted "
+    "by token: Kafka writes them in the order of a hash map keyed by the random ids.")
+
+TOKEN_PUBLICATION_LAG = Normalisation(
+    "a renewal or expiry waits until the controller's token cache has the log's tokens",
+    "A Kafka controller finds a token by HMAC in its DelegationTokenCache, which the MetadataLoader updates a "
+    "moment after the token's records commit, so a renewal right after a creation may find nothing yet. Before a "
+    "forwarded RenewDelegationToken or ExpireDelegationToken step the driver sends, with a deadline, a renewal of "
+    "the same HMAC by a principal that owns nothing (it writes nothing: DELEGATION_TOKEN_NOT_FOUND, _EXPIRED or "
+    "_OWNER_MISMATCH) until its answer is the one the side's log implies (tokens_settled); then the step's "
+    "own request is sent and compared like any other. A token that expires within 100 ms is first waited for "
+    "(by polling the clock) until it has expired, so that both sides judge it expired.")
 
 THROTTLE = Normalisation(
     "none for throttle_time_ms",
@@ -225,13 +247,13 @@ class KnownDivergence:
 
 
 # The api keys a Kafka 3.9 controller serves that kraftsim does not serve yet (later issues add them).
-NOT_SERVED_YET = frozenset({7, 17, 36, 38, 39, 40, 41, 80, 81, 82})
+NOT_SERVED_YET = frozenset({7, 80, 81, 82})
 
 CONTROLLER_APIS = KnownDivergence(
     "controller APIs not served yet",
     "ApiVersionsResponse.ApiKeys: a Kafka 3.9 controller also serves the api keys in NOT_SERVED_YET "
-    "(ControlledShutdown, SaslHandshake, delegation tokens, the Raft voter "
-    "APIs: the rest of issues 12 and 14). Their "
+    "(ControlledShutdown, which ZooKeeper-mode brokers send during a migration, issue 14, and the Raft voter "
+    "APIs of KIP-853, AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: kraftsim runs a single voter). Their "
     "entries are left out of the general comparison; every entry both serve is compared with its versions.",
     "tests/kafka/test_api_versions.py::test_api_versions_lists_every_controller_api",
     "ApiVersionsResponse", "api_keys",
@@ -297,7 +319,7 @@ DROPPED_RECORDS = {"NoOpRecord": TIMER_RECORDS, "RegisterControllerRecord": CONT
 
 ALL = (OFFSETS, TOPIC_IDS, UNKNOWN_UUIDS, PLACEMENT, BATCHES, TIMER_RECORDS, CONTROLLER_REGISTRATION, HASH_ORDER,
        PUBLICATION_LAG, ACL_PUBLICATION_LAG, ENVELOPE_DATA, REQUEST_TEXT, DUMP_JSON, TOOL_OUTPUT, SHELL_CATCH_UP, THROTTLE,
-       RAFT, CONFIG_PUBLICATION_LAG, CONFIG_DOCUMENTATION, NODE_CONFIG, LOGGERS)
+       TOKENS, TOKEN_PUBLICATION_LAG, RAFT, CONFIG_PUBLICATION_LAG, CONFIG_DOCUMENTATION, NODE_CONFIG, LOGGERS)
 
 # Where offsets live: (message class name, field attribute).
 OFFSET_FIELDS: frozenset[tuple[str, str]] = frozenset({
@@ -321,6 +343,27 @@ class SideView:
     unknown: dict[uuid.UUID, str] = field(default_factory=dict)
     dropped: list[int] = field(default_factory=list)  # offsets of DROPPED_RECORDS seen, ascending
     fetch_offset: int = 0  # the last Fetch's offset, from which its records are compared (RAFT)
+    token_config: dict[str, str] = field(default_factory=dict)  # the side's delegation.token.* config (TOKENS)
+    token_names: dict[str, str] = field(default_factory=dict)  # token id -> "token#n"
+    token_issue: dict[str, int] = field(default_factory=dict)  # token id -> issue time
+    window: tuple[int, int] = (0, 0)  # wall-clock ms just before the last request and just after its answer
+    asked: set[int] = field(default_factory=set)  # the periods and lifetimes the scenario's token requests asked for
+
+    def token(self, token_id: str) -> str:
+        if token_id not in self.token_names:
+            self.token_names[token_id] = f"token#{len(self.token_names)}"
+        return self.token_names[token_id]
+
+    def token_id(self, name: str) -> str:
+        """The id of the token the scenario calls ``name`` on this side (KeyError if none yet)."""
+        return next(i for i, n in self.token_names.items() if n == name)
+
+    def token_hmac(self, token_id: str) -> bytes:
+        import hashlib
+        import hmac
+
+        secret = self.token_config.get("delegation.token.secret.key", "")
+        return hmac.new(secret.encode(), token_id.encode(), hashlib.sha512).digest()
 
     def uuid(self, u: uuid.UUID) -> Any:
         if u.int >> 96 == SCENARIO_UUID_PREFIX or u.int in (0, 1):
@@ -409,13 +452,80 @@ def normalise_envelope(req: Any, resp: Any, view: SideView, mask: bool = True) -
         correlation_id, inner = frames.decode_response(bytes(data), api_key, version)
     except (CodecError, ValueError, KeyError):
         return out
-    out["response_data"] = {"correlation_id": correlation_id, "inner": normalise(inner, view, mask=mask)}
+    out["response_data"] = {"correlation_id": correlation_id, "inner": normalise_tokens(
+        inner, normalise(inner, view, mask=mask), view, _inner_request(bytes(req.request_data)))}
+    return out
+
+
+def _inner_request(data: bytes) -> Any:
+    from kraftsim.rpc import frames
+    from kraftsim.rpc.errors import CodecError
+
+    try:
+        return frames.decode_request(data)[1]
+    except (CodecError, ValueError, KeyError):
+        return None
+
+
+_TOKEN_TIMES = {"CreateDelegationTokenResponse": ("issue_timestamp_ms", ("expiry_timestamp_ms", "max_timestamp_ms")),
+                "RenewDelegationTokenResponse": (None, ("expiry_timestamp_ms",)),
+                "ExpireDelegationTokenResponse": (None, ("expiry_timestamp_ms",)),
+                "DelegationTokenRecord": ("issue_timestamp", ("max_timestamp", "expiration_timestamp"))}
+
+
+def _long(v: int) -> int:
+    """v as a Java long (the controllers add periods to times as longs, wrapping)."""
+    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def normalise_tokens(msg: Any, out: Any, view: SideView, request: Any = None) -> Any:
+    """TOKENS: token ids, HMACs and times of a token response or record, already normalised
+    otherwise (``out``); ``request`` is the request a response answers."""
+    name = type(msg).__name__
+    if name == "RemoveDelegationTokenRecord" and isinstance(out, dict):
+        out["token_id"] = view.token(msg.token_id)
+    if name not in _TOKEN_TIMES or not isinstance(out, dict):
+        return out
+    token_id = getattr(msg, "token_id", None) or None
+    if token_id is None and request is not None and getattr(request, "hmac", None):
+        mac = bytes(request.hmac)
+        token_id = next((t for t in view.token_names if view.token_hmac(t) == mac), None)
+    if token_id is None:
+        return out  # an error: no token, its times are -1 or 0 and compared as they are
+    label = view.token(token_id)
+    if "token_id" in out:
+        out["token_id"] = label
+    if "hmac" in out and msg.hmac:
+        out["hmac"] = f"hmac({label})" if bytes(msg.hmac) == view.token_hmac(token_id) else bytes(msg.hmac).hex()
+    issue_attr, others = _TOKEN_TIMES[name]
+    if issue_attr is not None:
+        view.token_issue.setdefault(token_id, getattr(msg, issue_attr))
+    issue = view.token_issue.get(token_id)
+    periods = {0, int(view.token_config.get("delegation.token.max.lifetime.ms", "604800000")),
+               int(view.token_config.get("delegation.token.expiry.time.ms", "86400000"))}
+    if request is not None:  # every period or lifetime the scenario has asked for so far
+        view.asked |= {v for a in ("max_lifetime_ms", "renew_period_ms", "expiry_time_period_ms")
+                       if isinstance(v := getattr(request, a, None), int) and v > 0}
+    periods |= view.asked
+    if issue_attr is not None and getattr(msg, issue_attr) == issue:
+        out[issue_attr] = "issue"
+    for attr in others:
+        t = getattr(msg, attr)
+        if t in (-1, 0):
+            continue
+        if issue is not None and _long(t - issue) in periods:
+            out[attr] = f"issue+{_long(t - issue)}"
+            continue
+        lo, hi = view.window
+        now = sorted(d for d in periods if lo <= _long(t - d) <= hi)
+        if now:
+            out[attr] = f"now+{now[0]}"
     return out
 
 
 def normalise_record(rec: Any, view: SideView) -> Any:
     """A metadata record's fields, normalised (PLACEMENT applies to records of placed topics)."""
-    out = normalise(rec, view)
+    out = normalise_tokens(rec, normalise(rec, view), view)
     name = type(rec).__name__
     topic = view.topic_names.get(rec.topic_id) if hasattr(rec, "topic_id") else None
     if topic is None or topic not in view.placed_topics:
@@ -447,6 +557,7 @@ _SORTED_RUNS: dict[str, Callable[[dict[str, Any]], tuple[str, int]]] = {
     "RemoveTopicRecord": lambda f: (repr(f["topic_id"]), 0),
     "PartitionChangeRecord": lambda f: (repr(f["topic_id"]), int(f["partition_id"])),
     "RemoveAccessControlEntryRecord": lambda f: (repr(f["id"]), 0),
+    "RemoveDelegationTokenRecord": lambda f: (repr(f["token_id"]), 0),
 }
 
 

@@ -1,14 +1,12 @@
 """Kafka's command-line tools beside kraftsim's: ``kafka-features --bootstrap-controller``
-(FeatureCommand) describe/upgrade/downgrade against both controllers, and the harness's tool
-helpers against a real Kafka controller and broker."""
+(FeatureCommand) describe/upgrade/downgrade against both controllers. The admin tools against
+real brokers on each controller are in test_admin_tools.py."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,19 +14,12 @@ import pytest
 from kraftsim.rpc.client import KafkaClient
 from tests.kafka import differential as d
 from tests.kafka import normalise as norm
-from tests.kafka.conftest import PAIR_CONFIG, PairNodes
+from tests.kafka.conftest import PairNodes
 from tests.kafka.harness import (
-    KafkaNode,
     Node,
     ToolResult,
-    dump_log,
-    kafka_acls,
-    kafka_configs,
     kafka_features,
-    kafka_metadata_quorum,
-    kafka_topics,
     kraftsim_cli,
-    random_cluster_id,
 )
 
 pytestmark = pytest.mark.kafka
@@ -118,45 +109,3 @@ def test_kraftsim_features_tool_matches_kafka_features(pair_factory: Callable[..
 def test_kafka_features_tool_against_kraftsim(pair_factory: Callable[..., PairNodes]) -> None:
     nodes = pair_factory("features-kafka-tool")
     compare(Runner(kafka_tool, nodes.kafka), Runner(kafka_tool, nodes.kraftsim))
-
-
-# -- the harness's tools against a real controller and broker ------------------------------------
-
-@pytest.mark.slow
-def test_kafka_broker_and_tools(tmp_path: Path) -> None:
-    """A real broker registers with a real controller; the topics, configs, acls,
-    metadata-quorum and dump-log helpers work against them."""
-    cid = random_cluster_id()
-    auth = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:ANONYMOUS"}
-    controller = KafkaNode(tmp_path / "controller", cluster_id=cid, overrides={**PAIR_CONFIG, **auth})
-    controller.format()
-    controller.start()
-    voters = f"{controller.node_id}@{controller.bootstrap}"
-    broker = KafkaNode(tmp_path / "broker", role="broker", node_id=1, cluster_id=cid, voters=voters,
-                       overrides=dict(auth))
-    try:
-        broker.format()
-        broker.start()
-        bs = ("--bootstrap-server", broker.bootstrap)
-        kafka_topics(*bs, "--create", "--topic", "tools", "--partitions", "3", "--replication-factor", "1").check()
-        described = kafka_topics(*bs, "--describe", "--topic", "tools").check().stdout
-        assert "PartitionCount: 3" in described, described
-        kafka_configs(*bs, "--entity-type", "topics", "--entity-name", "tools", "--alter",
-                      "--add-config", "retention.ms=1234").check()
-        assert "retention.ms=1234" in kafka_configs(*bs, "--entity-type", "topics", "--entity-name", "tools",
-                                                    "--describe").check().stdout
-        kafka_acls(*bs, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "tools").check()
-        assert "User:alice" in kafka_acls(*bs, "--list", "--topic", "tools").check().stdout
-        status = kafka_metadata_quorum("--bootstrap-controller", controller.bootstrap, "describe", "--status").check()
-        assert re.search(rf"LeaderId:\s+{controller.node_id}", status.stdout), status.stdout
-        bad = kafka_topics(*bs, "--create", "--topic", "tools", "--partitions", "1")
-        assert bad.returncode != 0 and "already exists" in bad.stdout + bad.stderr
-    finally:
-        assert broker.stop() in (0, 143)
-        assert controller.stop() in (0, 143)
-    logs = sorted((controller.metadata_dir / "__cluster_metadata-0").glob("*.log"))
-    dumped = dump_log(*logs).check().stdout
-    for kind in ("REGISTER_BROKER_RECORD", "TOPIC_RECORD", "CONFIG_RECORD", "ACCESS_CONTROL_ENTRY_RECORD"):
-        assert kind in dumped, kind
-    assert controller.log_path.exists() and "Kafka Server started" in controller.log_path.read_text()
