@@ -48,6 +48,7 @@ class ControllerApis:
                 *c.producer_ids.routes(), *c.alter_partition.routes(), *c.elections.routes(),
                 *c.reassignments.routes(), *c.replica_directories.routes(), *c.controllers.routes(),
                 *c.acls.routes(), *c.client_quotas.routes(), *c.scram.routes(),
+                *c.describe_configs.routes(),
                 *c.tokens.routes()]
 
     def install(self, dispatcher: Dispatcher) -> None:

@@ -128,3 +128,30 @@ def string_map_hash(entries: Iterable[tuple[str, str | None]]) -> int:
     for k, v in entries:
         h = (h + (_unsigned_hash(k) ^ (0 if v is None else _unsigned_hash(v)))) & _MASK
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+def scala_table_size(size: int) -> int:
+    """The table of a Scala 2.13 ``mutable.HashMap`` built up from empty with ``size`` keys: 16
+    buckets, doubled before an insertion would bring the count to three quarters."""
+    cap = 16
+    while size >= int(cap * 0.75):
+        cap *= 2
+    return cap
+
+
+def scala_hash_map_order(keys: Iterable[str]) -> list[str]:
+    """The distinct ``keys`` (in insertion order) in the order a Scala 2.13 ``mutable.HashMap``
+    built from empty iterates them: by bucket (the spread hash masked by the table size), and
+    within a bucket by spread hash as a signed int, insertion order breaking ties. Kafka's
+    DescribeConfigs lists a resource's configs in that order.
+
+    Not modelled: a put of a key already present can grow the table a step early; only a map
+    filled by first adding keys then re-adding some, within one key of a threshold, differs."""
+    items = list(dict.fromkeys(keys))
+    mask = scala_table_size(len(items)) - 1
+
+    def position(k: str) -> tuple[int, int]:
+        h = spread(_unsigned_hash(k))
+        return h & mask, h - (1 << 32) if h & 0x80000000 else h
+
+    return sorted(items, key=position)

@@ -53,7 +53,7 @@ RUNS_IN_PREMIGRATION = frozenset({
     "registerController", "writeNoOpRecord",
     "Begin ZK Migration Transaction", "ZK Migration Batch", "Complete ZK Migration",  # the copy
     # Kafka's read events and the requests ControllerApis answers without an event: never gated.
-    "describeAcls", "describeCluster", "listPartitionReassignments",
+    "describeAcls", "describeCluster", "describeConfigs", "listPartitionReassignments",
 })
 PRE_MIGRATION_MESSAGE = "The controller is in pre-migration mode."
 
@@ -107,6 +107,7 @@ class QuorumController:
         self.controllers: Any = None
         self.client_quotas: Any = None
         self.scram: Any = None
+        self.describe_configs: Any = None
         self.tokens: Any = None
         self.migration: Any = None  # the ZooKeeper migration driver's runner, when enabled
         self._registering = False  # a self-registration is being written (or waits to retry)
@@ -174,6 +175,7 @@ class QuorumController:
         from kraftsim.controller.configuration import ConfigurationControlManager
         from kraftsim.controller.controller_registrations import ControllerRegistrations, LocalController
         from kraftsim.controller.delegation_tokens import DelegationTokenControlManager
+        from kraftsim.controller.describe_configs import DescribeConfigsManager
         from kraftsim.controller.elections import LeaderElectionManager
         from kraftsim.controller.features import FeatureControlManager
         from kraftsim.controller.heartbeats import BrokerHeartbeatManager
@@ -200,6 +202,7 @@ class QuorumController:
             self.ctx, shutting_down=lambda b: hb.controlled_shutdown_offset(b) is not None)
         self.features = FeatureControlManager(self.ctx)
         self.configuration = ConfigurationControlManager(self.ctx)
+        self.describe_configs = DescribeConfigsManager(self.ctx, self.configuration.loggers)
         self.producer_ids = ProducerIdControlManager(self.ctx, self.cluster)
         self.alter_partition = AlterPartitionManager(self.ctx, self.cluster)
         self.elections = LeaderElectionManager(self.ctx, self.cluster)

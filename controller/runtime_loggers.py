@@ -49,6 +49,16 @@ class RuntimeLoggerManager:
                 self._alter(op)
         return None
 
+    @staticmethod
+    def levels() -> dict[str, str]:
+        """Every logger that exists and its effective level in Kafka's names (Log4jController.loggers)."""
+        names = {v: k for k, v in LEVELS.items()}
+        out = {ROOT_LOGGER: names.get(logging.root.getEffectiveLevel(), "INFO")}
+        for name, logger in sorted(logging.root.manager.loggerDict.items()):
+            if isinstance(logger, logging.Logger):
+                out[name] = names.get(logger.getEffectiveLevel(), logging.getLevelName(logger.getEffectiveLevel()))
+        return out
+
     def _check_node(self, name: str) -> None:
         requested = parse_java_int(name)
         if requested is None:

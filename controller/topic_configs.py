@@ -60,11 +60,11 @@ _JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+
 _COMMA = re.compile(r"\s*,\s*")
 
 
-def _parse(name: str, ctype: str, raw: str) -> object:
+def parse_type(name: str, ctype: str, raw: str) -> object:
     """ConfigDef.parseType for a string value."""
     s = raw.strip()
-    if ctype in ("INT", "LONG"):
-        bits = 31 if ctype == "INT" else 63
+    if ctype in ("SHORT", "INT", "LONG"):
+        bits = {"SHORT": 15, "INT": 31, "LONG": 63}[ctype]
         if _JAVA_INT.fullmatch(s):
             n = int(s)
             if -(1 << bits) <= n < (1 << bits):
@@ -82,6 +82,15 @@ def _parse(name: str, ctype: str, raw: str) -> object:
     if ctype == "LIST":
         return [] if not s else _COMMA.split(s)
     return s
+
+
+def convert_to_string(v: object, ctype: str | None) -> str | None:
+    """ConfigDef.convertToString of a parsed value: a list joined by commas, no spaces."""
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    return _show(v)
 
 
 Validator = Callable[[str, Any], None]
@@ -294,7 +303,7 @@ class TopicConfigResolver:
         parsed: dict[str, object] = {}
         for key in TOPIC_CONFIGS.values():
             if key.name in configs:
-                v = _parse(key.name, key.type, configs[key.name])
+                v = parse_type(key.name, key.type, configs[key.name])
                 if key.validator is not None:
                     key.validator(key.name, v)
                 parsed[key.name] = v
@@ -304,9 +313,9 @@ class TopicConfigResolver:
                 return parsed[name]
             key = TOPIC_CONFIGS[name]
             try:
-                return _parse(name, key.type, self.broker_value(key)[0])
+                return parse_type(name, key.type, self.broker_value(key)[0])
             except ApiError:
-                return _parse(name, key.type, key.default)
+                return parse_type(name, key.type, key.default)
 
         lo, hi = value("min.compaction.lag.ms"), value("max.compaction.lag.ms")
         if lo > hi:  # type: ignore[operator]

@@ -17,6 +17,7 @@ GENERIC_MESSAGES: Final[dict[int, str]] = {
     ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
     ErrorCode.REQUEST_TIMED_OUT: "The request timed out.",
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
     ErrorCode.UNSUPPORTED_VERSION: "The version of API is not supported.",
     ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
     ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "

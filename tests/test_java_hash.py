@@ -47,3 +47,25 @@ def test_string_map_hash_is_javas_map_hash_code() -> None:
     # Objects.hash(Map.of("user", "alice", "client-id" -> null)) is -1807702073 in Java 17: 31 + the map's hash.
     assert 31 + string_map_hash([("user", "alice"), ("client-id", None)]) == -1807702073
     assert string_map_hash([]) == 0
+
+
+def test_scala_hash_map_order_is_kafkas_describe_configs_order() -> None:
+    from kraftsim.controller.java_hash import scala_hash_map_order, scala_table_size
+    from kraftsim.controller.topic_configs import TOPIC_CONFIGS
+
+    # The order a Kafka 3.9.2 controller listed a topic's 36 configs in (DescribeConfigs), and the
+    # order of two of them asked for by name.
+    kafka = ["compression.type", "remote.log.delete.on.disable", "leader.replication.throttled.replicas",
+             "remote.storage.enable", "message.downconversion.enable", "min.insync.replicas", "segment.jitter.ms",
+             "remote.log.copy.disable", "local.retention.ms", "cleanup.policy", "flush.ms",
+             "follower.replication.throttled.replicas", "compression.lz4.level", "segment.bytes", "retention.ms",
+             "compression.gzip.level", "flush.messages", "compression.zstd.level", "message.format.version",
+             "max.compaction.lag.ms", "file.delete.delay.ms", "max.message.bytes", "min.compaction.lag.ms",
+             "message.timestamp.type", "local.retention.bytes", "preallocate", "min.cleanable.dirty.ratio",
+             "index.interval.bytes", "unclean.leader.election.enable", "retention.bytes", "delete.retention.ms",
+             "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "segment.ms",
+             "message.timestamp.difference.max.ms", "segment.index.bytes"]
+    assert scala_hash_map_order(sorted(TOPIC_CONFIGS)) == kafka
+    assert scala_hash_map_order(["retention.ms", "cleanup.policy"]) == ["cleanup.policy", "retention.ms"]
+    # 16 buckets, doubled before the insertion that would reach three quarters (12 of 16).
+    assert [scala_table_size(n) for n in (0, 11, 12, 23, 24, 36, 315)] == [16, 16, 32, 32, 64, 64, 512]

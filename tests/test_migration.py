@@ -470,6 +470,21 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
     assert client.get_children("/brokers/ids") == []  # gone with the fleet's session
 
 
+async def test_every_read_route_runs_in_pre_migration(tmp_path: Path) -> None:
+    """Kafka gates write events only: each route that only reads (not audited as mutating) must be
+    in the pre-migration set, or it would be refused while the migration waits."""
+    from kraftsim.controller.apis import ControllerApis
+    from kraftsim.controller.quorum import RUNS_IN_PREMIGRATION
+
+    c = Cluster(tmp_path)
+    await c.start()
+    try:
+        reads = {r.event for r in ControllerApis(c.controller).routes() if not r.mutating}
+    finally:
+        await c.stop()
+    assert reads and reads <= RUNS_IN_PREMIGRATION
+
+
 async def test_zk_seed_command(zk_root: tuple[str, Any]) -> None:
     connect, client = zk_root
     r = await asyncio.to_thread(harness.kraftsim, "zk", "seed", "--zookeeper", connect, "--topics", "2",

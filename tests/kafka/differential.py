@@ -47,6 +47,7 @@ AV = registry.request_class(18)
 ACQ = registry.request_class(49)
 AUSC = registry.request_class(51)
 DescribeAclsRequest = registry.request_class(29)
+DescribeConfigsRequest: Any = registry.request_class(32)
 
 
 # -- the log on disk ----------------------------------------------------------------------------
@@ -320,6 +321,8 @@ async def request(side: Side, req: Message, version: int | None, timeout: float 
     (normalise.ACL_PUBLICATION_LAG)."""
     if type(req).__name__ == "DescribeAclsRequest":
         await acls_settled(side, timeout)
+    if type(req).__name__ == "DescribeConfigsRequest":
+        await configs_settled(side, req, timeout)
     if type(req).__name__ == "EnvelopeRequest":
         await tokens_settled(side, req, timeout)
     before = time.time_ns() // 1_000_000
@@ -365,6 +368,59 @@ async def acls_settled(side: Side, timeout: float) -> None:
         got = {(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
                 a.permission_type) for r in resp.resources for a in r.acls}
         if got == logged_acls(side.node.metadata_dir) or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.02)
+
+
+def logged_configs(metadata_dir: Path) -> tuple[dict[tuple[int, str], dict[str, str]], set[str]]:
+    """The configs the log holds by (resource type, name), and the topics it holds."""
+    configs: dict[tuple[int, str], dict[str, str]] = {}
+    topics: dict[uuid.UUID, str] = {}
+    for r in read_log(metadata_dir, 0):
+        m: Any = r.message
+        if r.type == "ConfigRecord":
+            layer = configs.setdefault((m.resource_type, m.resource_name), {})
+            if m.value is None:
+                layer.pop(m.name, None)
+            else:
+                layer[m.name] = m.value
+        elif r.type == "TopicRecord":
+            topics[m.topic_id] = m.name
+        elif r.type == "RemoveTopicRecord" and m.topic_id in topics:
+            configs.pop((2, topics.pop(m.topic_id)), None)
+    return configs, set(topics.values())
+
+
+async def configs_settled(side: Side, req: Any, timeout: float) -> None:
+    """CONFIG_PUBLICATION_LAG: ask DescribeConfigs for the cluster default, this node and the
+    topics ``req`` names until they show what the log holds (of broker configs, as far as the
+    node keeps them), with a deadline."""
+    from kraftsim.controller.dynamic_broker_config import dynamic_layer
+
+    node = str(side.node.node_id)
+    logged, topics = logged_configs(side.node.metadata_dir)
+    want_default = set(dynamic_layer(logged.get((4, ""), {}), per_broker=False).items())
+    want_node = set(dynamic_layer(logged.get((4, node), {}), per_broker=True).items())
+    named = sorted({r.resource_name for r in req.resources if r.resource_type == 2 and r.resource_name in topics})
+    probe = DescribeConfigsRequest(include_synonyms=True, resources=[
+        DescribeConfigsRequest.DescribeConfigsResource(resource_type=t, resource_name=n, configuration_keys=None)
+        for t, n in [(4, ""), (4, node), *((2, n) for n in named)]])
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = await side.client.request(probe, 1, timeout=60)
+        default, own, *described = resp.results
+        if default.error_code or own.error_code:  # e.g. not authorized: nothing to wait for
+            return
+        sensitive = {c.name for r in resp.results for c in r.configs if c.is_sensitive}
+        settled = ({(c.name, c.value) for c in default.configs if not c.is_sensitive}
+                   == {kv for kv in want_default if kv[0] not in sensitive}
+                   and {(s.name, s.value) for c in own.configs for s in c.synonyms if s.source == 2
+                        and not c.is_sensitive} == {kv for kv in want_node if kv[0] not in sensitive})
+        for result in described:
+            # by name: a topic's value is answered parsed ("a, b" as "a,b")
+            settled = settled and result.error_code in (0, 29) and (result.error_code != 0 or {
+                c.name for c in result.configs if c.config_source == 1} == set(logged.get((2, result.resource_name), {})))
+        if settled or time.monotonic() > deadline:
             return
         await asyncio.sleep(0.02)
 

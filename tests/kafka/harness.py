@@ -509,3 +509,7 @@ def _release_at_least(release: str, want: tuple[int, int]) -> bool:
     except ValueError:
         return True
     return (major, minor) >= want
+
+
+def kafka_delegation_tokens(*args: str, timeout: float = 120) -> ToolResult:
+    return run_tool("org.apache.kafka.tools.DelegationTokenCommand", *args, timeout=timeout)

@@ -39,6 +39,7 @@ from tests.kafka import differential as d
 from tests.kafka.conftest import PairNodes, close, connect
 from tests.kafka.differential import Call, TopicSpec
 from tests.kafka.test_configs import alter
+from tests.kafka.test_describe_configs import describe as describe_configs
 from tests.kafka.test_elections import elect
 from tests.kafka.test_raft_rpcs import describe_quorum, fetch, fetch_snapshot
 from tests.kafka.test_reassignments import listed, reassign
@@ -113,6 +114,9 @@ async def test_authorization(pair_factory: Callable[..., PairNodes]) -> None:
                                            TopicSpec("free", 1, 1))),
             Call("the grants", grants()),
             Call("the ACLs", lambda side: describe_request()),
+            # DESCRIBE_CONFIGS: on the cluster (which now has ACLs) or on each topic.
+            Call("describe configs", describe_configs((2, "seen"), (2, "free", ["retention.ms"]), (4, "3000"),
+                                                      (2, "kept"), (8, "3000"), (16, "x"), (2, "missing"))),
             # The cluster now has ACLs, none allowing anything but DESCRIBE.
             Call("register 2", d.register(2)),
             Call("heartbeat 1", d.heartbeat(1)),
@@ -156,6 +160,9 @@ async def test_authorization(pair_factory: Callable[..., PairNodes]) -> None:
     refused_ids = t.response("delete by id")["responses"]
     assert sorted(str(r["name"]) for r in refused_ids) == ["None", "seen"]  # kept is not describable
     assert t.record_types("delete free") == ["RemoveTopicRecord"]
+    # Allowed resources first, then the refused ones, each in request order.
+    assert [(r["resource_name"], r["error_code"]) for r in t.response("describe configs")["results"]] == [
+        ("free", 0), ("missing", 3), ("seen", 29), ("3000", 31), ("kept", 29), ("3000", 31), ("x", 31)]
 
 
 async def test_the_cluster_checks_other_apis_already_had(pair_factory: Callable[..., PairNodes]) -> None:
@@ -170,6 +177,9 @@ async def test_the_cluster_checks_other_apis_already_had(pair_factory: Callable[
             Call("topics", d.create_topics(TopicSpec("seen", 1, 1))),
             Call("the grants", grants()),
             Call("the ACLs", lambda side: describe_request()),
+            # DESCRIBE_CONFIGS: on the cluster (which now has ACLs) or on each topic.
+            Call("describe configs", describe_configs((2, "seen"), (2, "free", ["retention.ms"]), (4, "3000"),
+                                                      (2, "kept"), (8, "3000"), (16, "x"), (2, "missing"))),
             Call("elect", elect(0, {"seen": [0]})),
             Call("elect everything", elect(0, None)),
             Call("reassign", reassign({"seen": {0: [1]}})),
@@ -221,6 +231,9 @@ async def test_grants_on_the_cluster_for_a_forwarded_principal(pair_factory: Cal
             Call("grant on the cluster", lambda side: CA(creations=[
                 acl("kafka-cluster", rtype=CLUSTER, op=op, principal=alice) for op in (CREATE, DELETE, ALTER)])),
             Call("the ACLs", lambda side: describe_request()),
+            # DESCRIBE_CONFIGS: on the cluster (which now has ACLs) or on each topic.
+            Call("describe configs", describe_configs((2, "seen"), (2, "free", ["retention.ms"]), (4, "3000"),
+                                                      (2, "kept"), (8, "3000"), (16, "x"), (2, "missing"))),
             Call("alice creates", as_alice(d.create_topics(TopicSpec("c", 1, 1), TopicSpec("a", 1, 1)), 7)),
             Call("alice deletes", as_alice(d.delete_topics("a", "missing"), 6)),
             Call("alice deletes by id", as_alice(d.delete_topics("b", by_id=True), 6)),
