@@ -470,6 +470,35 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
     assert client.get_children("/brokers/ids") == []  # gone with the fleet's session
 
 
+async def test_a_zookeeper_that_comes_up_late(tmp_path: Path) -> None:
+    """The controller starts and serves while its ZooKeeper is not up; the driver keeps trying
+    and goes on once ZooKeeper answers."""
+    from tests.zookeeper import missing
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    zk = ZooKeeper(tmp_path / "late-zk")  # its port is chosen now; nothing listens there yet
+    c = migrating_cluster(tmp_path, zk.connect)
+    await c.start()
+    try:
+        assert c.controller.active and c.controller.migration.driver.state == DriverState.UNINITIALIZED
+        r = await c.req(DC(endpoint_type=2), 1)
+        assert r.error_code == 0
+        await asyncio.to_thread(zk.start)
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        client: Any = zk.client()
+        try:
+            assert zk_json(client, "/migration")["kraft_metadata_offset"] == -1
+            assert client.exists("/brokers/topics") is not None  # Kafka's top-level paths, created
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        await c.stop()
+        zk.stop()
+
+
 async def test_every_read_route_runs_in_pre_migration(tmp_path: Path) -> None:
     """Kafka gates write events only: each route that only reads (not audited as mutating) must be
     in the pre-migration set, or it would be refused while the migration waits."""
