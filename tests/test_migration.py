@@ -509,6 +509,7 @@ async def test_every_read_route_runs_in_pre_migration(tmp_path: Path) -> None:
     await c.start()
     try:
         reads = {r.event for r in ControllerApis(c.controller).routes() if not r.mutating}
+        assert await status_lines(c) == ["ZkMigrationState: NONE (zookeeper.metadata.migration.enable is off)"]
     finally:
         await c.stop()
     assert reads and reads <= RUNS_IN_PREMIGRATION
