@@ -2,13 +2,13 @@
 
 The sources come in Kafka's order: topics (each one batch: its TopicRecord, its topic configs,
 its PartitionRecords), broker configs, client quotas with SCRAM credentials, the producer id
-block, ACLs (at most 100 records a batch), then delegation tokens. Each source yields its own batches; ``merged``
-buffers them as Kafka's BufferingBatchConsumer does, into batches of at least
-``zookeeper.metadata.migration.min.batch.size`` records, never splitting one.
+block, ACLs (at most 100 records a batch), then delegation tokens. Each source yields its own
+batches; ``merged`` buffers them as Kafka's BufferingBatchConsumer does, into batches of at
+least ``zookeeper.metadata.migration.min.batch.size`` records, never splitting one.
 
-Reading is synchronous (a ZooKeeper client in a worker thread); nothing here writes anything.
-Names are visited in sorted order so that a copy is reproducible (Kafka's order is that of its
-hash sets; the records are the same).
+Reading is synchronous (a ZooKeeper client in a worker thread, its reads pipelined where it can);
+nothing here writes anything. Names are visited in sorted order so that a copy is reproducible
+(Kafka's order is that of its hash sets; the records are the same).
 """
 
 from __future__ import annotations
@@ -100,13 +100,6 @@ def topics_to_migrate(zk: ZkReader) -> list[str]:
     """Every topic but those pending deletion (brokers reconcile those after the migration)."""
     pending = set(zk.children(L.DELETE_TOPICS))
     return sorted(t for t in zk.children(L.TOPICS) if t not in pending)
-
-
-def read_topic(zk: ZkReader, topic: str) -> L.TopicZNode | None:
-    got = zk.get(L.topic_path(topic))
-    if got is None:
-        return None
-    return L.TopicZNode.decode(topic, got[0])
 
 
 def assigned_broker_ids(zk: ZkReader) -> set[int]:
