@@ -4,7 +4,10 @@ process: from the ZooKeeper-mode brokers' registration to ``/migration`` holding
 offset. Reports the seed's znodes/s and the copy's znodes/s and records/s (the controller's own
 ``Completed migration`` line), and the end-to-end time (target: 60 s at 100k partitions).
 
-    .venv/bin/python benchmarks/migration.py [--topics 1000] [--partitions 100]
+    .venv/bin/python benchmarks/migration.py [--topics 1000] [--partitions 100] [--kafka]
+
+With ``--kafka``, the same shape is seeded again under a second chroot and migrated by a real
+Kafka 3.9.2 KRaft controller (tests/kafka's harness), timed the same way.
 
 Needs Debian's zookeeper package (and java) and the kazoo test extra.
 """
@@ -42,10 +45,61 @@ async def register(port: int, cluster_id: str) -> None:
         await client.close()
 
 
+def wait_copied(client: object, chroot: str, alive: object, timeout: float = 1800) -> bool:
+    """Poll /migration until it holds the copy's offset (False if the controller died first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if client.exists(f"{chroot}/migration") is not None:  # type: ignore[attr-defined]
+            data = client.get(f"{chroot}/migration")[0]  # type: ignore[attr-defined]
+            if json.loads(data)["kraft_metadata_offset"] > 0:
+                return True
+        if not alive():  # type: ignore[operator]
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def against_kafka(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> None:
+    """The same shape, migrated by a Kafka 3.9.2 controller (-Xmx2g)."""
+    from tests.kafka.conftest import PAIR_CONFIG
+    from tests.kafka.harness import KafkaNode, random_cluster_id
+
+    client = zk.client()
+    client.ensure_path("/kafka")  # type: ignore[attr-defined]
+    seeded = harness.kraftsim("zk", "seed", "--zookeeper", zk.connect + "/kafka", "--brokers", str(BROKERS),
+                              "--replication-factor", str(BROKERS), "--topics", str(args.topics),
+                              "--partitions", str(args.partitions), timeout=1800)
+    assert seeded.returncode == 0, seeded.stderr
+    node = KafkaNode(tmpdir / "kafka", cluster_id=random_cluster_id(), jvm_opts=("-Xmx2g", "-Xms512m"),
+                     overrides={**PAIR_CONFIG, "zookeeper.metadata.migration.enable": "true",
+                                "zookeeper.connect": zk.connect + "/kafka"})
+    node.format()
+    node.start()
+    try:
+        port = int(node.bootstrap.rsplit(":", 1)[1])
+        t1 = time.monotonic()
+        asyncio.run(register(port, node.cluster_id))
+        ok = wait_copied(client, "/kafka", lambda: node.running)
+        copy_s = time.monotonic() - t1
+    finally:
+        node.stop()
+    if not ok:
+        print("Kafka: the migration did not complete", file=sys.stderr)
+        return
+    done = re.search(r"Completed migration of metadata from ZooKeeper to KRaft\. (\d+) records were generated in "
+                     r"(\d+) ms across (\d+) batches", node.log_path.read_text(errors="replace"))
+    if done:
+        records, ms, batches = (int(g) for g in done.groups())
+        print(f"Kafka copy: {records} records in {batches} batches, {ms / 1000:.1f} s "
+              f"({records / (ms / 1000):,.0f} records/s)")
+    print(f"Kafka end to end (registration to /migration updated): {copy_s:.1f} s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--topics", type=int, default=1000)
     ap.add_argument("--partitions", type=int, default=100)
+    ap.add_argument("--kafka", action="store_true", help="also migrate the same shape with a Kafka 3.9.2 controller")
     args = ap.parse_args()
     why = missing()
     if why:
@@ -77,16 +131,10 @@ def main() -> int:
             client = zk.client()
             t1 = time.monotonic()
             asyncio.run(register(port, cluster_id))
-            deadline = time.monotonic() + 1800
-            while True:
-                stat = client.exists("/migration")  # type: ignore[attr-defined]
-                if stat is not None and json.loads(client.get("/migration")[0])["kraft_metadata_offset"] > 0:  # type: ignore[attr-defined]
-                    break
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    print("the migration did not complete", file=sys.stderr)
-                    print(harness.controller_output(config)[0][-3000:], file=sys.stderr)
-                    return 1
-                time.sleep(0.05)
+            if not wait_copied(client, "", lambda: proc is not None and proc.poll() is None):
+                print("the migration did not complete", file=sys.stderr)
+                print(harness.controller_output(config)[0][-3000:], file=sys.stderr)
+                return 1
             copy_s = time.monotonic() - t1
             out = harness.controller_output(config)[0]
             done = re.search(r"Completed migration of metadata from ZooKeeper to KRaft in (\d+) ms: (\d+) znodes "
@@ -97,6 +145,10 @@ def main() -> int:
                   f"({read / (ms / 1000):,.0f} znodes/s, {records / (ms / 1000):,.0f} records/s)")
             print(f"end to end (registration to /migration updated): {copy_s:.1f} s "
                   f"for {args.topics * args.partitions:,} partitions")
+            harness.stop(proc)
+            proc = None
+            if args.kafka:
+                against_kafka(zk, tmpdir, args)
         finally:
             if proc is not None:
                 harness.stop(proc)
