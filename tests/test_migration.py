@@ -499,6 +499,34 @@ async def test_a_zookeeper_that_comes_up_late(tmp_path: Path) -> None:
         zk.stop()
 
 
+async def test_zookeeper_lost_while_waiting_is_retried(tmp_path: Path, zookeeper: ZooKeeper,
+                                                       zk_root: tuple[str, Any]) -> None:
+    """ZooKeeper paused past the session timeout while the driver waits for brokers: its reads
+    fail (Kafka's "Will retry"), and once ZooKeeper is back the migration goes on."""
+    import signal
+
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=2, partitions=1, replication_factor=1, users=0))
+    c = migrating_cluster(tmp_path, connect, zookeeper_session_timeout_ms=1500,
+                          zookeeper_connection_timeout_ms=30000)
+    await c.start()
+    assert zookeeper.proc is not None
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        runner = c.controller.migration
+        zookeeper.proc.send_signal(signal.SIGSTOP)
+        try:
+            await harness.poll_until(lambda: "ZooKeeper (" in runner.driver.waiting_for, 30)  # a failed read
+        finally:
+            zookeeper.proc.send_signal(signal.SIGCONT)
+        await register_zk_brokers(c, [1])
+        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK, timeout=60)
+        assert runner.driver.state == DriverState.SYNC_KRAFT_TO_ZK and c.controller.fatal is None
+        assert sorted(r.name for r in image_records(c)["TopicRecord"]) == ["topic-0", "topic-1"]
+    finally:
+        await c.stop()
+
+
 async def test_every_read_route_runs_in_pre_migration(tmp_path: Path) -> None:
     """Kafka gates write events only: each route that only reads (not audited as mutating) must be
     in the pre-migration set, or it would be refused while the migration waits."""
