@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import socket
 import struct
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ class Tally:
     frames: int = 0
     answered: int = 0
     closed: int = 0
+    refused: int = 0  # connection attempts refused (and retried) while the controller listened
     by_kind: Counter[str] = field(default_factory=Counter)
 
 
@@ -74,8 +76,21 @@ class FuzzClient:
         self.tally = Tally()
 
     def _connect(self) -> socket.socket:
+        """A new connection. Thousands of short connections on loopback can meet a refusal while
+        the controller listens (a new connection's ports colliding with one the kernel still
+        remembers): retried until the deadline, and counted. A controller that stopped listening
+        keeps refusing, and fails the test."""
         if self.sock is None:
-            self.sock = socket.create_connection(self.addr, timeout=self.deadline_s)
+            deadline = time.monotonic() + self.deadline_s
+            while True:
+                try:
+                    self.sock = socket.create_connection(self.addr, timeout=self.deadline_s)
+                    break
+                except ConnectionRefusedError:
+                    self.tally.refused += 1
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)  # polling interval of a deadline-bound retry
             self.sock.settimeout(self.deadline_s)
         return self.sock
 

@@ -63,13 +63,15 @@ def test_fuzzed_frames_are_answered_or_closed_and_nothing_breaks(tmp_path: Path)
 
         try:
             play()
-        except AssertionError as e:
-            raise AssertionError(f"seed {seed}: {e}") from e
+        except Exception as e:  # any failure names its seed, so it can be replayed
+            raise AssertionError(f"seed {seed}: {type(e).__name__}: {e}; controller log tail: "
+                                 f"{harness.controller_output(cfg)[1][-2000:]}") from e
         finally:
             client.close()
         assert proc.poll() is None, f"seed {seed}: the controller died: {harness.controller_output(cfg)[1][-3000:]}"
         t = client.tally
         assert t.frames >= FRAMES and t.answered + t.closed == t.frames
+        assert t.refused < t.frames // 100, f"seed {seed}: {t.refused} refused connections"
         assert t.answered > FRAMES // 50 and t.closed > FRAMES // 2, t  # both outcomes really happen
         grown = (rss_kib(proc.pid) - idle) * 1024
         assert grown < 128 * MIB, f"RSS grew by {grown / MIB:.0f} MiB"
@@ -94,7 +96,7 @@ def test_fuzzed_frames_are_answered_or_closed_and_nothing_breaks(tmp_path: Path)
                 await c.close()
 
         asyncio.run(fresh_client())
-        print(f"protocol fuzz: {t.frames} frames, {t.answered} answered, {t.closed} closed, 0 crashes, "
+        print(f"protocol fuzz: {t.frames} frames, {t.answered} answered, {t.closed} closed, {t.refused} connects refused and retried, 0 crashes, "
               f"{len(faults)} faults as Kafka has them (seed {seed}); {dict(t.by_kind)}")
     finally:
         harness.stop(proc, 60)
