@@ -76,10 +76,11 @@ class FuzzClient:
         self.tally = Tally()
 
     def _connect(self) -> socket.socket:
-        """A new connection. Thousands of short connections on loopback can meet a refusal while
-        the controller listens (a new connection's ports colliding with one the kernel still
-        remembers): retried until the deadline, and counted. A controller that stopped listening
-        keeps refusing, and fails the test."""
+        """A new connection. A refused connect is retried until the deadline and counted (the
+        test allows fewer than 1 in 100 frames): a controller that stopped listening keeps
+        refusing and fails the test, with its seed, while a momentary refusal does not. Two
+        refusals were seen on a machine shared with other test runs, one of them explained by a
+        stray SIGTERM from outside the test; the other's cause is not established."""
         if self.sock is None:
             deadline = time.monotonic() + self.deadline_s
             while True:

@@ -203,15 +203,27 @@ def play(clusters: tuple[ToolCluster, ToolCluster], steps: list[tuple[str, Step]
 
 
 def until_equal(clusters: tuple[ToolCluster, ToolCluster], name: str, step: Step, want: Callable[[str], bool],
-                timeout: float = 30) -> None:
-    """A describe through a broker shows what its metadata image has replayed: poll both until
-    ``want`` holds (a broker catches up within a heartbeat), then compare them."""
+                timeout: float = 30) -> str:
+    """A describe through a broker shows what its metadata image has replayed: run it on both
+    clusters side by side until ``want`` holds on each (a broker catches up within a heartbeat),
+    then compare the outputs that satisfied it."""
     deadline = time.monotonic() + timeout
-    for c in clusters:
+
+    def settled(c: ToolCluster) -> str:
         while not want(last := normalised(c, step(c))):
             assert time.monotonic() < deadline, f"{name}: not seen on {c.controller.kind}'s cluster:\n{last}"
             time.sleep(0.2)
-    play(clusters, [(name, step)])
+        return last
+
+    kafka, ours = clusters
+    with ThreadPoolExecutor(2) as pool:
+        theirs_f, ours_f = pool.submit(settled, kafka), pool.submit(settled, ours)
+        theirs, mine = theirs_f.result(), ours_f.result()
+    assert mine == theirs, f"{name}: kraftsim's cluster printed\n{mine}\n--- Kafka's printed\n{theirs}"
+    if TRANSCRIPT:
+        with open(TRANSCRIPT, "a") as f:
+            f.write(f"== {name}\n{mine}\n")
+    return mine
 
 
 def test_topics_configs_acls_elections_and_reassignments(clusters: tuple[ToolCluster, ToolCluster],
