@@ -89,7 +89,7 @@ class QuorumController:
         self.new_active_controllers = 0
         self.timed_out_events = 0
         self.metrics = ControllerMetrics(self._metric_values)
-        self.queue = EventQueue(self.clock, self.metrics.queue_time.observe, self.metrics.processing_time.observe,
+        self.queue = EventQueue(self.clock, self.metrics.queue_time, self.metrics.processing_time,
                                 self._on_event_timeout)
         self._tasks: list[asyncio.Task[Any]] = []
         self._snapshot_task: asyncio.Task[Any] | None = None
@@ -380,7 +380,7 @@ class QuorumController:
             op = self._unless_pre_migration(op)
         r = self.queue.submit(name, self._run, deadline_ms, on_timeout, op)
         if r.__class__ is asyncio.Future:
-            return self._await_nested(r)
+            return self.await_nested(r)
         return r  # type: ignore[return-value]
 
     async def write(self, name: str, op: Callable[[], ControllerResult[T]], deadline_ms: int | None = None) -> T:
@@ -398,7 +398,7 @@ class QuorumController:
         return gated
 
     @staticmethod
-    async def _await_nested(fut: asyncio.Future[Any]) -> Any:
+    async def await_nested(fut: asyncio.Future[Any]) -> Any:
         v = await fut
         if inspect.isawaitable(v):
             v = await v
@@ -414,6 +414,35 @@ class QuorumController:
         except Exception as e:
             self._handler_fault(e)
             raise HandlerFaultError(str(e)) from e
+        return self._finish(result)
+
+    def run_request(self, handler: Callable[[Any, Any], ControllerResult[T]], request: Any, ctx: Any,
+                    gated: bool) -> T | Awaitable[T]:
+        """``_run`` of ``handler(request, ctx)`` (a route's event, see ``apis.py``), with the
+        pre-migration gate when ``gated``: the request path submits this with its arguments,
+        building no closure, and when it writes nothing and waits for no commit the answer is
+        returned inline (no future, no task)."""
+        if self.fatal is not None or not self.active:
+            raise NotControllerError()
+        try:
+            if gated and self.image.migration.state == ZkMigrationState.PRE_MIGRATION:
+                raise NotControllerError(PRE_MIGRATION_MESSAGE)
+            result = handler(request, ctx)
+        except ApiError:
+            raise
+        except Exception as e:
+            self._handler_fault(e)
+            raise HandlerFaultError(str(e)) from e
+        if result.records:
+            return self._finish(result)
+        raft = self.raft
+        assert raft is not None
+        if raft.committed_offset < self.image.offset:
+            return self._reply_after(self.image.offset, result.response)  # type: ignore[arg-type]
+        return result.response  # type: ignore[return-value]
+
+    def _finish(self, result: ControllerResult[T]) -> T | Awaitable[T]:
+        """Append the result's records (if any) and answer now or after their commit."""
         raft = self.raft
         assert raft is not None and self.writer is not None
         if result.records:

@@ -125,6 +125,7 @@ class Connection(asyncio.Protocol):
             self._out = None
             if out and not self.closed and self.transport is not None:
                 self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+                self.last_active = self.server.clock.monotonic_ms()  # once per turn, not per response
         if self.closed:
             return
         if inbox and not self._turn_scheduled:
@@ -250,10 +251,10 @@ class Connection(asyncio.Protocol):
             self._flush()
         elif self.transport is not None and not self.closed:
             if self._out is not None:
-                self._out.append(data)
+                self._out.append(data)  # written (and last_active set) at the end of the turn
             else:
                 self.transport.write(data)
-            self.last_active = self.server.clock.monotonic_ms()
+                self.last_active = self.server.clock.monotonic_ms()
 
     def _flush(self) -> None:
         pending = self.pending
