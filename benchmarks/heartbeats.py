@@ -109,7 +109,15 @@ class Driver(asyncio.Protocol):
             self.send(got)
 
 
-async def drive(port: int, frames_: list[bytes], seconds: float) -> tuple[float, bytes | None]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc): the controller's cost per
+    heartbeat, which other load on the machine does not change the way it changes rates."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def drive(port: int, frames_: list[bytes], seconds: float,
+                pid: int | None = None) -> tuple[float, bytes | None, float | None]:
     loop = asyncio.get_running_loop()
     drivers = []
     per = len(frames_) // CONNECTIONS
@@ -119,13 +127,16 @@ async def drive(port: int, frames_: list[bytes], seconds: float) -> tuple[float,
         drivers.append(d)
     await asyncio.sleep(0.5)  # warm up
     start_done = sum(d.done for d in drivers)
+    cpu0 = None if pid is None else cpu_seconds(pid)
     t0 = time.perf_counter()
     await asyncio.sleep(seconds)
-    rate = (sum(d.done for d in drivers) - start_done) / (time.perf_counter() - t0)
+    done = sum(d.done for d in drivers) - start_done
+    rate = done / (time.perf_counter() - t0)
+    cpu_us = None if pid is None or cpu0 is None else (cpu_seconds(pid) - cpu0) / done * 1e6
     for d in drivers:
         assert d.transport is not None
         d.transport.close()
-    return rate, drivers[0].sample
+    return rate, drivers[0].sample, cpu_us
 
 
 async def paced(port: int, frames_: list[bytes], rate: int, seconds: float) -> list[float]:
@@ -228,11 +239,11 @@ def main() -> None:
             harness.wait_http(http_port)
             assert echo.stdout is not None and echo.stdout.readline().strip() == "ready"
             hb_frames = asyncio.run(setup_brokers(port, cid))
-            rate, sample = asyncio.run(drive(port, hb_frames, args.seconds))
+            rate, sample, cpu_us = asyncio.run(drive(port, hb_frames, args.seconds, ctl.pid))
             assert sample is not None
             _, resp = frames.decode_response(sample, ApiKey.BROKER_HEARTBEAT, 1)
             assert resp.error_code == 0 and resp.is_fenced is False, resp
-            echo_rate, _ = asyncio.run(drive(echo_port, hb_frames, args.seconds))
+            echo_rate, _, echo_cpu_us = asyncio.run(drive(echo_port, hb_frames, args.seconds, echo.pid))
             lat = asyncio.run(paced(port, hb_frames, 5000, args.seconds))
             p50 = lat[len(lat) // 2] * 1000
             p99 = lat[int(len(lat) * 0.99)] * 1000
@@ -240,6 +251,9 @@ def main() -> None:
                   f"{args.seconds:.0f} s per run, cpus={os.cpu_count()}")
             print(f"controller: {rate:,.0f} heartbeats/s; echo server: {echo_rate:,.0f} frames/s; "
                   f"ratio {rate / echo_rate:.2f}")
+            assert cpu_us is not None and echo_cpu_us is not None
+            print(f"server CPU per frame: controller {cpu_us:.2f} µs, echo {echo_cpu_us:.2f} µs; "
+                  f"ratio {echo_cpu_us / cpu_us:.2f}; load average {os.getloadavg()[0]:.2f}")
             print(f"paced at 5,000 heartbeats/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms ({len(lat):,} samples)")
             print(f"the handler alone (no socket, no queue): {handler_only():.2f} µs per no-change heartbeat")
         finally:
