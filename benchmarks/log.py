@@ -128,6 +128,12 @@ def bench_replay(total: int) -> None:
     for i, v in enumerate(values):
         replay_framed(image, v, i)
     dt = time.perf_counter() - t0
+    from kraftsim.metadata.image.fast_replay import replay_framed_all
+
+    image = MetadataImage()
+    t0 = time.perf_counter()
+    replay_framed_all(image, values, 1)
+    dt_all = time.perf_counter() - t0
     image = MetadataImage()
     t0 = time.perf_counter()
     unframe = recs.unframe
@@ -138,7 +144,8 @@ def bench_replay(total: int) -> None:
     dt_slow = time.perf_counter() - t0
     n_parts = sum(1 for r, _ in items if type(r).__name__ == "PartitionRecord")
     print(f"(b) replay of {len(values):,} framed records ({n_parts:,} PartitionRecords): "
-          f"{len(values) / dt:,.0f} records/s as the loader does it (replay_framed); "
+          f"{len(values) / dt:,.0f} records/s as the log loader does it (replay_framed); "
+          f"{len(values) / dt_all:,.0f} records/s in bulk, as a snapshot load does it (replay_framed_all); "
           f"{len(values) / dt_slow:,.0f} records/s through unframe() + replay()")
 
 

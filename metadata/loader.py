@@ -125,12 +125,11 @@ def _load_snapshot(image: object, path: Path, last_offset: int, legacy: bool) ->
     if legacy or not isinstance(image, MetadataImage):
         image.load_snapshot(read_snapshot_file(path, legacy), last_offset)  # type: ignore[attr-defined]
         return
-    from kraftsim.metadata.image.fast_replay import replay_framed
+    from kraftsim.metadata.image.fast_replay import replay_framed_all
 
     image._loading_snapshot = True  # transaction records are refused inside a snapshot
     try:
-        for value in iter_snapshot_values(path):
-            replay_framed(image, value, last_offset)
+        replay_framed_all(image, iter_snapshot_values(path), last_offset)
     finally:
         image._loading_snapshot = False
     image.offset = last_offset

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftsim.metadata.image import MetadataImage, ReplayError
-from kraftsim.metadata.image.fast_replay import replay_framed
+from kraftsim.metadata.image.fast_replay import replay_framed, replay_framed_all
 from kraftsim.metadata.records import by_name, frame, unframe
 from kraftsim.rpc.errors import DecodeError
 
@@ -51,6 +51,62 @@ partition_records = st.builds(
     st.sampled_from([T, uuid.UUID(int=5)]))
 
 
+def _bulk(img: MetadataImage, value: bytes) -> None:
+    replay_framed_all(img, [value], 5)
+
+
+def _maybe_corrupt(value: bytes, data: st.DataObject) -> bytes:
+    if data.draw(st.booleans()):  # corrupt: truncate, flip a byte, or append garbage
+        how = data.draw(st.sampled_from(["cut", "flip", "append"]))
+        i = data.draw(st.integers(0, len(value) - 1))
+        if how == "cut":
+            return value[:i]
+        if how == "flip":
+            return value[:i] + bytes([value[i] ^ data.draw(st.integers(1, 255))]) + value[i + 1:]
+        return value + b"\x00"
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(partition_records, st.data())
+def test_bulk_path_equals_general_path_even_on_corrupt_bytes(rv: tuple, data: st.DataObject) -> None:
+    rec, version = rv
+    value = _maybe_corrupt(frame(rec, version), data)
+    assert _outcome(_bulk, value) == _outcome(_general, value)
+
+
+def _run_each(img: MetadataImage, values: list[bytes]) -> None:
+    for v in values:
+        replay_framed(img, v, 5, 42)
+
+
+def _many_outcome(apply, values: list[bytes], journal: bool) -> tuple:  # type: ignore[no-untyped-def]
+    img = _base()
+    if journal:
+        img.mark()
+    try:
+        apply(img, values)
+        err = "ok"
+    except (DecodeError, ReplayError) as e:
+        err = type(e).__name__
+    t = img.topics  # the indexes too: the bulk path fills them in place
+    indexes = (set(t.leaderless), set(t.imbalanced), set(t.reassigning),
+               {b: set(members) for b, members in t.isr_index.items()})
+    return (err, list(img.records()), img.offset, img.last_timestamp_ms, t.partition_count, img.journaling,
+            indexes)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(partition_records, max_size=12), st.booleans(), st.data())
+def test_bulk_replay_of_many_equals_one_by_one(rvs: list, journal: bool, data: st.DataObject) -> None:
+    """Many values at one offset, some corrupt, on a plain or a journaling image: the same
+    state (and the same first error) as replay_framed on each in turn."""
+    values = [_maybe_corrupt(frame(rec, v), data) for rec, v in rvs]
+    values.insert(data.draw(st.integers(0, len(values))), frame(by_name("NoOpRecord")(), 0))
+    assert (_many_outcome(lambda img, vs: replay_framed_all(img, vs, 5, 42), values, journal)
+            == _many_outcome(_run_each, values, journal))
+
+
 @settings(max_examples=300, deadline=None)
 @given(partition_records, st.data())
 def test_fast_path_equals_general_path_even_on_corrupt_bytes(rv: tuple, data: st.DataObject) -> None:
@@ -77,3 +133,21 @@ def test_fast_path_sets_offset_and_handles_other_records() -> None:
     assert img.offset == 8
     with pytest.raises(DecodeError):
         replay_framed(img, b"\x01\x03", 9)
+
+
+def test_bulk_replay_journals_from_a_transaction_begun_inside_it() -> None:
+    """A BeginTransactionRecord among the values turns the journal on: what follows it must be
+    revertible, as with one-by-one replay."""
+    def part(pid: int) -> bytes:
+        return frame(by_name("PartitionRecord")(partition_id=pid, topic_id=T, replicas=[1], isr=[1], leader=1,
+                                                leader_epoch=0, partition_epoch=0), 0)
+    values = [part(0), frame(by_name("BeginTransactionRecord")(name="tx"), 0), part(1), part(2)]
+    bulk, each = _base(), _base()
+    replay_framed_all(bulk, values, 5)
+    for v in values:
+        replay_framed(each, v, 5)
+    assert bulk.journaling and each.journaling
+    assert list(bulk.records()) == list(each.records()) and bulk.topics.partition_count == 3
+    # The same journal: one Start per record from the transaction on, the same undo entries.
+    assert bulk._starts == each._starts and len(bulk._starts) == 3
+    assert bulk._undo is not None and each._undo is not None and len(bulk._undo) == len(each._undo)
