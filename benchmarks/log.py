@@ -128,11 +128,11 @@ def bench_replay(total: int) -> None:
     for i, v in enumerate(values):
         replay_framed(image, v, i)
     dt = time.perf_counter() - t0
-    from kraftsim.metadata.image.fast_replay import replay_framed_all
+    from kraftsim.metadata.image.fast_replay import replay_snapshot_values
 
     image = MetadataImage()
     t0 = time.perf_counter()
-    replay_framed_all(image, values, 1)
+    replay_snapshot_values(image, values, 1)
     dt_all = time.perf_counter() - t0
     image = MetadataImage()
     t0 = time.perf_counter()
@@ -145,7 +145,7 @@ def bench_replay(total: int) -> None:
     n_parts = sum(1 for r, _ in items if type(r).__name__ == "PartitionRecord")
     print(f"(b) replay of {len(values):,} framed records ({n_parts:,} PartitionRecords): "
           f"{len(values) / dt:,.0f} records/s as the log loader does it (replay_framed); "
-          f"{len(values) / dt_all:,.0f} records/s in bulk, as a snapshot load does it (replay_framed_all); "
+          f"{len(values) / dt_all:,.0f} records/s in bulk, as a snapshot load does it (replay_snapshot_values); "
           f"{len(values) / dt_slow:,.0f} records/s through unframe() + replay()")
 
 

@@ -125,11 +125,11 @@ def _load_snapshot(image: object, path: Path, last_offset: int, legacy: bool) ->
     if legacy or not isinstance(image, MetadataImage):
         image.load_snapshot(read_snapshot_file(path, legacy), last_offset)  # type: ignore[attr-defined]
         return
-    from kraftsim.metadata.image.fast_replay import replay_framed_all
+    from kraftsim.metadata.image.fast_replay import replay_snapshot_values
 
     image._loading_snapshot = True  # transaction records are refused inside a snapshot
     try:
-        replay_framed_all(image, iter_snapshot_values(path), last_offset)
+        replay_snapshot_values(image, iter_snapshot_values(path), last_offset)
     finally:
         image._loading_snapshot = False
     image.offset = last_offset

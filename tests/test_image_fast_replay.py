@@ -151,3 +151,21 @@ def test_bulk_replay_journals_from_a_transaction_begun_inside_it() -> None:
     # The same journal: one Start per record from the transaction on, the same undo entries.
     assert bulk._starts == each._starts and len(bulk._starts) == 3
     assert bulk._undo is not None and each._undo is not None and len(bulk._undo) == len(each._undo)
+
+
+def test_snapshot_replay_restores_the_collector_even_on_error() -> None:
+    import gc
+
+    from kraftsim.metadata.image.fast_replay import replay_snapshot_values
+
+    img = _base()
+    assert gc.isenabled()
+    with pytest.raises(DecodeError):
+        replay_snapshot_values(img, [b"\x01\x03"], 5)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        replay_snapshot_values(img, [frame(by_name("NoOpRecord")(), 0)], 6)
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()
