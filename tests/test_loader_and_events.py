@@ -113,6 +113,26 @@ async def test_queued_events_past_their_deadline_time_out() -> None:
     assert timeouts == ["late"]
 
 
+async def test_call_runs_inline_when_idle_else_queues_and_both_are_counted() -> None:
+    """``call`` (the request path): inline with its arguments when the queue is idle, queued
+    behind a running event otherwise; every event lands in both histograms (the inline ones'
+    zero queue time in the first bucket once merged on scrape)."""
+    q = EventQueue(ManualClock())
+    got: dict[str, object] = {}
+
+    def outer(a: int, b: int) -> int:
+        got["nested"] = q.call("nested", lambda x: x * 10, (a,))  # the queue is busy: a future
+        return a + b
+
+    assert q.call("outer", outer, (2, 3)) == 5
+    assert isinstance(got["nested"], asyncio.Future)
+    assert await got["nested"] == 20  # type: ignore[misc]
+    assert q.queue_time.zeros == 1 and q.queue_time.n == 1  # one inline, one queued
+    first_bucket, *_, (inf_label, inf_count) = q.queue_time.cumulative()
+    assert first_bucket[1] >= 1 and inf_label == "+Inf" and inf_count == 2
+    assert q.processing_time.cumulative()[-1] == ("+Inf", 2)
+
+
 def test_dump_log_reads_a_live_controllers_segment(tmp_path: Path) -> None:
     cfg = harness.write_config(tmp_path)
     harness.format_dir(cfg)
