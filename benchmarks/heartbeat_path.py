@@ -1,0 +1,111 @@
+"""The controller's request path per heartbeat, in process (run by hand).
+
+Starts a controller in this process, registers and unfences 200 brokers over a real socket,
+then feeds pipelined BrokerHeartbeat frames (16 per read) straight into a server connection
+whose transport discards what it is given: decode, route, queue, handler, metrics and encode,
+without the socket system calls that dominate (and blur) ``heartbeats.py`` on a shared machine.
+
+    .venv/bin/python benchmarks/heartbeat_path.py [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import heartbeats  # noqa: E402
+
+from kraftsim.controller.config import load  # noqa: E402
+from kraftsim.controller.daemon import start  # noqa: E402
+from kraftsim.rpc import frames  # noqa: E402
+from kraftsim.rpc.api_keys import ApiKey  # noqa: E402
+from kraftsim.rpc.server import Connection  # noqa: E402
+from tests import harness  # noqa: E402
+
+
+class NullTransport:
+    """Keeps the last bytes written (to check the answers), sends nothing."""
+
+    def __init__(self) -> None:
+        self.last = b""
+
+    def write(self, data: bytes) -> None:
+        self.last = data
+
+    def get_extra_info(self, key: str) -> object:
+        return ("127.0.0.1", 5555)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+async def main(profile: bool) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        port = harness.free_port()
+        cfg = harness.write_config(tmp, port=port, http_port=harness.free_port(),
+                                   metadata_max_idle_interval_ms="500", broker_session_timeout_ms="600000")
+        cid = harness.format_dir(cfg)
+        running = await start(load(cfg, []))
+        try:
+            deadline = time.monotonic() + 30
+            while not running.controller.active:
+                assert time.monotonic() < deadline, "the controller did not become active"
+                await asyncio.sleep(0.05)
+            hb_frames = await heartbeats.setup_brokers(port, cid)
+            conn = Connection(running.server)
+            transport = NullTransport()
+            conn.connection_made(transport)  # type: ignore[arg-type]
+            chunks = [b"".join(hb_frames[i:i + 16]) for i in range(0, len(hb_frames), 16)]
+
+            def run(rounds: int) -> int:
+                n = 0
+                for _ in range(rounds):
+                    for c in chunks:
+                        conn.data_received(c)
+                        n += 16
+                return n
+
+            if profile:
+                pr = cProfile.Profile()
+                pr.enable()
+                run(100)
+                pr.disable()
+                pstats.Stats(pr).sort_stats("tottime").print_stats(15)
+            best = float("inf")
+            n = 0
+            for _ in range(15):
+                t0 = time.perf_counter()
+                n = run(100)
+                best = min(best, (time.perf_counter() - t0) / n * 1e6)
+                await asyncio.sleep(0)
+            size = int.from_bytes(transport.last[:4], "big")
+            _, resp = frames.decode_response(transport.last[4:4 + size], ApiKey.BROKER_HEARTBEAT, 1)
+            assert resp.error_code == 0 and resp.is_fenced is False, resp
+            print(f"the request path in process: {best:.2f} µs per no-change heartbeat (best of 15 x {n:,})")
+        finally:
+            await running.stop()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", action="store_true", help="print a cProfile of one round first")
+    asyncio.run(main(ap.parse_args().profile))
