@@ -18,21 +18,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from kraftsim.controller.result import ControllerResult, RecordAndVersion
 from kraftsim.metadata import versions
 from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.messages import BeginTransactionRecord, EndTransactionRecord, ZkMigrationStateRecord
-from kraftsim.migration import zk_copy
+from kraftsim.migration import zk_copy, zk_writer
 from kraftsim.migration import zk_layout as L
-from kraftsim.migration.driver import BrokerView, DriverState, MigrationDriver
+from kraftsim.migration.driver import BACKOFF_MAX_MS, BrokerView, DriverState, MigrationDriver
 from kraftsim.migration.zk_client import (
     ClaimFailedError,
     ControllerMovedError,
     MigrationFencedError,
+    ZkOp,
     ZkSession,
+    ZkWriteError,
     ZooKeeperUnavailableError,
 )
 
@@ -45,6 +48,8 @@ TRANSACTION_NAME = "ZK Migration"
 CLUSTER_RECORDS = frozenset({"RegisterBrokerRecord", "UnregisterBrokerRecord", "FenceBrokerRecord",
                              "UnfenceBrokerRecord", "BrokerRegistrationChangeRecord", "RegisterControllerRecord"})
 PROGRESS_EVERY_S = 5.0
+# Records of Kafka's TopicsDelta: what the dual-write mirrors to /brokers/topics.
+TOPIC_RECORDS = frozenset({"TopicRecord", "PartitionRecord", "PartitionChangeRecord", "RemoveTopicRecord"})
 
 
 class MigrationRunner:
@@ -62,12 +67,35 @@ class MigrationRunner:
         # Called after each copy batch commits, with the batch count so far (tests: a kill mid-copy).
         self.after_batch: Callable[[int], Awaitable[None]] | None = None
         self._wake = asyncio.Event()
+        # Dual-write: from SYNC_KRAFT_TO_ZK on, each appended topic change is noted as (offset,
+        # topic name, partitions or None for the whole topic) and written once committed.
+        self.collecting = False
+        self.topic_names: dict[uuid.UUID, str] = {}  # names of deleted topics are looked up here
+        self.pending: list[tuple[int, str, set[int] | None]] = []
+        self.zk_writes = 0  # fenced multi-ops applied (for tests and `migration status`)
 
     def note_batch(self, records: list[RecordAndVersion], base: int) -> None:
         """A write-path listener: a change to the brokers or controllers wakes the driver at once
         (Kafka's driver polls again when a metadata delta touches the cluster before dual-write),
         rather than at the end of its backoff."""
         if not self.driver.state.allows_dual_write and any(type(r).__name__ in CLUSTER_RECORDS for r, _ in records):
+            self._wake.set()
+        if not self.collecting:
+            return
+        for i, (rec, _) in enumerate(records):
+            r: Any = rec
+            kind = type(r).__name__
+            if kind not in TOPIC_RECORDS:
+                continue
+            if kind == "TopicRecord":
+                self.topic_names[r.topic_id] = r.name
+            name = self.topic_names.get(r.topic_id)
+            if name is not None:
+                self.pending.append((base + i, name, {r.partition_id} if kind == "PartitionChangeRecord" else None))
+
+    def _committed(self, offset: int) -> None:
+        """A Raft commit listener: in dual-write every commit is mirrored (and /migration advanced)."""
+        if self.driver.state == DriverState.DUAL_WRITE:
             self._wake.set()
 
     # ---- the loop ---------------------------------------------------------------------------
@@ -79,20 +107,25 @@ class MigrationRunner:
             DriverState.WAIT_FOR_BROKERS: self._check_brokers,
             DriverState.BECOME_CONTROLLER: self._claim,
             DriverState.ZK_MIGRATION: self._copy,
+            DriverState.SYNC_KRAFT_TO_ZK: self._sync,
+            DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM: self._broker_comm,
+            DriverState.DUAL_WRITE: self._dual_write,
         }
+        raft = self.controller.raft
+        if raft is not None:
+            raft.on_commit.append(self._committed)
         try:
             while self.controller.active:
                 self._wake.clear()
                 state = self.driver.state
                 step = steps.get(state)
                 if step is None:
-                    self.stopped_reason = (f"{state.name}: the ZooKeeper sync, broker RPCs and dual-write are not "
-                                           f"simulated yet")
+                    self.stopped_reason = f"{state.name}: no step for this state"
                     log.info("Migration driver reached %s; %s", state.name, self.stopped_reason)
                     return
                 try:
                     await step()
-                except (ZooKeeperUnavailableError, ClaimFailedError) as e:
+                except (ZooKeeperUnavailableError, ClaimFailedError, ZkWriteError) as e:
                     self.driver.waiting_for = str(e)
                     log.info("Migration driver in %s: %s", state.name, e)
                 except (ControllerMovedError, MigrationFencedError) as e:
@@ -108,12 +141,17 @@ class MigrationRunner:
                         log.info("Encountered ZooKeeper error during %s. Will retry.", state.name, exc_info=e)
                     else:
                         log.error("Unhandled error in %s", state.name, exc_info=e)
-                if self.driver.state == state and self.controller.active:
+                if self.driver.state == DriverState.DUAL_WRITE and state == DriverState.DUAL_WRITE \
+                        and not self.driver.waiting_for:
+                    await self._backoff(BACKOFF_MAX_MS)  # each commit wakes it
+                elif self.driver.state == state and self.controller.active:
                     await self._backoff(self.driver.next_poll_ms())
                 elif self.driver.state == DriverState.INACTIVE and state != DriverState.UNINITIALIZED:
                     log.info("Migration driver is inactive: %s", self.driver.waiting_for)
                     return
         finally:
+            if raft is not None and self._committed in raft.on_commit:
+                raft.on_commit.remove(self._committed)
             await self.close()
 
     async def _backoff(self, delay_ms: int) -> None:
@@ -253,6 +291,86 @@ class MigrationRunner:
                  "offset is now %d with an epoch of %d.", (time.monotonic() - started) * 1000, manifest, offset,
                  controller.epoch)
 
+    # ---- SYNC_KRAFT_TO_ZK and DUAL_WRITE -------------------------------------------------------
+    async def _sync(self) -> None:
+        """SYNC_KRAFT_TO_ZK (Kafka's snapshot reconcile): make ZooKeeper's topics what the image
+        holds, writing only what differs (nothing right after a copy). Changes appended from now
+        on are noted for the dual-write, so none falls between the reconcile and DUAL_WRITE."""
+        zk = await self._session()
+        self.collecting = True
+        image = self.controller.image
+        self.topic_names.update({t.id: t.name for t in image.topics.by_id.values()})
+        pending_deletions = await asyncio.to_thread(zk.children, L.DELETE_TOPICS)
+        if pending_deletions:  # Kafka clears them: the topics themselves go below, being absent from KRaft
+            await self._fenced([ZkOp("delete", f"{L.DELETE_TOPICS}/{t}") for t in sorted(pending_deletions)],
+                               self.driver.leadership.kraft_metadata_offset)
+        names = set(image.topics.by_name) | set(await asyncio.to_thread(zk.children, L.TOPICS))
+        await self._mirror({n: None for n in sorted(names)}, self._committed_offset())
+        self.driver.synced()
+
+    async def _broker_comm(self) -> None:
+        """KRAFT_CONTROLLER_TO_BROKER_COMM: Kafka sends full UpdateMetadata and LeaderAndIsr to
+        the ZooKeeper-mode brokers here; kraftsim does not (see README), and goes on to DUAL_WRITE."""
+        self.driver.brokers_told()
+
+    async def _dual_write(self) -> None:
+        """DUAL_WRITE: mirror every committed topic change, then advance /migration to the
+        committed offset (on every commit, as Kafka's driver does on every published delta)."""
+        committed = self._committed_offset()
+        if committed <= self.driver.leadership.kraft_metadata_offset and self.driver.leadership.kraft_metadata_epoch \
+                == self.controller.epoch:
+            return
+        due = [p for p in self.pending if p[0] <= committed]
+        dirty: dict[str, set[int] | None] = {}
+        for _, name, parts in due:
+            if name in dirty and dirty[name] is None:
+                continue
+            dirty[name] = None if parts is None else (dirty.get(name) or set()) | parts
+        await self._mirror(dirty, committed)
+        self.pending = [p for p in self.pending if p[0] > committed]
+        self.driver.waiting_for = ""
+        self.driver.attempts = 0
+
+    def _committed_offset(self) -> int:
+        raft = self.controller.raft
+        return raft.committed_offset if raft is not None else self.controller.image.offset
+
+    async def _mirror(self, dirty: dict[str, set[int] | None], offset: int) -> None:
+        """Write ``dirty`` topics as the image holds them (absent: deleted), each topic one fenced
+        multi, and /migration advanced to ``offset`` with the last one (alone if none)."""
+        zk = await self._session()
+        image = self.controller.image
+        lead = self.driver.leadership
+        epoch = self.controller.epoch
+        writes: list[list[ZkOp]] = []
+        for name, parts in dirty.items():
+            topic = image.topics.by_name.get(name)
+            view = await asyncio.to_thread(_read_topic, zk, name, topic.partitions.keys() if topic else (), parts)
+            if topic is not None:
+                ops = zk_writer.topic_ops(topic, view, lead.kraft_controller_epoch, parts)
+            elif view.topic is not None:
+                subtree = await asyncio.to_thread(zk.subtree, L.topic_path(name))
+                ops = zk_writer.delete_topic_ops(name, subtree, view.has_config)
+            else:
+                ops = []
+            if ops:
+                writes.append(ops)
+        if not writes and (lead.kraft_metadata_offset, lead.kraft_metadata_epoch) == (offset, epoch):
+            return
+        for ops in writes or [[]]:
+            await self._fenced(ops, offset)
+
+    async def _fenced(self, ops: list[ZkOp], offset: int) -> None:
+        """One multi fenced by /controller_epoch's and /migration's zkVersions, /migration set to
+        ``offset`` in this epoch."""
+        zk = await self._session()
+        lead = self.driver.leadership
+        target = lead.with_offset(offset, self.controller.epoch)
+        version = await asyncio.to_thread(zk.fenced_write, ops, target.znode(), lead.migration_zk_version,
+                                          lead.zk_controller_epoch_zk_version)
+        self.driver.leadership = target.with_migration_zk_version(version)
+        self.zk_writes += 1
+
     async def _write(self, name: str, records: list[RecordAndVersion]) -> int:
         """One write event; returns the offset of its last record once committed."""
         controller = self.controller
@@ -290,6 +408,24 @@ class CopyAbortedError(Exception):
 def _is_zookeeper_error(e: BaseException) -> bool:
     """kazoo's errors (connection loss, session expiry, ...): Kafka's MigrationClientException."""
     return type(e).__module__.startswith("kazoo.")
+
+
+def _read_topic(zk: ZkSession, name: str, in_image: Iterable[int], only: set[int] | None) -> zk_writer.ZkTopicView:
+    """One topic's znodes, pipelined: the topic, its config, its partitions, then the states of
+    the partitions asked for (all the image's and ZooKeeper's when ``only`` is None)."""
+    topic_got, config_got = zk.get_many([L.topic_path(name), L.config_path(L.TOPIC_CONFIG, name)])
+    if topic_got is None:
+        return zk_writer.ZkTopicView(None, config_got is not None)
+    children = zk.children(L.partitions_path(name))
+    has_partitions = bool(children) or zk.get(L.partitions_path(name)) is not None
+    ids = {int(c) for c in children if c.isdigit()}
+    wanted = sorted((ids | set(in_image)) if only is None else only)
+    states: dict[int, L.PartitionState] = {}
+    for pid, got in zip(wanted, zk.get_many([L.partition_state_path(name, p) for p in wanted]), strict=True):
+        if got is not None:
+            states[pid] = L.PartitionState.decode(L.partition_state_path(name, pid), got[0])
+    return zk_writer.ZkTopicView(L.TopicZNode.decode(name, topic_got[0]), config_got is not None, has_partitions,
+                                 ids, states)
 
 
 def _next(it: Iterator[list[RecordAndVersion]]) -> list[RecordAndVersion] | None:

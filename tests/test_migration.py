@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from kraftsim.migration import zk_layout as L
 from kraftsim.migration.driver import DriverState
 from kraftsim.migration.seed import SeedSpec, seed
 from kraftsim.rpc import registry
@@ -31,6 +32,8 @@ from tests.zookeeper import ZooKeeper, batches, running
 
 CT = registry.request_class(ApiKey.CREATE_TOPICS)
 DC = registry.request_class(ApiKey.DESCRIBE_CLUSTER)
+CP = registry.request_class(ApiKey.CREATE_PARTITIONS)
+DT = registry.request_class(ApiKey.DELETE_TOPICS)
 SPEC = SeedSpec(brokers=3, topics=40, partitions=3, replication_factor=2, users=2)
 
 
@@ -175,7 +178,7 @@ async def test_the_copy_then_a_restart_that_does_not_copy_again(tmp_path: Path, 
         assert "[3]" in c.controller.migration.driver.waiting_for or \
             c.controller.migration.driver.state == DriverState.WAIT_FOR_BROKERS
         await register_zk_brokers(c, [3])
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
         assert int(c.controller.image.migration.state) == 1  # MIGRATION
         assert c.controller._metric_values()["ZkMigrationState"] == 1
         check_image_holds_the_seed(c, client)
@@ -194,9 +197,10 @@ async def test_the_copy_then_a_restart_that_does_not_copy_again(tmp_path: Path, 
     first_kinds = [n for _, n, _ in body[0][:2]]
     assert first_kinds == ["TopicRecord", "ConfigRecord"]  # topic-0: its record, then its configs
     end_offset = copy[-1][-1][0]
-    assert zk_json(client, "/migration") == {"version": 0, "kraft_controller_id": harness.NODE_ID,
-                                             "kraft_controller_epoch": epoch, "kraft_metadata_offset": end_offset,
-                                             "kraft_metadata_epoch": epoch}
+    migration = zk_json(client, "/migration")
+    assert migration["kraft_metadata_offset"] >= end_offset  # the copy's, or later ones dual-written since
+    assert migration == {"version": 0, "kraft_controller_id": harness.NODE_ID, "kraft_controller_epoch": epoch,
+                         "kraft_metadata_offset": migration["kraft_metadata_offset"], "kraft_metadata_epoch": epoch}
     assert client.get("/controller_epoch")[0] == b"2"  # the seed's 1, bumped by the claim
     controller = zk_json(client, "/controller")
     assert (controller["version"], controller["brokerid"], controller["kraftControllerEpoch"]) == \
@@ -206,7 +210,7 @@ async def test_the_copy_then_a_restart_that_does_not_copy_again(tmp_path: Path, 
     # A restart in MIGRATION claims ZooKeeper again but does not copy again.
     await c.start()
     try:
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
         assert c.controller.migration.manifest is None
         new_epoch = c.controller.epoch
     finally:
@@ -218,7 +222,9 @@ async def test_the_copy_then_a_restart_that_does_not_copy_again(tmp_path: Path, 
     assert client.get("/controller_epoch")[0] == b"3"
     assert zk_json(client, "/controller")["kraftControllerEpoch"] == new_epoch > epoch
     assert zk_json(client, "/migration")["kraft_controller_epoch"] == new_epoch
-    assert zk_json(client, "/migration")["kraft_metadata_offset"] == end_offset  # the copy's offset stays
+    # Not copied again; the dual-write moved /migration on to what this epoch committed.
+    assert zk_json(client, "/migration")["kraft_metadata_offset"] > end_offset
+    assert zk_json(client, "/migration")["kraft_metadata_epoch"] == new_epoch
 
 
 async def test_a_kill_during_the_copy_is_aborted_and_the_copy_redone(tmp_path: Path,
@@ -247,7 +253,7 @@ async def test_a_kill_during_the_copy_is_aborted_and_the_copy_redone(tmp_path: P
 
     await c.start()
     try:
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
         check_image_holds_the_seed(c, client)
     finally:
         await c.stop()
@@ -316,7 +322,7 @@ async def test_kill_9_during_the_copy(tmp_path: Path, zookeeper: ZooKeeper, zk_r
     proc = harness.spawn_controller(config)
     try:
         await asyncio.to_thread(harness.wait_http, http)
-        await harness.poll_until(lambda: driver_state() == "SYNC_KRAFT_TO_ZK", 60, interval=0.05)
+        await harness.poll_until(lambda: driver_state() == "DUAL_WRITE", 60, interval=0.05)
     finally:
         assert harness.stop(proc) == 0
     flat = [(o, n, r) for b in batches(tmp_path / "data") for o, n, r in b]
@@ -354,7 +360,7 @@ async def test_a_copy_that_fails_is_fatal_and_the_next_start_redoes_it(tmp_path:
     client.set("/brokers/topics/topic-30", good)
     await c.start()
     try:
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
         check_image_holds_the_seed(c, client)
     finally:
         await c.stop()
@@ -427,11 +433,12 @@ async def test_pre_migration_refuses_writes_until_the_copy(tmp_path: Path, zk_ro
                               "WaitingFor: brokers to register with KRaft"]
         c.controller.migration.driver.attempts = 12  # as after minutes of waiting: polls a minute apart
         await register_zk_brokers(c, [1])
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK, timeout=10)  # the registration woke it
-        status = await status_lines(c)
-        assert status[:2] == ["ZkMigrationState: MIGRATION", "DriverState: SYNC_KRAFT_TO_ZK"]
+        await driver_reaches(c, DriverState.DUAL_WRITE, timeout=10)  # the registration woke it
         offset = zk_json(client, "/migration")["kraft_metadata_offset"]
-        assert f"kraft_metadata_offset={offset}" in status[3] and status[-1].startswith("Copy: ")
+        status = await status_lines(c)
+        assert status[:2] == ["ZkMigrationState: MIGRATION", "DriverState: DUAL_WRITE"]
+        shown = int(status[2].split("kraft_metadata_offset=")[1].split()[0])  # the dual-write may move it on
+        assert status[2].startswith("/migration: ") and shown >= offset > 0 and status[-1].startswith("Copy: ")
         r = await c.req(create, 7)  # in MIGRATION the write runs: placement refuses it, the broker being fenced
         assert (r.topics[0].error_code, r.topics[0].error_message) == \
             (ErrorCode.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition 1 time(s): All brokers are "
@@ -457,7 +464,7 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
     try:
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
         await fleet.start()
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
         brokers = c.controller.image.cluster.brokers
         assert sorted(brokers) == [1, 2, 3] and all(brokers[b].is_migrating_zk_broker for b in brokers)
         assert c.controller._metric_values()["MigratingZkBrokerCount"] == 3
@@ -520,9 +527,103 @@ async def test_zookeeper_lost_while_waiting_is_retried(tmp_path: Path, zookeeper
         finally:
             zookeeper.proc.send_signal(signal.SIGCONT)
         await register_zk_brokers(c, [1])
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK, timeout=60)
-        assert runner.driver.state == DriverState.SYNC_KRAFT_TO_ZK and c.controller.fatal is None
+        await driver_reaches(c, DriverState.DUAL_WRITE, timeout=60)
+        assert runner.driver.state == DriverState.DUAL_WRITE and c.controller.fatal is None
         assert sorted(r.name for r in image_records(c)["TopicRecord"]) == ["topic-0", "topic-1"]
+    finally:
+        await c.stop()
+
+
+async def unfenced_zk_brokers(cluster: Cluster, ids: list[int]) -> None:
+    """ZooKeeper-mode brokers that register and heartbeat: unfenced, so topics can be placed."""
+    for b in ids:
+        reg = registration(b, cluster.cluster_id)
+        reg.is_migrating_zk_broker = True
+        r = await cluster.req(reg, 3)
+        assert r.error_code == 0, r
+        await cluster.unfence(b, r.broker_epoch)
+
+
+def zk_topic(client: Any, name: str) -> tuple[L.TopicZNode, dict[int, L.PartitionState]] | None:
+    """A topic's znodes read back with the layout's parser (Kafka's JSON)."""
+    if client.exists(f"/brokers/topics/{name}") is None:
+        return None
+    topic = L.TopicZNode.decode(name, client.get(f"/brokers/topics/{name}")[0])
+    states = {}
+    for p in client.get_children(f"/brokers/topics/{name}/partitions"):
+        path = f"/brokers/topics/{name}/partitions/{p}/state"
+        if client.exists(path) is not None:
+            states[int(p)] = L.PartitionState.decode(path, client.get(path)[0])
+    return topic, states
+
+
+def matches_image(cluster: Cluster, client: Any, name: str) -> bool:
+    got = zk_topic(client, name)
+    t = cluster.controller.image.topics.by_name.get(name)
+    if got is None or t is None:
+        return False
+    topic, states = got
+    epoch = cluster.controller.epoch
+    return topic.topic_id == t.id and topic.partitions == {p: list(x.replicas) for p, x in t.partitions.items()} \
+        and states == {p: L.PartitionState(x.leader, x.leader_epoch, epoch, list(x.isr))
+                       for p, x in t.partitions.items()}
+
+
+async def test_dual_write_of_topics_and_partitions(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    """After the copy, the reconcile writes nothing; then CreateTopics, CreatePartitions and
+    DeleteTopics on kraftsim reach ZooKeeper in Kafka's layout, each write moving /migration on.
+    A bumped /controller_epoch (another controller) stops the writes for good."""
+    connect, client = zk_root
+    spec = SeedSpec(brokers=2, topics=3, partitions=2, replication_factor=2, users=0)
+    seed(client, spec)
+    before = {t: client.get(f"/brokers/topics/{t}/partitions/0/state")[1].mzxid for t in spec.topic_names()}
+    c = migrating_cluster(tmp_path, connect)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await unfenced_zk_brokers(c, spec.broker_ids)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+        runner = c.controller.migration
+        after = {t: client.get(f"/brokers/topics/{t}/partitions/0/state")[1].mzxid for t in spec.topic_names()}
+        assert after == before  # the reconcile after a copy writes no topic
+        migration_version = client.get("/migration")[1].version
+
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="dual", num_partitions=2, replication_factor=2)],
+                           timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0
+        created_at = c.controller.raft.committed_offset
+        await harness.poll_until(lambda: matches_image(c, client, "dual"), 10)
+        assert zk_json(client, "/config/topics/dual") == {"version": 1, "config": {}}
+        assert zk_topic(client, "dual")[0].topic_id == r.topics[0].topic_id  # type: ignore[index]
+        await harness.poll_until(lambda: zk_json(client, "/migration")["kraft_metadata_offset"] >= created_at, 10)
+        assert zk_json(client, "/migration")["kraft_metadata_epoch"] == c.controller.epoch
+        assert client.get("/migration")[1].version > migration_version
+
+        r = await c.req(CP(topics=[CP.CreatePartitionsTopic(name="dual", count=3, assignments=None)],
+                           timeout_ms=5000), 3)
+        assert r.results[0].error_code == 0
+        await harness.poll_until(lambda: matches_image(c, client, "dual")
+                                 and len(zk_topic(client, "dual")[0].partitions) == 3, 10)  # type: ignore[index]
+
+        r = await c.req(DT(topic_names=["dual", "topic-0"], timeout_ms=5000), 4)
+        assert [x.error_code for x in r.responses] == [0, 0]
+        await harness.poll_until(lambda: client.exists("/brokers/topics/dual") is None
+                                 and client.exists("/brokers/topics/topic-0") is None, 10)
+        assert client.exists("/config/topics/dual") is None and client.exists("/config/topics/topic-0") is None
+        assert matches_image(c, client, "topic-1")
+
+        # Another controller bumps /controller_epoch: the next write is refused and the driver stops.
+        client.set("/controller_epoch", client.get("/controller_epoch")[0])
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="late", num_partitions=1, replication_factor=1)],
+                           timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0
+        await harness.poll_until(lambda: runner.stopped_reason, 10)
+        assert "/controller_epoch" in runner.stopped_reason and c.controller.fatal is None
+        assert client.exists("/brokers/topics/late") is None
+        writes = runner.zk_writes
+        await c.req(CT(topics=[CT.CreatableTopic(name="later", num_partitions=1, replication_factor=1)],
+                       timeout_ms=30000), 7)
+        assert runner.zk_writes == writes and client.exists("/brokers/topics/later") is None
     finally:
         await c.stop()
 
