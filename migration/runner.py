@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kraftsim.controller.result import ControllerResult, RecordAndVersion
 from kraftsim.metadata import versions
 from kraftsim.metadata.image.migration import ZkMigrationState
+from kraftsim.metadata.image.quotas import entity_of
 from kraftsim.metadata.messages import BeginTransactionRecord, EndTransactionRecord, ZkMigrationStateRecord
 from kraftsim.migration import zk_copy, zk_writer
 from kraftsim.migration import zk_layout as L
@@ -50,6 +51,13 @@ CLUSTER_RECORDS = frozenset({"RegisterBrokerRecord", "UnregisterBrokerRecord", "
 PROGRESS_EVERY_S = 5.0
 # Records of Kafka's TopicsDelta: what the dual-write mirrors to /brokers/topics.
 TOPIC_RECORDS = frozenset({"TopicRecord", "PartitionRecord", "PartitionChangeRecord", "RemoveTopicRecord"})
+# Records whose entity has one znode under /config or /kafka-acl*.
+ENTITY_RECORDS = frozenset({"ConfigRecord", "ClientQuotaRecord", "UserScramCredentialRecord",
+                            "RemoveUserScramCredentialRecord", "AccessControlEntryRecord",
+                            "RemoveAccessControlEntryRecord"})
+ENTITY_OPS_PER_MULTI = 100
+SCRAM_NAMES = {code: name for name, code in L.SCRAM_MECHANISMS.items()}
+EntityKey = tuple[Any, ...]  # ("config", type, name) | ("quota", entity) | ("user", name) | ("acl", type, name, pattern)
 
 
 class MigrationRunner:
@@ -72,6 +80,8 @@ class MigrationRunner:
         self.collecting = False
         self.topic_names: dict[uuid.UUID, str] = {}  # names of deleted topics are looked up here
         self.pending: list[tuple[int, str, set[int] | None]] = []
+        self.acl_patterns: dict[uuid.UUID, tuple[int, str, int]] = {}  # for RemoveAccessControlEntryRecord
+        self.pending_entities: list[tuple[int, EntityKey]] = []
         self.zk_writes = 0  # fenced multi-ops applied (for tests and `migration status`)
 
     def note_batch(self, records: list[RecordAndVersion], base: int) -> None:
@@ -85,6 +95,11 @@ class MigrationRunner:
         for i, (rec, _) in enumerate(records):
             r: Any = rec
             kind = type(r).__name__
+            if kind in ENTITY_RECORDS:
+                key = self._entity_key(kind, r)
+                if key is not None:
+                    self.pending_entities.append((base + i, key))
+                continue
             if kind not in TOPIC_RECORDS:
                 continue
             if kind == "TopicRecord":
@@ -92,6 +107,58 @@ class MigrationRunner:
             name = self.topic_names.get(r.topic_id)
             if name is not None:
                 self.pending.append((base + i, name, {r.partition_id} if kind == "PartitionChangeRecord" else None))
+
+    def _entity_key(self, kind: str, r: Any) -> EntityKey | None:
+        if kind == "ConfigRecord":
+            return ("config", r.resource_type, r.resource_name) \
+                if r.resource_type in zk_writer.CONFIG_TYPE_OF_RESOURCE else None
+        if kind == "ClientQuotaRecord":
+            entity = entity_of(r.entity)
+            entries = dict(entity)
+            return ("user", entries["user"]) if set(entries) == {"user"} else ("quota", entity)
+        if kind in ("UserScramCredentialRecord", "RemoveUserScramCredentialRecord"):
+            return ("user", r.name)
+        if kind == "AccessControlEntryRecord":
+            self.acl_patterns[r.id] = (r.resource_type, r.resource_name, r.pattern_type)
+            return ("acl", r.resource_type, r.resource_name, r.pattern_type)
+        pattern = self.acl_patterns.get(r.id)
+        return None if pattern is None else ("acl", *pattern)
+
+    def _entity_znode(self, key: EntityKey) -> zk_writer.EntityZNode | None:
+        """What the image says the entity's znode holds."""
+        image = self.controller.image
+        kind = key[0]
+        if kind == "config":
+            return zk_writer.config_znode(key[1], key[2], image.configs.resources.get((key[1], key[2]), {}))
+        if kind == "quota":
+            return zk_writer.quota_znode(dict(key[1]), image.quotas.entities.get(key[1], {}))
+        if kind == "user":
+            name = key[1]
+            scram = {SCRAM_NAMES[m]: L.ScramCredential(c.salt, c.stored_key, c.server_key, c.iterations).encode()
+                     for (user, m), c in image.scram.credentials.items() if user == name and m in SCRAM_NAMES}
+            return zk_writer.quota_znode({"user": name}, image.quotas.entities.get((("user", name),), {}), scram)
+        _, rt, name, pattern = key
+        entries = [L.AclEntry(a.principal, a.permission_type, a.operation, a.host)
+                   for a in image.acls.by_name.get(name, {}).values()
+                   if a.resource_type == rt and a.pattern_type == pattern]
+        return zk_writer.acl_znode(rt, name, pattern, entries)
+
+    def _all_entity_keys(self) -> list[EntityKey]:
+        """Every configs, quota, SCRAM and ACL entity of the image (the reconcile's list)."""
+        image = self.controller.image
+        keys: dict[EntityKey, None] = {}
+        for rt, name in image.configs.resources:
+            if rt in zk_writer.CONFIG_TYPE_OF_RESOURCE:
+                keys[("config", rt, name)] = None
+        for entity in image.quotas.entities:
+            entries = dict(entity)
+            keys[("user", entries["user"]) if set(entries) == {"user"} else ("quota", entity)] = None
+        for user, _ in image.scram.credentials:
+            keys[("user", user)] = None
+        for acl_id, a in image.acls.by_id.items():
+            self.acl_patterns[acl_id] = (a.resource_type, a.resource_name, a.pattern_type)
+            keys[("acl", a.resource_type, a.resource_name, a.pattern_type)] = None
+        return list(keys)
 
     def _committed(self, offset: int) -> None:
         """A Raft commit listener: in dual-write every commit is mirrored (and /migration advanced)."""
@@ -305,7 +372,7 @@ class MigrationRunner:
             await self._fenced([ZkOp("delete", f"{L.DELETE_TOPICS}/{t}") for t in sorted(pending_deletions)],
                                self.driver.leadership.kraft_metadata_offset)
         names = set(image.topics.by_name) | set(await asyncio.to_thread(zk.children, L.TOPICS))
-        await self._mirror({n: None for n in sorted(names)}, self._committed_offset())
+        await self._mirror({n: None for n in sorted(names)}, self._committed_offset(), self._all_entity_keys())
         self.driver.synced()
 
     async def _broker_comm(self) -> None:
@@ -326,8 +393,10 @@ class MigrationRunner:
             if name in dirty and dirty[name] is None:
                 continue
             dirty[name] = None if parts is None else (dirty.get(name) or set()) | parts
-        await self._mirror(dirty, committed)
+        entities = list(dict.fromkeys(k for o, k in self.pending_entities if o <= committed))
+        await self._mirror(dirty, committed, entities)
         self.pending = [p for p in self.pending if p[0] > committed]
+        self.pending_entities = [p for p in self.pending_entities if p[0] > committed]
         self.driver.waiting_for = ""
         self.driver.attempts = 0
 
@@ -335,7 +404,7 @@ class MigrationRunner:
         raft = self.controller.raft
         return raft.committed_offset if raft is not None else self.controller.image.offset
 
-    async def _mirror(self, dirty: dict[str, set[int] | None], offset: int) -> None:
+    async def _mirror(self, dirty: dict[str, set[int] | None], offset: int, entities: list[EntityKey]) -> None:
         """Write ``dirty`` topics as the image holds them (absent: deleted), each topic one fenced
         multi, and /migration advanced to ``offset`` with the last one (alone if none)."""
         zk = await self._session()
@@ -355,10 +424,17 @@ class MigrationRunner:
                 ops = []
             if ops:
                 writes.append(ops)
-        if not writes and (lead.kraft_metadata_offset, lead.kraft_metadata_epoch) == (offset, epoch):
-            return
-        for ops in writes or [[]]:
+        for ops in writes:  # topics first: a new topic's config znode is theirs to create
             await self._fenced(ops, offset)
+        wants = [w for w in map(self._entity_znode, entities) if w is not None]
+        entity_ops, notifications = await asyncio.to_thread(_entity_ops, zk, wants)
+        for start in range(0, len(entity_ops), ENTITY_OPS_PER_MULTI):
+            await self._fenced(entity_ops[start:start + ENTITY_OPS_PER_MULTI], offset)
+        moved = (self.driver.leadership.kraft_metadata_offset, self.driver.leadership.kraft_metadata_epoch)
+        if moved != (offset, epoch):  # nothing to write: /migration alone moves on
+            await self._fenced([], offset)
+        if notifications:
+            await asyncio.to_thread(zk.notify, notifications)
 
     async def _fenced(self, ops: list[ZkOp], offset: int) -> None:
         """One multi fenced by /controller_epoch's and /migration's zkVersions, /migration set to
@@ -426,6 +502,21 @@ def _read_topic(zk: ZkSession, name: str, in_image: Iterable[int], only: set[int
             states[pid] = L.PartitionState.decode(L.partition_state_path(name, pid), got[0])
     return zk_writer.ZkTopicView(L.TopicZNode.decode(name, topic_got[0]), config_got is not None, has_partitions,
                                  ids, states)
+
+
+def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode]) -> tuple[list[ZkOp], list[tuple[str, bytes]]]:
+    """The entities' znodes read (pipelined) and compared; the operations that make them what
+    the image says, and the change notifications to create once they are applied."""
+    for parent in dict.fromkeys(p for w in wants for p in w.parents):
+        zk.client.ensure_path(parent)
+    ops: list[ZkOp] = []
+    notifications: list[tuple[str, bytes]] = []
+    for want, got in zip(wants, zk.get_many([w.path for w in wants]), strict=True):
+        op = zk_writer.entity_op(want, got[0] if got else None, got is not None)
+        if op is not None:
+            ops.append(op)
+            notifications.append(want.notification)
+    return ops, notifications
 
 
 def _next(it: Iterator[list[RecordAndVersion]]) -> list[RecordAndVersion] | None:

@@ -215,6 +215,12 @@ class ZkSession:
             raise ZkWriteError(f"{type(err).__name__} on {path}: the ZooKeeper write was not applied")
         return int(results[1].version)
 
+    def notify(self, notifications: list[tuple[str, bytes]]) -> None:
+        """Change notifications (sequential znodes) for ZooKeeper-mode brokers: written after
+        the fenced multi and outside it, as Kafka writes them."""
+        for prefix, data in notifications:
+            self.client.create(prefix, data, sequence=True, makepath=True)
+
     def subtree(self, path: str) -> list[str]:
         """Every znode below ``path``, children before their parents (an order a multi can delete)."""
         out: list[str] = []

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from kraftsim.controller.acl_bindings import PatternType
+from kraftsim.controller.authorizer import ResourceType
 from kraftsim.metadata.image.topics import Topic
 from kraftsim.migration import zk_layout as L
 from kraftsim.migration.zk_client import ZkOp
@@ -81,3 +83,110 @@ def delete_topic_ops(name: str, subtree: list[str], has_config: bool) -> list[Zk
         ops.append(ZkOp("delete", L.config_path(L.TOPIC_CONFIG, name)))
     ops.append(ZkOp("delete", L.topic_path(name)))
     return ops
+
+
+# ---- configs, client quotas, SCRAM, ACLs (Kafka's ZkConfigMigrationClient, ZkAclMigrationClient) -----
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+CONFIG_TYPE_OF_RESOURCE = {TOPIC_RESOURCE: L.TOPIC_CONFIG, BROKER_RESOURCE: L.BROKER_CONFIG}
+# DynamicConfig's quota keys that are integral (LONG or INT); the others are DOUBLE.
+INTEGRAL_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "connection_creation_rate"})
+CONFIG_CHANGE_PREFIX = f"{L.CONFIG_CHANGES}/config_change_"
+ACL_CHANGES = "/kafka-acl-changes/acl_changes_"
+ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes/acl_changes_"
+
+
+@dataclass(frozen=True)
+class EntityZNode:
+    """What one entity's znode must hold: ``content`` compared in decoded form (None: the znode
+    must not exist), ``data`` what is written, and the change notification ZooKeeper-mode
+    brokers watch for, created (sequential, outside the fenced multi, as Kafka does) after it."""
+    path: str
+    content: object
+    data: bytes | None
+    notification: tuple[str, bytes]
+    parents: tuple[str, ...] = ()  # created beforehand when missing (Kafka's createRecursive)
+
+
+def entity_op(want: EntityZNode, have: bytes | None, exists: bool) -> ZkOp | None:
+    if want.content is None:
+        return ZkOp("delete", want.path) if exists else None
+    if not exists:
+        return ZkOp("create", want.path, want.data)
+    return None if _decoded(want.path, have) == want.content else ZkOp("set", want.path, want.data)
+
+
+def _decoded(path: str, data: bytes | None) -> object:
+    if path.startswith(L.ACL_LITERAL):  # also /kafka-acl-extended
+        return frozenset(L.decode_acls(path, data)) if data else frozenset()
+    return L.decode_config(path, data)
+
+
+def _config_change(path: str) -> tuple[str, bytes]:
+    return CONFIG_CHANGE_PREFIX, L.dumps({"version": 2, "entity_path": path[len(L.CONFIG) + 1:]})
+
+
+def config_znode(resource_type: int, name: str, props: dict[str, str]) -> EntityZNode:
+    """A topic's or broker's configs (empty: the znode is deleted)."""
+    path = L.config_path(CONFIG_TYPE_OF_RESOURCE[resource_type], name or L.DEFAULT_ENTITY)
+    return EntityZNode(path, dict(props) or None, L.encode_config(props), _config_change(path))
+
+
+def java_double(v: float) -> str:
+    """Java's Double.toString, which Kafka uses for DOUBLE quota values."""
+    from decimal import Decimal
+
+    if v == 0 or 1e-3 <= abs(v) < 1e7:
+        s = repr(float(v))
+        return s if "e" not in s else f"{v:.1f}"
+    sign, digits, exp = Decimal(repr(float(v))).normalize().as_tuple()
+    ds = "".join(map(str, digits))
+    e = len(ds) - 1 + int(exp)
+    frac = ds[1:] or "0"
+    return f"{'-' if sign else ''}{ds[0]}.{frac}E{e}"
+
+
+def quota_props(quotas: dict[str, float]) -> dict[str, str]:
+    return {k: str(int(v + 1e-6)) if k in INTEGRAL_QUOTA_KEYS else java_double(v) for k, v in quotas.items()}
+
+
+def _quota_name(entries: dict[str, str | None], kind: str) -> str:
+    name = entries[kind]
+    if name is None:
+        return L.DEFAULT_ENTITY
+    return name if kind == "ip" else L.sanitize(name)
+
+
+def quota_znode(entries: dict[str, str | None], quotas: dict[str, float],
+                scram: dict[str, str] | None = None) -> EntityZNode | None:
+    """A client quota entity's znode (a user's also holds its SCRAM credentials). An entity with
+    nothing left keeps an empty config, as Kafka writes it. None: not an entity ZooKeeper holds."""
+    parents: tuple[str, ...] = ()
+    if "user" in entries and "client-id" not in entries:
+        path = L.config_path(L.USER_CONFIG, _quota_name(entries, "user"))
+    elif "user" in entries:
+        user = L.config_path(L.USER_CONFIG, _quota_name(entries, "user"))
+        parents = (user, f"{user}/clients")
+        path = f"{user}/clients/{_quota_name(entries, 'client-id')}"
+    elif "client-id" in entries:
+        path = L.config_path(L.CLIENT_CONFIG, _quota_name(entries, "client-id"))
+    elif "ip" in entries:
+        path = L.config_path(L.IP_CONFIG, _quota_name(entries, "ip"))
+    else:
+        return None
+    props = quota_props(quotas) | (scram or {})
+    return EntityZNode(path, props, L.encode_config(props), _config_change(path), parents)
+
+
+def acl_znode(resource_type: int, name: str, pattern: int, entries: list[L.AclEntry]) -> EntityZNode:
+    """A resource pattern's ACLs (none left: the znode is deleted)."""
+    path = L.acl_path(pattern, resource_type, name)
+    type_name = L.pascal(ResourceType(resource_type).name)
+    if pattern == PatternType.LITERAL:
+        change = (ACL_CHANGES, f"{type_name}:{name}".encode())
+    else:
+        change = (ACL_EXTENDED_CHANGES, L.dumps({"version": 1, "resourceType": type_name, "name": name,
+                                                 "patternType": L.pascal(PatternType(pattern).name)}))
+    # ZooKeeper-mode brokers' authorizer creates the per-type parents at start-up; kraftsim makes sure.
+    parents = (L.acl_root(pattern), f"{L.acl_root(pattern)}/{type_name}")
+    return EntityZNode(path, frozenset(entries) or None, L.encode_acls(entries), change, parents)

@@ -34,6 +34,9 @@ CT = registry.request_class(ApiKey.CREATE_TOPICS)
 DC = registry.request_class(ApiKey.DESCRIBE_CLUSTER)
 CP = registry.request_class(ApiKey.CREATE_PARTITIONS)
 DT = registry.request_class(ApiKey.DELETE_TOPICS)
+IAC = registry.request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+ACQ = registry.request_class(ApiKey.ALTER_CLIENT_QUOTAS)
+AUSC = registry.request_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
 SPEC = SeedSpec(brokers=3, topics=40, partitions=3, replication_factor=2, users=2)
 
 
@@ -624,6 +627,76 @@ async def test_dual_write_of_topics_and_partitions(tmp_path: Path, zk_root: tupl
         await c.req(CT(topics=[CT.CreatableTopic(name="later", num_partitions=1, replication_factor=1)],
                        timeout_ms=30000), 7)
         assert runner.zk_writes == writes and client.exists("/brokers/topics/later") is None
+    finally:
+        await c.stop()
+
+
+async def test_dual_write_of_configs_quotas_scram_and_acls(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    """Each kind once, in Kafka's layout: a topic config, client quotas (a user's beside its SCRAM
+    credential, a client id's), ACLs literal and prefixed; each with its change notification."""
+    from kraftsim.controller.acls import STANDARD_AUTHORIZER
+    from tests.acl_requests import CA, DA, LITERAL, PREFIXED, acl, flt
+
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
+    c = migrating_cluster(tmp_path, connect, authorizer_class_name=STANDARD_AUTHORIZER, super_users="User:ANONYMOUS")
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await unfenced_zk_brokers(c, [1])
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+
+        def config(path: str) -> dict[str, str] | None:
+            return L.decode_config(path, client.get(path)[0]) if client.exists(path) else None
+
+        def notified(entity_path: str) -> bool:
+            return any(zk_json(client, f"/config/changes/{n}") == {"version": 2, "entity_path": entity_path}
+                       for n in client.get_children("/config/changes"))
+
+        r = await c.req(IAC(resources=[IAC.AlterConfigsResource(resource_type=2, resource_name="topic-0", configs=[
+            IAC.AlterableConfig(name="retention.ms", config_operation=0, value="1234")])], validate_only=False), 1)
+        assert r.responses[0].error_code == 0
+        await harness.poll_until(lambda: (config("/config/topics/topic-0") or {}).get("retention.ms") == "1234", 10)
+        await harness.poll_until(lambda: notified("topics/topic-0"), 10)
+
+        r = await c.req(ACQ(entries=[
+            ACQ.EntryData(entity=[ACQ.EntityData(entity_type="user", entity_name="alice")],
+                          ops=[ACQ.OpData(key="producer_byte_rate", value=1024.0, remove=False),
+                               ACQ.OpData(key="request_percentage", value=12.5, remove=False)]),
+            ACQ.EntryData(entity=[ACQ.EntityData(entity_type="client-id", entity_name="app")],
+                          ops=[ACQ.OpData(key="consumer_byte_rate", value=2048.0, remove=False)])],
+            validate_only=False), 1)
+        assert all(e.error_code == 0 for e in r.entries)
+        await harness.poll_until(lambda: config("/config/clients/app") == {"consumer_byte_rate": "2048"}, 10)
+        await harness.poll_until(lambda: config("/config/users/alice") == {"producer_byte_rate": "1024",
+                                                                           "request_percentage": "12.5"}, 10)
+        await harness.poll_until(lambda: notified("users/alice") and notified("clients/app"), 10)
+
+        r = await c.req(AUSC(deletions=[], upsertions=[AUSC.ScramCredentialUpsertion(
+            name="alice", mechanism=1, iterations=4096, salt=b"salt", salted_password=b"x" * 32)]))
+        assert r.results[0].error_code == 0
+        await harness.poll_until(lambda: "SCRAM-SHA-256" in (config("/config/users/alice") or {}), 10)
+        alice = config("/config/users/alice")
+        assert alice is not None and alice["producer_byte_rate"] == "1024"  # quotas and SCRAM share the znode
+        cred = L.ScramCredential.decode(alice["SCRAM-SHA-256"])
+        stored = c.controller.image.scram.credentials[("alice", 1)]
+        assert (cred.salt, cred.stored_key, cred.iterations) == (b"salt", stored.stored_key, 4096)
+
+        r = await c.req(CA(creations=[acl("t"), acl("pre-", pattern=PREFIXED)]), 3)
+        assert all(x.error_code == 0 for x in r.results)
+        await harness.poll_until(lambda: client.exists("/kafka-acl/Topic/t") is not None
+                                 and client.exists("/kafka-acl-extended/prefixed/Topic/pre-") is not None, 10)
+        assert zk_json(client, "/kafka-acl/Topic/t") == {"version": 1, "acls": [
+            {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}]}
+        # The notifications follow the fenced write (outside it, as Kafka writes them).
+        await harness.poll_until(lambda: client.exists("/kafka-acl-extended-changes") is not None
+                                 and client.get_children("/kafka-acl-extended-changes"), 10)
+        changes = client.get_children("/kafka-acl-changes")
+        assert b"Topic:t" in [client.get(f"/kafka-acl-changes/{n}")[0] for n in changes]
+        r = await c.req(DA(filters=[flt("t", pattern=LITERAL)]), 3)
+        assert r.filter_results[0].error_code == 0
+        await harness.poll_until(lambda: client.exists("/kafka-acl/Topic/t") is None, 10)
+        assert client.exists("/kafka-acl-extended/prefixed/Topic/pre-") is not None
     finally:
         await c.stop()
 
