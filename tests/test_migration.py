@@ -701,6 +701,50 @@ async def test_dual_write_of_configs_quotas_scram_and_acls(tmp_path: Path, zk_ro
         await c.stop()
 
 
+async def test_restart_without_the_flag_finalizes(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    """Finalization: the controller restarted in MIGRATION without
+    zookeeper.metadata.migration.enable writes ZkMigrationStateRecord POST_MIGRATION at its
+    activation (Kafka's ActivationRecordsGenerator) and stops writing to ZooKeeper."""
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
+    c = migrating_cluster(tmp_path, connect)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await unfenced_zk_brokers(c, [1])
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+    finally:
+        await c.stop()
+    migration = client.get("/migration")
+    c.config = harness.write_config(tmp_path, zookeeper_connect=connect)  # the flag off
+    await c.start()
+    try:
+        assert c.controller.migration is None
+        assert int(c.controller.image.migration.state) == 3  # POST_MIGRATION
+        assert c.controller._metric_values()["ZkMigrationState"] == 3
+        reg = registration(2, c.cluster_id)
+        reg.is_migrating_zk_broker = True  # ZooKeeper-mode brokers are refused once finalized
+        assert (await c.req(reg, 3)).error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
+        epoch, _ = await c.register(2)  # a KRaft broker
+        await c.unfence(2, epoch)
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="kraft-only", num_partitions=1, replication_factor=1)],
+                           timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0
+    finally:
+        await c.stop()
+    states = [r.zk_migration_state for b in batches(tmp_path / "data") for _, n, r in b if n == "ZkMigrationStateRecord"]
+    assert states == [2, 1, 3]  # bootstrap PRE_MIGRATION, the copy's MIGRATION, the finalization
+    assert client.get("/migration") == migration and client.exists("/brokers/topics/kraft-only") is None
+
+    await c.start()  # finalized for good: a further restart writes nothing more
+    try:
+        assert int(c.controller.image.migration.state) == 3
+    finally:
+        await c.stop()
+    states = [r.zk_migration_state for b in batches(tmp_path / "data") for _, n, r in b if n == "ZkMigrationStateRecord"]
+    assert states == [2, 1, 3]
+
+
 async def test_every_read_route_runs_in_pre_migration(tmp_path: Path) -> None:
     """Kafka gates write events only: each route that only reads (not audited as mutating) must be
     in the pre-migration set, or it would be refused while the migration waits."""
