@@ -83,6 +83,7 @@ class MigrationRunner:
         self.acl_patterns: dict[uuid.UUID, tuple[int, str, int]] = {}  # for RemoveAccessControlEntryRecord
         self.pending_entities: list[tuple[int, EntityKey]] = []
         self.zk_writes = 0  # fenced multi-ops applied (for tests and `migration status`)
+        self.dual_write_offset = 0  # the committed offset ZooKeeper last caught up with (Kafka's metric)
 
     def note_batch(self, records: list[RecordAndVersion], base: int) -> None:
         """A write-path listener: a change to the brokers or controllers wakes the driver at once
@@ -372,7 +373,9 @@ class MigrationRunner:
             await self._fenced([ZkOp("delete", f"{L.DELETE_TOPICS}/{t}") for t in sorted(pending_deletions)],
                                self.driver.leadership.kraft_metadata_offset)
         names = set(image.topics.by_name) | set(await asyncio.to_thread(zk.children, L.TOPICS))
+        started = time.monotonic()
         await self._mirror({n: None for n in sorted(names)}, self._committed_offset(), self._all_entity_keys())
+        self.controller.metrics.zk_write_snapshot_time.observe((time.monotonic() - started) * 1000)
         self.driver.synced()
 
     async def _broker_comm(self) -> None:
@@ -394,7 +397,9 @@ class MigrationRunner:
                 continue
             dirty[name] = None if parts is None else (dirty.get(name) or set()) | parts
         entities = list(dict.fromkeys(k for o, k in self.pending_entities if o <= committed))
-        await self._mirror(dirty, committed, entities)
+        started = time.monotonic()
+        if await self._mirror(dirty, committed, entities):  # as Kafka: only deltas that wrote something
+            self.controller.metrics.zk_write_delta_time.observe((time.monotonic() - started) * 1000)
         self.pending = [p for p in self.pending if p[0] > committed]
         self.pending_entities = [p for p in self.pending_entities if p[0] > committed]
         self.driver.waiting_for = ""
@@ -404,9 +409,11 @@ class MigrationRunner:
         raft = self.controller.raft
         return raft.committed_offset if raft is not None else self.controller.image.offset
 
-    async def _mirror(self, dirty: dict[str, set[int] | None], offset: int, entities: list[EntityKey]) -> None:
-        """Write ``dirty`` topics as the image holds them (absent: deleted), each topic one fenced
-        multi, and /migration advanced to ``offset`` with the last one (alone if none)."""
+    async def _mirror(self, dirty: dict[str, set[int] | None], offset: int, entities: list[EntityKey]) -> bool:
+        """Write ``dirty`` topics and ``entities`` as the image holds them (absent: deleted), each
+        topic one fenced multi, the entities in multis of up to ENTITY_OPS_PER_MULTI operations,
+        /migration advanced to ``offset`` by each (alone if nothing differs). True if anything
+        besides /migration was written."""
         zk = await self._session()
         image = self.controller.image
         lead = self.driver.leadership
@@ -435,6 +442,8 @@ class MigrationRunner:
             await self._fenced([], offset)
         if notifications:
             await asyncio.to_thread(zk.notify, notifications)
+        self.dual_write_offset = offset
+        return bool(writes or entity_ops)
 
     async def _fenced(self, ops: list[ZkOp], offset: int) -> None:
         """One multi fenced by /controller_epoch's and /migration's zkVersions, /migration set to
@@ -462,9 +471,16 @@ class MigrationRunner:
         return last[0]
 
     # ---- for `migration status` and metrics ---------------------------------------------------
+    def write_behind_lag(self) -> int:
+        """Kafka's ZkWriteBehindLag: the committed offset minus the one last written to
+        ZooKeeper; 0 before the first write and on an inactive controller."""
+        if self.dual_write_offset == 0 or not self.controller.active:
+            return 0
+        return max(0, self._committed_offset() - self.dual_write_offset)
+
     def status(self) -> dict[str, Any]:
         """The driver's state, what it waits for, /migration as it last wrote or read it, and the
-        write-behind lag (Kafka's ZkWriteBehindLag: 0 unless dual-writing, which is not done yet)."""
+        write-behind lag (Kafka's ZkWriteBehindLag)."""
         lead = self.driver.leadership
         z = lead.znode()
         return {"driverState": self.driver.state.name, "waitingFor": self.driver.waiting_for,
@@ -474,7 +490,7 @@ class MigrationRunner:
                               "kraft_metadata_offset": z.kraft_metadata_offset,
                               "kraft_metadata_epoch": z.kraft_metadata_epoch},
                 "migrationZkVersion": lead.migration_zk_version, "zkControllerEpoch": lead.zk_controller_epoch,
-                "zkWriteBehindLag": 0, "copy": str(self.manifest) if self.manifest else None}
+                "zkWriteBehindLag": self.write_behind_lag(), "copy": str(self.manifest) if self.manifest else None}
 
 
 class CopyAbortedError(Exception):

@@ -560,6 +560,21 @@ def zk_topic(client: Any, name: str) -> tuple[L.TopicZNode, dict[int, L.Partitio
     return topic, states
 
 
+async def scrape(cluster: Cluster) -> dict[str, float]:
+    """The controller's /metrics over HTTP, as Prometheus reads it."""
+    import urllib.request
+
+    port = cluster.running.http.addresses[0][1]
+
+    def get() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            return str(r.read().decode())
+
+    body = await asyncio.to_thread(get)
+    return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in body.splitlines()
+                                     if line and not line.startswith("#"))}
+
+
 def matches_image(cluster: Cluster, client: Any, name: str) -> bool:
     got = zk_topic(client, name)
     t = cluster.controller.image.topics.by_name.get(name)
@@ -590,6 +605,10 @@ async def test_dual_write_of_topics_and_partitions(tmp_path: Path, zk_root: tupl
         after = {t: client.get(f"/brokers/topics/{t}/partitions/0/state")[1].mzxid for t in spec.topic_names()}
         assert after == before  # the reconcile after a copy writes no topic
         migration_version = client.get("/migration")[1].version
+        m = await scrape(c)
+        assert m["kafka_controller_kafkacontroller_zkwritesnapshottimems_count"] == 1
+        assert m["kafka_controller_kafkacontroller_zkwritedeltatimems_count"] == 0
+        assert m["kafka_controller_kafkacontroller_zkwritebehindlag"] == 0
 
         r = await c.req(CT(topics=[CT.CreatableTopic(name="dual", num_partitions=2, replication_factor=2)],
                            timeout_ms=30000), 7)
@@ -601,6 +620,9 @@ async def test_dual_write_of_topics_and_partitions(tmp_path: Path, zk_root: tupl
         await harness.poll_until(lambda: zk_json(client, "/migration")["kraft_metadata_offset"] >= created_at, 10)
         assert zk_json(client, "/migration")["kraft_metadata_epoch"] == c.controller.epoch
         assert client.get("/migration")[1].version > migration_version
+        m = await scrape(c)
+        assert m["kafka_controller_kafkacontroller_zkwritedeltatimems_count"] >= 1
+        assert m["kafka_controller_kafkacontroller_zkwritedeltatimems_sum"] > 0
 
         r = await c.req(CP(topics=[CP.CreatePartitionsTopic(name="dual", count=3, assignments=None)],
                            timeout_ms=5000), 3)
@@ -627,6 +649,9 @@ async def test_dual_write_of_topics_and_partitions(tmp_path: Path, zk_root: tupl
         await c.req(CT(topics=[CT.CreatableTopic(name="later", num_partitions=1, replication_factor=1)],
                        timeout_ms=30000), 7)
         assert runner.zk_writes == writes and client.exists("/brokers/topics/later") is None
+        # ZooKeeper no longer follows: the write-behind lag grows with every commit.
+        lag = (await scrape(c))["kafka_controller_kafkacontroller_zkwritebehindlag"]
+        assert lag == c.controller.raft.committed_offset - runner.dual_write_offset > 0
     finally:
         await c.stop()
 
