@@ -54,10 +54,13 @@ TOPIC_RECORDS = frozenset({"TopicRecord", "PartitionRecord", "PartitionChangeRec
 # Records whose entity has one znode under /config or /kafka-acl*.
 ENTITY_RECORDS = frozenset({"ConfigRecord", "ClientQuotaRecord", "UserScramCredentialRecord",
                             "RemoveUserScramCredentialRecord", "AccessControlEntryRecord",
-                            "RemoveAccessControlEntryRecord"})
+                            "RemoveAccessControlEntryRecord", "ProducerIdsRecord", "DelegationTokenRecord",
+                            "RemoveDelegationTokenRecord"})
 ENTITY_OPS_PER_MULTI = 100
 SCRAM_NAMES = {code: name for name, code in L.SCRAM_MECHANISMS.items()}
-EntityKey = tuple[Any, ...]  # ("config", type, name) | ("quota", entity) | ("user", name) | ("acl", type, name, pattern)
+# ("config", type, name) | ("quota", entity) | ("user", name) | ("acl", type, name, pattern)
+# | ("producer_ids",) | ("token", id)
+EntityKey = tuple[Any, ...]
 
 
 class MigrationRunner:
@@ -119,6 +122,10 @@ class MigrationRunner:
             return ("user", entries["user"]) if set(entries) == {"user"} else ("quota", entity)
         if kind in ("UserScramCredentialRecord", "RemoveUserScramCredentialRecord"):
             return ("user", r.name)
+        if kind == "ProducerIdsRecord":
+            return ("producer_ids",)
+        if kind in ("DelegationTokenRecord", "RemoveDelegationTokenRecord"):
+            return ("token", r.token_id)
         if kind == "AccessControlEntryRecord":
             self.acl_patterns[r.id] = (r.resource_type, r.resource_name, r.pattern_type)
             return ("acl", r.resource_type, r.resource_name, r.pattern_type)
@@ -138,6 +145,13 @@ class MigrationRunner:
             scram = {SCRAM_NAMES[m]: L.ScramCredential(c.salt, c.stored_key, c.server_key, c.iterations).encode()
                      for (user, m), c in image.scram.credentials.items() if user == name and m in SCRAM_NAMES}
             return zk_writer.quota_znode({"user": name}, image.quotas.entities.get((("user", name),), {}), scram)
+        if kind == "producer_ids":
+            return zk_writer.producer_id_znode(image.producer_ids.next_producer_id)
+        if kind == "token":
+            t = image.tokens.tokens.get(key[1])
+            return zk_writer.token_znode(key[1], None if t is None else L.TokenZNode(
+                key[1], t.owner, t.requester, tuple(t.renewers), t.issue_timestamp, t.max_timestamp,
+                t.expiration_timestamp))
         _, rt, name, pattern = key
         entries = [L.AclEntry(a.principal, a.permission_type, a.operation, a.host)
                    for a in image.acls.by_name.get(name, {}).values()
@@ -159,6 +173,9 @@ class MigrationRunner:
         for acl_id, a in image.acls.by_id.items():
             self.acl_patterns[acl_id] = (a.resource_type, a.resource_name, a.pattern_type)
             keys[("acl", a.resource_type, a.resource_name, a.pattern_type)] = None
+        keys[("producer_ids",)] = None
+        for token_id in image.tokens.tokens:
+            keys[("token", token_id)] = None
         return list(keys)
 
     def _committed(self, offset: int) -> None:
@@ -531,7 +548,8 @@ def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode]) -> tuple[list
         op = zk_writer.entity_op(want, got[0] if got else None, got is not None)
         if op is not None:
             ops.append(op)
-            notifications.append(want.notification)
+            if want.notification is not None:
+                notifications.append(want.notification)
     return ops, notifications
 
 

@@ -104,7 +104,7 @@ class EntityZNode:
     path: str
     content: object
     data: bytes | None
-    notification: tuple[str, bytes]
+    notification: tuple[str, bytes] | None
     parents: tuple[str, ...] = ()  # created beforehand when missing (Kafka's createRecursive)
 
 
@@ -117,9 +117,30 @@ def entity_op(want: EntityZNode, have: bytes | None, exists: bool) -> ZkOp | Non
 
 
 def _decoded(path: str, data: bytes | None) -> object:
+    if path == L.PRODUCER_ID_BLOCK:  # compared as Kafka does: the next block's first id
+        return L.ProducerIdBlock.decode(data).block_end + 1 if data else None
+    if path.startswith(L.DELEGATION_TOKENS):
+        return L.TokenZNode.decode(path, data)
     if path.startswith(L.ACL_LITERAL):  # also /kafka-acl-extended
         return frozenset(L.decode_acls(path, data)) if data else frozenset()
+    if path.startswith(QUOTA_PATHS):
+        return _quota_content(L.decode_config(path, data))
     return L.decode_config(path, data)
+
+
+QUOTA_PATHS = tuple(f"{L.CONFIG}/{t}/" for t in (L.USER_CONFIG, L.CLIENT_CONFIG, L.IP_CONFIG))
+
+
+def _quota_content(props: dict[str, str]) -> dict[str, object]:
+    """Quotas compared as numbers (Kafka reads them as doubles: "100.0" and "100" are the same
+    quota); SCRAM credentials as text."""
+    out: dict[str, object] = {}
+    for k, v in props.items():
+        try:
+            out[k] = v if k in L.SCRAM_MECHANISMS else float(v)
+        except ValueError:
+            out[k] = v
+    return out
 
 
 def _config_change(path: str) -> tuple[str, bytes]:
@@ -175,7 +196,7 @@ def quota_znode(entries: dict[str, str | None], quotas: dict[str, float],
     else:
         return None
     props = quota_props(quotas) | (scram or {})
-    return EntityZNode(path, props, L.encode_config(props), _config_change(path), parents)
+    return EntityZNode(path, _quota_content(props), L.encode_config(props), _config_change(path), parents)
 
 
 def acl_znode(resource_type: int, name: str, pattern: int, entries: list[L.AclEntry]) -> EntityZNode:
@@ -190,3 +211,20 @@ def acl_znode(resource_type: int, name: str, pattern: int, entries: list[L.AclEn
     # ZooKeeper-mode brokers' authorizer creates the per-type parents at start-up; kraftsim makes sure.
     parents = (L.acl_root(pattern), f"{L.acl_root(pattern)}/{type_name}")
     return EntityZNode(path, frozenset(entries) or None, L.encode_acls(entries), change, parents)
+
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+def producer_id_znode(next_producer_id: int) -> EntityZNode | None:
+    """Kafka's writeProducerId: a block owned by no broker (-1) starting at the next producer id.
+    Nothing while no block was ever handed out."""
+    if next_producer_id < 0:
+        return None
+    block = L.ProducerIdBlock(-1, next_producer_id, next_producer_id + PRODUCER_ID_BLOCK_SIZE - 1)
+    return EntityZNode(L.PRODUCER_ID_BLOCK, next_producer_id, block.encode(), None)
+
+
+def token_znode(token_id: str, token: L.TokenZNode | None) -> EntityZNode:
+    """A delegation token's znode (an expired or cancelled one: deleted)."""
+    return EntityZNode(f"{L.DELEGATION_TOKENS}/{token_id}", token, token.encode() if token else None, None)

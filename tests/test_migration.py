@@ -37,6 +37,7 @@ DT = registry.request_class(ApiKey.DELETE_TOPICS)
 IAC = registry.request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 ACQ = registry.request_class(ApiKey.ALTER_CLIENT_QUOTAS)
 AUSC = registry.request_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+APID = registry.request_class(ApiKey.ALLOCATE_PRODUCER_IDS)
 SPEC = SeedSpec(brokers=3, topics=40, partitions=3, replication_factor=2, users=2)
 
 
@@ -67,6 +68,19 @@ def zk_root(zookeeper: ZooKeeper, request: pytest.FixtureRequest) -> Iterator[tu
 def zk_json(client: Any, path: str) -> Any:
     data, _ = client.get(path)
     return json.loads(data)
+
+
+def zk_tree_versions(client: Any, path: str = "/") -> dict[str, int]:
+    """Every znode's modification zxid, but the claim's and /migration's (and the brokers', which
+    come and go)."""
+    out = {}
+    for child in client.get_children(path):
+        full = f"{path.rstrip('/')}/{child}"
+        if full in ("/controller", "/controller_epoch", "/migration", "/zookeeper"):
+            continue
+        out[full] = client.exists(full).mzxid
+        out.update(zk_tree_versions(client, full))
+    return out
 
 
 def migrating_cluster(tmp: Path, connect: str, **cfg: object) -> Cluster:
@@ -180,8 +194,11 @@ async def test_the_copy_then_a_restart_that_does_not_copy_again(tmp_path: Path, 
         # Broker 3 is in /brokers/ids and in assignments: the driver waits for it.
         assert "[3]" in c.controller.migration.driver.waiting_for or \
             c.controller.migration.driver.state == DriverState.WAIT_FOR_BROKERS
+        before = zk_tree_versions(client)
         await register_zk_brokers(c, [3])
         await driver_reaches(c, DriverState.DUAL_WRITE)
+        # The reconcile right after the copy writes nothing but /controller* and /migration.
+        assert zk_tree_versions(client) == before
         assert int(c.controller.image.migration.state) == 1  # MIGRATION
         assert c.controller._metric_values()["ZkMigrationState"] == 1
         check_image_holds_the_seed(c, client)
@@ -537,14 +554,18 @@ async def test_zookeeper_lost_while_waiting_is_retried(tmp_path: Path, zookeeper
         await c.stop()
 
 
-async def unfenced_zk_brokers(cluster: Cluster, ids: list[int]) -> None:
-    """ZooKeeper-mode brokers that register and heartbeat: unfenced, so topics can be placed."""
+async def unfenced_zk_brokers(cluster: Cluster, ids: list[int]) -> dict[int, int]:
+    """ZooKeeper-mode brokers that register and heartbeat: unfenced, so topics can be placed.
+    Returns their broker epochs."""
+    epochs = {}
     for b in ids:
         reg = registration(b, cluster.cluster_id)
         reg.is_migrating_zk_broker = True
         r = await cluster.req(reg, 3)
         assert r.error_code == 0, r
         await cluster.unfence(b, r.broker_epoch)
+        epochs[b] = r.broker_epoch
+    return epochs
 
 
 def zk_topic(client: Any, name: str) -> tuple[L.TopicZNode, dict[int, L.PartitionState]] | None:
@@ -620,6 +641,7 @@ async def test_dual_write_of_topics_and_partitions(tmp_path: Path, zk_root: tupl
         await harness.poll_until(lambda: zk_json(client, "/migration")["kraft_metadata_offset"] >= created_at, 10)
         assert zk_json(client, "/migration")["kraft_metadata_epoch"] == c.controller.epoch
         assert client.get("/migration")[1].version > migration_version
+        await harness.poll_until(lambda: c.controller.metrics.zk_write_delta_time.n >= 1, 10)  # just after the write
         m = await scrape(c)
         assert m["kafka_controller_kafkacontroller_zkwritedeltatimems_count"] >= 1
         assert m["kafka_controller_kafkacontroller_zkwritedeltatimems_sum"] > 0
@@ -668,7 +690,7 @@ async def test_dual_write_of_configs_quotas_scram_and_acls(tmp_path: Path, zk_ro
     await c.start()
     try:
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
-        await unfenced_zk_brokers(c, [1])
+        epochs = await unfenced_zk_brokers(c, [1])
         await driver_reaches(c, DriverState.DUAL_WRITE)
 
         def config(path: str) -> dict[str, str] | None:
@@ -722,6 +744,14 @@ async def test_dual_write_of_configs_quotas_scram_and_acls(tmp_path: Path, zk_ro
         assert r.filter_results[0].error_code == 0
         await harness.poll_until(lambda: client.exists("/kafka-acl/Topic/t") is None, 10)
         assert client.exists("/kafka-acl-extended/prefixed/Topic/pre-") is not None
+
+        # A producer id block handed out: /latest_producer_id_block as Kafka's writeProducerId.
+        r = await c.req(APID(broker_id=1, broker_epoch=epochs[1]), 0)
+        assert r.error_code == 0
+        nxt = c.controller.image.producer_ids.next_producer_id
+        await harness.poll_until(lambda: zk_json(client, "/latest_producer_id_block")["block_start"] == str(nxt), 10)
+        assert zk_json(client, "/latest_producer_id_block") == {"version": 1, "broker": -1, "block_start": str(nxt),
+                                                                "block_end": str(nxt + 999)}
     finally:
         await c.stop()
 
