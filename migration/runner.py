@@ -235,6 +235,9 @@ class MigrationRunner:
                     log.info("Migration driver is inactive: %s", self.driver.waiting_for)
                     return
         finally:
+            self.collecting = False  # a stopped driver notes nothing more
+            self.pending.clear()
+            self.pending_entities.clear()
             if raft is not None and self._committed in raft.on_commit:
                 raft.on_commit.remove(self._committed)
             await self.close()
@@ -368,6 +371,7 @@ class MigrationRunner:
         final: list[RecordAndVersion] = [(ZkMigrationStateRecord(zk_migration_state=int(ZkMigrationState.MIGRATION)), 0)]
         if txn:
             final.append((EndTransactionRecord(), 0))
+        self.collecting = True  # what commits from here on is dual-written (or covered by the reconcile)
         offset = await self._write("Complete ZK Migration", final)
         new_state = self.driver.copied(offset, controller.epoch)
         version = await asyncio.to_thread(zk.set_migration, new_state.znode(), new_state.migration_zk_version)
