@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from kraftsim.controller.acl_bindings import PatternType
 from kraftsim.controller.result import ControllerResult, RecordAndVersion
 from kraftsim.metadata import versions
 from kraftsim.metadata.image.migration import ZkMigrationState
@@ -395,7 +396,9 @@ class MigrationRunner:
                                self.driver.leadership.kraft_metadata_offset)
         names = set(image.topics.by_name) | set(await asyncio.to_thread(zk.children, L.TOPICS))
         started = time.monotonic()
-        await self._mirror({n: None for n in sorted(names)}, self._committed_offset(), self._all_entity_keys())
+        keys = self._all_entity_keys()
+        keys += await asyncio.to_thread(_zk_only_keys, zk, set(keys))
+        await self._mirror({n: None for n in sorted(names)}, self._committed_offset(), keys)
         self.controller.metrics.zk_write_snapshot_time.observe((time.monotonic() - started) * 1000)
         self.driver.synced()
 
@@ -442,14 +445,14 @@ class MigrationRunner:
         writes: list[list[ZkOp]] = []
         for name, parts in dirty.items():
             topic = image.topics.by_name.get(name)
-            view = await asyncio.to_thread(_read_topic, zk, name, topic.partitions.keys() if topic else (), parts)
             if topic is not None:
+                view = await asyncio.to_thread(_read_topic, zk, name, topic.partitions.keys(), parts)
                 ops = zk_writer.topic_ops(topic, view, lead.kraft_controller_epoch, parts)
-            elif view.topic is not None:
-                subtree = await asyncio.to_thread(zk.subtree, L.topic_path(name))
-                ops = zk_writer.delete_topic_ops(name, subtree, view.has_config)
-            else:
-                ops = []
+            else:  # deleted (or never in KRaft): whatever its znodes hold, they go
+                got, config = await asyncio.to_thread(zk.get_many, [L.topic_path(name),
+                                                                    L.config_path(L.TOPIC_CONFIG, name)])
+                subtree = await asyncio.to_thread(zk.subtree, L.topic_path(name)) if got is not None else []
+                ops = zk_writer.delete_topic_ops(name, subtree, config is not None) if got is not None else []
             if ops:
                 writes.append(ops)
         for ops in writes:  # topics first: a new topic's config znode is theirs to create
@@ -539,6 +542,28 @@ def _read_topic(zk: ZkSession, name: str, in_image: Iterable[int], only: set[int
             states[pid] = L.PartitionState.decode(L.partition_state_path(name, pid), got[0])
     return zk_writer.ZkTopicView(L.TopicZNode.decode(name, topic_got[0]), config_got is not None, has_partitions,
                                  ids, states)
+
+
+def _zk_only_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]:
+    """Topic and broker configs and ACL resources ZooKeeper holds and the image does not: the
+    reconcile deletes them (a config znode only if it holds something, as Kafka compares)."""
+    out: list[EntityKey] = []
+    for rt, config_type in zk_writer.CONFIG_TYPE_OF_RESOURCE.items():
+        parent = f"{L.CONFIG}/{config_type}"
+        names = [n for n in zk.children(parent)
+                 if ("config", rt, "" if n == L.DEFAULT_ENTITY else n) not in known]
+        for n, got in zip(names, zk.get_many([f"{parent}/{n}" for n in names]), strict=True):
+            if got is not None and L.decode_config(f"{parent}/{n}", got[0]):
+                out.append(("config", rt, "" if n == L.DEFAULT_ENTITY else n))
+    for pattern in (PatternType.LITERAL, PatternType.PREFIXED):
+        root = L.acl_root(pattern)
+        for type_name in zk.children(root):
+            rt = L.resource_type_code(type_name, root)
+            for name in zk.children(f"{root}/{type_name}"):
+                key = ("acl", rt, name, int(pattern))
+                if key not in known:
+                    out.append(key)
+    return out
 
 
 def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode]) -> tuple[list[ZkOp], list[tuple[str, bytes]]]:

@@ -756,6 +756,49 @@ async def test_dual_write_of_configs_quotas_scram_and_acls(tmp_path: Path, zk_ro
         await c.stop()
 
 
+async def test_the_reconcile_after_a_restart_undoes_what_changed_in_zookeeper(tmp_path: Path,
+                                                                               zk_root: tuple[str, Any]) -> None:
+    """SYNC_KRAFT_TO_ZK (Kafka's snapshot reconcile): a restart in MIGRATION finds ZooKeeper
+    changed behind its back and makes it what the image holds again: a topic only ZooKeeper has is
+    deleted, a missing one and a changed partition state rewritten, a stray config and ACL
+    resource deleted, a changed config restored, and one the image does not have deleted (Kafka
+    compares a topic's config with the image's, empty or not)."""
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=3, partitions=1, replication_factor=1, users=0))
+    c = migrating_cluster(tmp_path, connect)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await unfenced_zk_brokers(c, [1])
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+    finally:
+        await c.stop()
+    topic0 = zk_topic(client, "topic-0")
+    config2 = client.get("/config/topics/topic-2")[0]
+    assert L.decode_config("", client.get("/config/topics/topic-1")[0]) == {}  # topic-1 has no configs
+    client.create("/brokers/topics/ghost/partitions/0/state", b"{}", makepath=True)
+    client.create("/config/topics/ghost", L.encode_config({"retention.ms": "1"}))
+    client.create("/kafka-acl/Topic/ghost", L.encode_acls([L.AclEntry("User:x", 3, 3, "*")]), makepath=True)
+    for path in client.get_children("/brokers/topics/topic-0/partitions/0"):
+        client.delete(f"/brokers/topics/topic-0/partitions/0/{path}")
+    client.delete("/brokers/topics/topic-0", recursive=True)
+    client.set("/config/topics/topic-1", L.encode_config({"cleanup.policy": "compact"}))
+    client.set("/config/topics/topic-2", L.encode_config({"retention.ms": "1"}))
+    client.set("/brokers/topics/topic-1/partitions/0/state", L.PartitionState(1, 7, 1, [1]).encode())
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+        assert matches_image(c, client, "topic-0") and matches_image(c, client, "topic-1")
+        assert zk_topic(client, "topic-0")[0] == topic0[0]  # type: ignore[index]  # the same id and assignment
+        assert client.exists("/brokers/topics/ghost") is None and client.exists("/config/topics/ghost") is None
+        assert client.exists("/kafka-acl/Topic/ghost") is None
+        assert L.decode_config("", client.get("/config/topics/topic-2")[0]) == L.decode_config("", config2) != {}
+        assert client.exists("/config/topics/topic-1") is None
+        assert c.controller.metrics.zk_write_snapshot_time.n == 1
+    finally:
+        await c.stop()
+
+
 async def test_restart_without_the_flag_finalizes(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
     """Finalization: the controller restarted in MIGRATION without
     zookeeper.metadata.migration.enable writes ZkMigrationStateRecord POST_MIGRATION at its
