@@ -11,6 +11,13 @@ batches, then ZkMigrationStateRecord(MIGRATION) with EndTransactionRecord; /migr
 the offset and epoch of that last record. If the controller dies before the EndTransaction, its
 next activation aborts the open transaction (activation's AbortTransactionRecord) and, since
 /migration still shows the copy as not done, the copy runs again from scratch.
+
+After the copy: SYNC_KRAFT_TO_ZK reconciles ZooKeeper with the whole image, then (broker RPCs not
+being simulated) DUAL_WRITE mirrors each committed change. The write path's listener notes which
+topics and entities the appended records touch; a Raft commit wakes the driver, which writes
+those whose records are committed, as the image holds them, each multi fenced by the zkVersions
+of /controller_epoch and /migration and moving /migration to the committed offset. A fenced
+write means another controller owns ZooKeeper: the driver stops for good.
 """
 
 from __future__ import annotations

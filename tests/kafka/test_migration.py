@@ -8,6 +8,7 @@ ZooKeeper-mode brokers registered with IsMigratingZkBroker. The records each wro
 type and field (ACL ids are random on both sides, and the order of topics and resources is that
 of Kafka's hash sets, so the records are compared as multisets), along with the transaction
 markers, the merged batches and what each wrote to /controller, /controller_epoch and /migration.
+After the copy, a topic created through each controller is dual-written by each to the same znodes.
 """
 
 from __future__ import annotations
