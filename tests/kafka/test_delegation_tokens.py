@@ -23,7 +23,6 @@ from kraftsim.controller.envelope import serialize_principal
 from kraftsim.rpc import frames
 from kraftsim.rpc.messages import CreateAclsRequest as CA
 from kraftsim.rpc.messages import CreateDelegationTokenRequest as CDT
-from kraftsim.rpc.messages import DeleteAclsRequest as DA
 from kraftsim.rpc.messages import DescribeDelegationTokenRequest as DDT
 from kraftsim.rpc.messages import (
     EnvelopeRequest,
@@ -32,9 +31,9 @@ from kraftsim.rpc.messages import (
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
-from tests.acl_requests import ALLOW, acl, describe_request, flt
+from tests.acl_requests import ALLOW, acl, describe_request
 from tests.kafka import differential as d
-from tests.kafka.conftest import PairNodes, close, connect, make_pair
+from tests.kafka.conftest import PairNodes, close, connect, make_pair, pair_without_acls
 from tests.kafka.differential import Call
 
 pytestmark = pytest.mark.kafka
@@ -63,19 +62,8 @@ def token_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PairNodes]
 
 @pytest.fixture
 async def token_pair(token_nodes: PairNodes) -> AsyncIterator[d.Pair]:
-    """The pair, its ACLs deleted after each test (not compared)."""
-    if not all(node.running for node in token_nodes.nodes):
-        token_nodes.reset()
-    pair = await connect(token_nodes)
-    try:
+    async for pair in pair_without_acls(token_nodes):
         yield pair
-    finally:
-        for side in pair.sides:
-            try:
-                await side.client.request(DA(filters=[flt()]), 3)
-            except ConnectionError:
-                pass
-        await close(pair)
 
 
 def forward(inner: InnerBuilder | Any, version: int, principal: str = "User:alice",
