@@ -32,11 +32,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.forwarding import forwarded  # noqa: E402
-from benchmarks.vs_kafka import CONFIG, active, kafka_jvm_opts, register_placement_brokers  # noqa: E402
+from benchmarks.vs_kafka import CONFIG, active, controller_pair, register_placement_brokers  # noqa: E402
 from kraftsim.rpc.client import KafkaClient  # noqa: E402
 from kraftsim.rpc.frames import decode_response  # noqa: E402
 from kraftsim.rpc.messages import CreateTopicsRequest as CT  # noqa: E402
-from tests.kafka.harness import KafkaNode, KraftsimNode, Node, random_cluster_id  # noqa: E402
+from tests.kafka.harness import Node  # noqa: E402
 
 CT_VERSION = 7
 
@@ -90,11 +90,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        cid = random_cluster_id()
-        nodes: list[Node] = [
-            KraftsimNode(tmp / "kraftsim", cluster_id=cid, overrides=dict(CONFIG)),
-            KafkaNode(tmp / "kafka", cluster_id=cid, overrides=dict(CONFIG), jvm_opts=kafka_jvm_opts(args.kafka_heap)),
-        ]
+        nodes = controller_pair(tmp, CONFIG, args.kafka_heap)
         results = []
         for node in nodes:
             try:

@@ -32,15 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.vs_kafka import (  # noqa: E402
     active,
+    controller_pair,
     create_partitions,
-    kafka_jvm_opts,
     register_placement_brokers,
 )
 from kraftsim.metadata.batch import IncompleteBatchError, read_batches  # noqa: E402
 from kraftsim.raft.apis import METADATA_TOPIC_ID  # noqa: E402
 from kraftsim.rpc.client import KafkaClient  # noqa: E402
 from kraftsim.rpc.messages import DescribeQuorumRequest, FetchRequest  # noqa: E402
-from tests.kafka.harness import KafkaNode, KraftsimNode, Node, random_cluster_id  # noqa: E402
+from tests.kafka.harness import KafkaNode, Node  # noqa: E402
 
 CONFIG = {"broker.session.timeout.ms": "3600000"}
 UNFENCED = "The broker has been unfenced."
@@ -184,11 +184,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        cid = random_cluster_id()
-        nodes: list[Node] = [
-            KraftsimNode(tmp / "kraftsim", cluster_id=cid, overrides=dict(CONFIG)),
-            KafkaNode(tmp / "kafka", cluster_id=cid, overrides=dict(CONFIG), jvm_opts=kafka_jvm_opts(args.kafka_heap)),
-        ]
+        nodes = controller_pair(tmp, CONFIG, args.kafka_heap)
         results = []
         for node in nodes:
             results.append(measure(tmp, node, args.partitions))

@@ -86,6 +86,14 @@ async def active(node: Node, timeout: float = 600) -> None:
         await asyncio.sleep(0.01)
 
 
+def controller_pair(tmp: Path, config: dict[str, str], kafka_heap: str) -> list[Node]:
+    """A kraftsim controller and a Kafka 3.9 controller, formatted alike with ``config``, Kafka
+    with kafka-server-start's JVM options at ``kafka_heap``; in the order the benchmarks run them."""
+    cid = random_cluster_id()
+    return [KraftsimNode(tmp / "kraftsim", cluster_id=cid, overrides=dict(config)),
+            KafkaNode(tmp / "kafka", cluster_id=cid, overrides=dict(config), jvm_opts=kafka_jvm_opts(kafka_heap))]
+
+
 def start_timed(node: Node) -> float:
     t0 = time.perf_counter()
     node.start(wait=False)
@@ -169,12 +177,8 @@ def main() -> None:
     ap.add_argument("--kafka-heap", default="1G", help="Kafka's -Xmx/-Xms (kafka-server-start.sh: 1G)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        cid = random_cluster_id()
-        ks = KraftsimNode(tmp / "kraftsim", cluster_id=cid, overrides=dict(CONFIG))
-        kf = KafkaNode(tmp / "kafka", cluster_id=cid, overrides=dict(CONFIG), jvm_opts=kafka_jvm_opts(args.kafka_heap))
         results = []
-        for node in (ks, kf):
+        for node in controller_pair(Path(d), CONFIG, args.kafka_heap):
             try:
                 results.append(measure(node, args.partitions, args.seconds, args.idle))
             finally:

@@ -12,6 +12,8 @@ value; the broker-level values a topic falls back to).
 
 from __future__ import annotations
 
+from typing import Final
+
 from kraftsim.controller.broker_config_defs import (
     BROKER_CONFIGS,
     CLUSTER_LEVEL_LISTENER_CONFIGS,
@@ -80,6 +82,12 @@ def _with_id_synonyms(props: dict[str, str]) -> dict[str, str]:
     return props
 
 
+# The configs whose kraftsim default replaces Kafka's in DescribeConfigs (README, Differences).
+# Others keep Kafka's default: e.g. zookeeper.connection.timeout.ms, which Kafka leaves unset
+# (falling back to the session timeout) and kraftsim's config resolves to a number.
+OWN_DEFAULTS_SHOWN: Final = ("listeners", "controller.listener.names", "listener.security.protocol.map")
+
+
 class BrokerConfigView:
     """The layers of this node's broker config, read from the image at one moment."""
 
@@ -90,8 +98,10 @@ class BrokerConfigView:
         # Where server.properties leaves out a config kraftsim runs with a default of its own for
         # (a controller listener on 127.0.0.1:9093, where Kafka's definition has a broker's
         # PLAINTEXT://:9092 and a Kafka controller would not start), the default in force is shown.
-        self.defaults.update({n: k.default for n, k in KEYS.items()
-                              if n in BROKER_CONFIGS and k.default and n not in self.static})
+        for name in OWN_DEFAULTS_SHOWN:
+            own = KEYS[name].default
+            if own and name not in self.static:
+                self.defaults[name] = own
         configs = ctx.image.configs
         self.cluster = dynamic_layer(configs.get(BROKER, ""), per_broker=False)
         self.node = dynamic_layer(configs.get(BROKER, str(ctx.node_id)), per_broker=True)

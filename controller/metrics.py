@@ -40,6 +40,7 @@ GAUGES = {
     "NewActiveControllersCount": "Times a controller became active, as seen by this node",
     "ZkMigrationState": "ZooKeeper migration state (0 = never used ZooKeeper)",
     "MigratingZkBrokerCount": "Registered ZooKeeper brokers taking part in a migration",
+    "ZkWriteBehindLag": "Committed offset minus the offset last written to ZooKeeper (0 unless dual-writing)",
     "EventQueueOperationsTimedOutCount": "Events that timed out in the event queue",
 }
 
@@ -79,6 +80,9 @@ class ControllerMetrics(Collector):
         self.values = values
         self.queue_time = FastHistogram()
         self.processing_time = FastHistogram()
+        # The migration's ZooKeeper writes: the reconcile after the copy, and each dual-written delta.
+        self.zk_write_snapshot_time = FastHistogram()
+        self.zk_write_delta_time = FastHistogram()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -92,6 +96,13 @@ class ControllerMetrics(Collector):
                              ("EventQueueProcessingTimeMs", self.processing_time,
                               "Time the controller spends processing an event (ms)")):
             fam = HistogramMetricFamily(EVENT_PREFIX + name.lower(), doc)
+            fam.add_metric([], h.cumulative(), h.total)
+            yield fam
+        for name, h, doc in (("ZkWriteSnapshotTimeMs", self.zk_write_snapshot_time,
+                              "Time to reconcile ZooKeeper with the whole image (ms)"),
+                             ("ZkWriteDeltaTimeMs", self.zk_write_delta_time,
+                              "Time to dual-write a committed change to ZooKeeper (ms)")):
+            fam = HistogramMetricFamily(PREFIX + name.lower(), doc)
             fam.add_metric([], h.cumulative(), h.total)
             yield fam
 

@@ -570,6 +570,7 @@ class QuorumController:
             "NewActiveControllersCount": self.new_active_controllers,
             "ZkMigrationState": int(img.migration.state),
             "MigratingZkBrokerCount": cluster.migrating_zk_count,
+            "ZkWriteBehindLag": self.migration.write_behind_lag() if self.migration is not None else 0,
             "EventQueueOperationsTimedOutCount": self.timed_out_events,
         }
 

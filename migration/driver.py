@@ -219,6 +219,14 @@ class MigrationDriver:
         self.transition(S.SYNC_KRAFT_TO_ZK)
 
 
+    def synced(self) -> None:
+        """SYNC_KRAFT_TO_ZK done: ZooKeeper holds the image."""
+        self.transition(S.KRAFT_CONTROLLER_TO_BROKER_COMM)
+
+    def brokers_told(self) -> None:
+        self.transition(S.DUAL_WRITE)
+
+
 def _migrating(brokers: dict[int, BrokerView], broker_id: int) -> bool:
     b = brokers.get(broker_id)
     return b is not None and b.migrating_zk_broker

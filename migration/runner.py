@@ -11,6 +11,13 @@ batches, then ZkMigrationStateRecord(MIGRATION) with EndTransactionRecord; /migr
 the offset and epoch of that last record. If the controller dies before the EndTransaction, its
 next activation aborts the open transaction (activation's AbortTransactionRecord) and, since
 /migration still shows the copy as not done, the copy runs again from scratch.
+
+After the copy: SYNC_KRAFT_TO_ZK reconciles ZooKeeper with the whole image, then (broker RPCs not
+being simulated) DUAL_WRITE mirrors each committed change. The write path's listener notes which
+topics and entities the appended records touch; a Raft commit wakes the driver, which writes
+those whose records are committed, as the image holds them, each multi fenced by the zkVersions
+of /controller_epoch and /migration and moving /migration to the committed offset. A fenced
+write means another controller owns ZooKeeper: the driver stops for good.
 """
 
 from __future__ import annotations
@@ -18,21 +25,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from kraftsim.controller.acl_bindings import PatternType
 from kraftsim.controller.result import ControllerResult, RecordAndVersion
 from kraftsim.metadata import versions
 from kraftsim.metadata.image.migration import ZkMigrationState
+from kraftsim.metadata.image.quotas import entity_of
 from kraftsim.metadata.messages import BeginTransactionRecord, EndTransactionRecord, ZkMigrationStateRecord
-from kraftsim.migration import zk_copy
+from kraftsim.migration import zk_copy, zk_writer
 from kraftsim.migration import zk_layout as L
-from kraftsim.migration.driver import BrokerView, DriverState, MigrationDriver
+from kraftsim.migration.driver import BACKOFF_MAX_MS, BrokerView, DriverState, MigrationDriver
 from kraftsim.migration.zk_client import (
     ClaimFailedError,
     ControllerMovedError,
     MigrationFencedError,
+    ZkOp,
     ZkSession,
+    ZkWriteError,
     ZooKeeperUnavailableError,
 )
 
@@ -45,6 +57,18 @@ TRANSACTION_NAME = "ZK Migration"
 CLUSTER_RECORDS = frozenset({"RegisterBrokerRecord", "UnregisterBrokerRecord", "FenceBrokerRecord",
                              "UnfenceBrokerRecord", "BrokerRegistrationChangeRecord", "RegisterControllerRecord"})
 PROGRESS_EVERY_S = 5.0
+# Records of Kafka's TopicsDelta: what the dual-write mirrors to /brokers/topics.
+TOPIC_RECORDS = frozenset({"TopicRecord", "PartitionRecord", "PartitionChangeRecord", "RemoveTopicRecord"})
+# Records whose entity has one znode under /config or /kafka-acl*.
+ENTITY_RECORDS = frozenset({"ConfigRecord", "ClientQuotaRecord", "UserScramCredentialRecord",
+                            "RemoveUserScramCredentialRecord", "AccessControlEntryRecord",
+                            "RemoveAccessControlEntryRecord", "ProducerIdsRecord", "DelegationTokenRecord",
+                            "RemoveDelegationTokenRecord"})
+ENTITY_OPS_PER_MULTI = 100
+SCRAM_NAMES = {code: name for name, code in L.SCRAM_MECHANISMS.items()}
+# ("config", type, name) | ("quota", entity) | ("user", name) | ("acl", type, name, pattern)
+# | ("producer_ids",) | ("token", id)
+EntityKey = tuple[Any, ...]
 
 
 class MigrationRunner:
@@ -62,12 +86,109 @@ class MigrationRunner:
         # Called after each copy batch commits, with the batch count so far (tests: a kill mid-copy).
         self.after_batch: Callable[[int], Awaitable[None]] | None = None
         self._wake = asyncio.Event()
+        # Dual-write: from SYNC_KRAFT_TO_ZK on, each appended topic change is noted as (offset,
+        # topic name, partitions or None for the whole topic) and written once committed.
+        self.collecting = False
+        self.topic_names: dict[uuid.UUID, str] = {}  # names of deleted topics are looked up here
+        self.pending: list[tuple[int, str, set[int] | None]] = []
+        self.acl_patterns: dict[uuid.UUID, tuple[int, str, int]] = {}  # for RemoveAccessControlEntryRecord
+        self.pending_entities: list[tuple[int, EntityKey]] = []
+        self.zk_writes = 0  # fenced multi-ops applied (for tests and `migration status`)
+        self.dual_write_offset = 0  # the committed offset ZooKeeper last caught up with (Kafka's metric)
 
     def note_batch(self, records: list[RecordAndVersion], base: int) -> None:
         """A write-path listener: a change to the brokers or controllers wakes the driver at once
         (Kafka's driver polls again when a metadata delta touches the cluster before dual-write),
         rather than at the end of its backoff."""
         if not self.driver.state.allows_dual_write and any(type(r).__name__ in CLUSTER_RECORDS for r, _ in records):
+            self._wake.set()
+        if not self.collecting:
+            return
+        for i, (rec, _) in enumerate(records):
+            r: Any = rec
+            kind = type(r).__name__
+            if kind in ENTITY_RECORDS:
+                key = self._entity_key(kind, r)
+                if key is not None:
+                    self.pending_entities.append((base + i, key))
+                continue
+            if kind not in TOPIC_RECORDS:
+                continue
+            if kind == "TopicRecord":
+                self.topic_names[r.topic_id] = r.name
+            name = self.topic_names.get(r.topic_id)
+            if name is not None:
+                self.pending.append((base + i, name, {r.partition_id} if kind == "PartitionChangeRecord" else None))
+
+    def _entity_key(self, kind: str, r: Any) -> EntityKey | None:
+        if kind == "ConfigRecord":
+            return ("config", r.resource_type, r.resource_name) \
+                if r.resource_type in zk_writer.CONFIG_TYPE_OF_RESOURCE else None
+        if kind == "ClientQuotaRecord":
+            entity = entity_of(r.entity)
+            entries = dict(entity)
+            return ("user", entries["user"]) if set(entries) == {"user"} else ("quota", entity)
+        if kind in ("UserScramCredentialRecord", "RemoveUserScramCredentialRecord"):
+            return ("user", r.name)
+        if kind == "ProducerIdsRecord":
+            return ("producer_ids",)
+        if kind in ("DelegationTokenRecord", "RemoveDelegationTokenRecord"):
+            return ("token", r.token_id)
+        if kind == "AccessControlEntryRecord":
+            self.acl_patterns[r.id] = (r.resource_type, r.resource_name, r.pattern_type)
+            return ("acl", r.resource_type, r.resource_name, r.pattern_type)
+        pattern = self.acl_patterns.get(r.id)
+        return None if pattern is None else ("acl", *pattern)
+
+    def _entity_znode(self, key: EntityKey) -> zk_writer.EntityZNode | None:
+        """What the image says the entity's znode holds."""
+        image = self.controller.image
+        kind = key[0]
+        if kind == "config":
+            return zk_writer.config_znode(key[1], key[2], image.configs.resources.get((key[1], key[2]), {}))
+        if kind == "quota":
+            return zk_writer.quota_znode(dict(key[1]), image.quotas.entities.get(key[1], {}))
+        if kind == "user":
+            name = key[1]
+            scram = {SCRAM_NAMES[m]: L.ScramCredential(c.salt, c.stored_key, c.server_key, c.iterations).encode()
+                     for (user, m), c in image.scram.credentials.items() if user == name and m in SCRAM_NAMES}
+            return zk_writer.quota_znode({"user": name}, image.quotas.entities.get((("user", name),), {}), scram)
+        if kind == "producer_ids":
+            return zk_writer.producer_id_znode(image.producer_ids.next_producer_id)
+        if kind == "token":
+            t = image.tokens.tokens.get(key[1])
+            return zk_writer.token_znode(key[1], None if t is None else L.TokenZNode(
+                key[1], t.owner, t.requester, tuple(t.renewers), t.issue_timestamp, t.max_timestamp,
+                t.expiration_timestamp))
+        _, rt, name, pattern = key
+        entries = [L.AclEntry(a.principal, a.permission_type, a.operation, a.host)
+                   for a in image.acls.by_name.get(name, {}).values()
+                   if a.resource_type == rt and a.pattern_type == pattern]
+        return zk_writer.acl_znode(rt, name, pattern, entries)
+
+    def _all_entity_keys(self) -> list[EntityKey]:
+        """Every configs, quota, SCRAM and ACL entity of the image (the reconcile's list)."""
+        image = self.controller.image
+        keys: dict[EntityKey, None] = {}
+        for rt, name in image.configs.resources:
+            if rt in zk_writer.CONFIG_TYPE_OF_RESOURCE:
+                keys[("config", rt, name)] = None
+        for entity in image.quotas.entities:
+            entries = dict(entity)
+            keys[("user", entries["user"]) if set(entries) == {"user"} else ("quota", entity)] = None
+        for user, _ in image.scram.credentials:
+            keys[("user", user)] = None
+        for acl_id, a in image.acls.by_id.items():
+            self.acl_patterns[acl_id] = (a.resource_type, a.resource_name, a.pattern_type)
+            keys[("acl", a.resource_type, a.resource_name, a.pattern_type)] = None
+        keys[("producer_ids",)] = None
+        for token_id in image.tokens.tokens:
+            keys[("token", token_id)] = None
+        return list(keys)
+
+    def _committed(self, offset: int) -> None:
+        """A Raft commit listener: in dual-write every commit is mirrored (and /migration advanced)."""
+        if self.driver.state == DriverState.DUAL_WRITE:
             self._wake.set()
 
     # ---- the loop ---------------------------------------------------------------------------
@@ -79,20 +200,25 @@ class MigrationRunner:
             DriverState.WAIT_FOR_BROKERS: self._check_brokers,
             DriverState.BECOME_CONTROLLER: self._claim,
             DriverState.ZK_MIGRATION: self._copy,
+            DriverState.SYNC_KRAFT_TO_ZK: self._sync,
+            DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM: self._broker_comm,
+            DriverState.DUAL_WRITE: self._dual_write,
         }
+        raft = self.controller.raft
+        if raft is not None:
+            raft.on_commit.append(self._committed)
         try:
             while self.controller.active:
                 self._wake.clear()
                 state = self.driver.state
                 step = steps.get(state)
                 if step is None:
-                    self.stopped_reason = (f"{state.name}: the ZooKeeper sync, broker RPCs and dual-write are not "
-                                           f"simulated yet")
+                    self.stopped_reason = f"{state.name}: no step for this state"
                     log.info("Migration driver reached %s; %s", state.name, self.stopped_reason)
                     return
                 try:
                     await step()
-                except (ZooKeeperUnavailableError, ClaimFailedError) as e:
+                except (ZooKeeperUnavailableError, ClaimFailedError, ZkWriteError) as e:
                     self.driver.waiting_for = str(e)
                     log.info("Migration driver in %s: %s", state.name, e)
                 except (ControllerMovedError, MigrationFencedError) as e:
@@ -108,12 +234,20 @@ class MigrationRunner:
                         log.info("Encountered ZooKeeper error during %s. Will retry.", state.name, exc_info=e)
                     else:
                         log.error("Unhandled error in %s", state.name, exc_info=e)
-                if self.driver.state == state and self.controller.active:
+                if self.driver.state == DriverState.DUAL_WRITE and state == DriverState.DUAL_WRITE \
+                        and not self.driver.waiting_for:
+                    await self._backoff(BACKOFF_MAX_MS)  # each commit wakes it
+                elif self.driver.state == state and self.controller.active:
                     await self._backoff(self.driver.next_poll_ms())
                 elif self.driver.state == DriverState.INACTIVE and state != DriverState.UNINITIALIZED:
                     log.info("Migration driver is inactive: %s", self.driver.waiting_for)
                     return
         finally:
+            self.collecting = False  # a stopped driver notes nothing more
+            self.pending.clear()
+            self.pending_entities.clear()
+            if raft is not None and self._committed in raft.on_commit:
+                raft.on_commit.remove(self._committed)
             await self.close()
 
     async def _backoff(self, delay_ms: int) -> None:
@@ -245,6 +379,7 @@ class MigrationRunner:
         final: list[RecordAndVersion] = [(ZkMigrationStateRecord(zk_migration_state=int(ZkMigrationState.MIGRATION)), 0)]
         if txn:
             final.append((EndTransactionRecord(), 0))
+        self.collecting = True  # what commits from here on is dual-written (or covered by the reconcile)
         offset = await self._write("Complete ZK Migration", final)
         new_state = self.driver.copied(offset, controller.epoch)
         version = await asyncio.to_thread(zk.set_migration, new_state.znode(), new_state.migration_zk_version)
@@ -252,6 +387,105 @@ class MigrationRunner:
         log.info("Completed migration of metadata from ZooKeeper to KRaft in %.0f ms: %s. The current metadata "
                  "offset is now %d with an epoch of %d.", (time.monotonic() - started) * 1000, manifest, offset,
                  controller.epoch)
+
+    # ---- SYNC_KRAFT_TO_ZK and DUAL_WRITE -------------------------------------------------------
+    async def _sync(self) -> None:
+        """SYNC_KRAFT_TO_ZK (Kafka's snapshot reconcile): make ZooKeeper's topics what the image
+        holds, writing only what differs (nothing right after a copy). Changes appended from now
+        on are noted for the dual-write, so none falls between the reconcile and DUAL_WRITE."""
+        zk = await self._session()
+        self.collecting = True
+        image = self.controller.image
+        self.topic_names.update({t.id: t.name for t in image.topics.by_id.values()})
+        pending_deletions = await asyncio.to_thread(zk.children, L.DELETE_TOPICS)
+        if pending_deletions:  # Kafka clears them: the topics themselves go below, being absent from KRaft
+            await self._fenced([ZkOp("delete", f"{L.DELETE_TOPICS}/{t}") for t in sorted(pending_deletions)],
+                               self.driver.leadership.kraft_metadata_offset)
+        names = set(image.topics.by_name) | set(await asyncio.to_thread(zk.children, L.TOPICS))
+        started = time.monotonic()
+        keys = self._all_entity_keys()
+        keys += await asyncio.to_thread(_zk_only_keys, zk, set(keys))
+        await self._mirror({n: None for n in sorted(names)}, self._committed_offset(), keys)
+        self.controller.metrics.zk_write_snapshot_time.observe((time.monotonic() - started) * 1000)
+        self.driver.synced()
+
+    async def _broker_comm(self) -> None:
+        """KRAFT_CONTROLLER_TO_BROKER_COMM: Kafka sends full UpdateMetadata and LeaderAndIsr to
+        the ZooKeeper-mode brokers here; kraftsim does not (see README), and goes on to DUAL_WRITE."""
+        self.driver.brokers_told()
+
+    async def _dual_write(self) -> None:
+        """DUAL_WRITE: mirror every committed topic change, then advance /migration to the
+        committed offset (on every commit, as Kafka's driver does on every published delta)."""
+        committed = self._committed_offset()
+        if committed <= self.driver.leadership.kraft_metadata_offset and self.driver.leadership.kraft_metadata_epoch \
+                == self.controller.epoch:
+            return
+        due = [p for p in self.pending if p[0] <= committed]
+        dirty: dict[str, set[int] | None] = {}
+        for _, name, parts in due:
+            if name in dirty and dirty[name] is None:
+                continue
+            dirty[name] = None if parts is None else (dirty.get(name) or set()) | parts
+        entities = list(dict.fromkeys(k for o, k in self.pending_entities if o <= committed))
+        started = time.monotonic()
+        if await self._mirror(dirty, committed, entities):  # as Kafka: only deltas that wrote something
+            self.controller.metrics.zk_write_delta_time.observe((time.monotonic() - started) * 1000)
+        self.pending = [p for p in self.pending if p[0] > committed]
+        self.pending_entities = [p for p in self.pending_entities if p[0] > committed]
+        self.driver.waiting_for = ""
+        self.driver.attempts = 0
+
+    def _committed_offset(self) -> int:
+        raft = self.controller.raft
+        return raft.committed_offset if raft is not None else self.controller.image.offset
+
+    async def _mirror(self, dirty: dict[str, set[int] | None], offset: int, entities: list[EntityKey]) -> bool:
+        """Write ``dirty`` topics and ``entities`` as the image holds them (absent: deleted), each
+        topic one fenced multi, the entities in multis of up to ENTITY_OPS_PER_MULTI operations,
+        /migration advanced to ``offset`` by each (alone if nothing differs). True if anything
+        besides /migration was written."""
+        zk = await self._session()
+        image = self.controller.image
+        lead = self.driver.leadership
+        epoch = self.controller.epoch
+        writes: list[list[ZkOp]] = []
+        for name, parts in dirty.items():
+            topic = image.topics.by_name.get(name)
+            if topic is not None:
+                view = await asyncio.to_thread(_read_topic, zk, name, topic.partitions.keys(), parts)
+                ops = zk_writer.topic_ops(topic, view, lead.kraft_controller_epoch, parts)
+            else:  # deleted (or never in KRaft): whatever its znodes hold, they go
+                got, config = await asyncio.to_thread(zk.get_many, [L.topic_path(name),
+                                                                    L.config_path(L.TOPIC_CONFIG, name)])
+                subtree = await asyncio.to_thread(zk.subtree, L.topic_path(name)) if got is not None else []
+                ops = zk_writer.delete_topic_ops(name, subtree, config is not None) if got is not None else []
+            if ops:
+                writes.append(ops)
+        for ops in writes:  # topics first: a new topic's config znode is theirs to create
+            await self._fenced(ops, offset)
+        wants = [w for w in map(self._entity_znode, entities) if w is not None]
+        entity_ops, notifications = await asyncio.to_thread(_entity_ops, zk, wants)
+        for start in range(0, len(entity_ops), ENTITY_OPS_PER_MULTI):
+            await self._fenced(entity_ops[start:start + ENTITY_OPS_PER_MULTI], offset)
+        moved = (self.driver.leadership.kraft_metadata_offset, self.driver.leadership.kraft_metadata_epoch)
+        if moved != (offset, epoch):  # nothing to write: /migration alone moves on
+            await self._fenced([], offset)
+        if notifications:
+            await asyncio.to_thread(zk.notify, notifications)
+        self.dual_write_offset = offset
+        return bool(writes or entity_ops)
+
+    async def _fenced(self, ops: list[ZkOp], offset: int) -> None:
+        """One multi fenced by /controller_epoch's and /migration's zkVersions, /migration set to
+        ``offset`` in this epoch."""
+        zk = await self._session()
+        lead = self.driver.leadership
+        target = lead.with_offset(offset, self.controller.epoch)
+        version = await asyncio.to_thread(zk.fenced_write, ops, target.znode(), lead.migration_zk_version,
+                                          lead.zk_controller_epoch_zk_version)
+        self.driver.leadership = target.with_migration_zk_version(version)
+        self.zk_writes += 1
 
     async def _write(self, name: str, records: list[RecordAndVersion]) -> int:
         """One write event; returns the offset of its last record once committed."""
@@ -268,9 +502,16 @@ class MigrationRunner:
         return last[0]
 
     # ---- for `migration status` and metrics ---------------------------------------------------
+    def write_behind_lag(self) -> int:
+        """Kafka's ZkWriteBehindLag: the committed offset minus the one last written to
+        ZooKeeper; 0 before the first write and on an inactive controller."""
+        if self.dual_write_offset == 0 or not self.controller.active:
+            return 0
+        return max(0, self._committed_offset() - self.dual_write_offset)
+
     def status(self) -> dict[str, Any]:
         """The driver's state, what it waits for, /migration as it last wrote or read it, and the
-        write-behind lag (Kafka's ZkWriteBehindLag: 0 unless dual-writing, which is not done yet)."""
+        write-behind lag (Kafka's ZkWriteBehindLag)."""
         lead = self.driver.leadership
         z = lead.znode()
         return {"driverState": self.driver.state.name, "waitingFor": self.driver.waiting_for,
@@ -280,7 +521,7 @@ class MigrationRunner:
                               "kraft_metadata_offset": z.kraft_metadata_offset,
                               "kraft_metadata_epoch": z.kraft_metadata_epoch},
                 "migrationZkVersion": lead.migration_zk_version, "zkControllerEpoch": lead.zk_controller_epoch,
-                "zkWriteBehindLag": 0, "copy": str(self.manifest) if self.manifest else None}
+                "zkWriteBehindLag": self.write_behind_lag(), "copy": str(self.manifest) if self.manifest else None}
 
 
 class CopyAbortedError(Exception):
@@ -290,6 +531,62 @@ class CopyAbortedError(Exception):
 def _is_zookeeper_error(e: BaseException) -> bool:
     """kazoo's errors (connection loss, session expiry, ...): Kafka's MigrationClientException."""
     return type(e).__module__.startswith("kazoo.")
+
+
+def _read_topic(zk: ZkSession, name: str, in_image: Iterable[int], only: set[int] | None) -> zk_writer.ZkTopicView:
+    """One topic's znodes, pipelined: the topic, its config, its partitions, then the states of
+    the partitions asked for (all the image's and ZooKeeper's when ``only`` is None)."""
+    topic_got, config_got = zk.get_many([L.topic_path(name), L.config_path(L.TOPIC_CONFIG, name)])
+    if topic_got is None:
+        return zk_writer.ZkTopicView(None, config_got is not None)
+    children = zk.children(L.partitions_path(name))
+    has_partitions = bool(children) or zk.get(L.partitions_path(name)) is not None
+    ids = {int(c) for c in children if c.isdigit()}
+    wanted = sorted((ids | set(in_image)) if only is None else only)
+    states: dict[int, L.PartitionState] = {}
+    for pid, got in zip(wanted, zk.get_many([L.partition_state_path(name, p) for p in wanted]), strict=True):
+        if got is not None:
+            states[pid] = L.PartitionState.decode(L.partition_state_path(name, pid), got[0])
+    return zk_writer.ZkTopicView(L.TopicZNode.decode(name, topic_got[0]), config_got is not None, has_partitions,
+                                 ids, states)
+
+
+def _zk_only_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]:
+    """Topic and broker configs and ACL resources ZooKeeper holds and the image does not: the
+    reconcile deletes them (a config znode only if it holds something, as Kafka compares)."""
+    out: list[EntityKey] = []
+    for rt, config_type in zk_writer.CONFIG_TYPE_OF_RESOURCE.items():
+        parent = f"{L.CONFIG}/{config_type}"
+        names = [n for n in zk.children(parent)
+                 if ("config", rt, "" if n == L.DEFAULT_ENTITY else n) not in known]
+        for n, got in zip(names, zk.get_many([f"{parent}/{n}" for n in names]), strict=True):
+            if got is not None and L.decode_config(f"{parent}/{n}", got[0]):
+                out.append(("config", rt, "" if n == L.DEFAULT_ENTITY else n))
+    for pattern in (PatternType.LITERAL, PatternType.PREFIXED):
+        root = L.acl_root(pattern)
+        for type_name in zk.children(root):
+            rt = L.resource_type_code(type_name, root)
+            for name in zk.children(f"{root}/{type_name}"):
+                key = ("acl", rt, name, int(pattern))
+                if key not in known:
+                    out.append(key)
+    return out
+
+
+def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode]) -> tuple[list[ZkOp], list[tuple[str, bytes]]]:
+    """The entities' znodes read (pipelined) and compared; the operations that make them what
+    the image says, and the change notifications to create once they are applied."""
+    for parent in dict.fromkeys(p for w in wants for p in w.parents):
+        zk.client.ensure_path(parent)
+    ops: list[ZkOp] = []
+    notifications: list[tuple[str, bytes]] = []
+    for want, got in zip(wants, zk.get_many([w.path for w in wants]), strict=True):
+        op = zk_writer.entity_op(want, got[0] if got else None, got is not None)
+        if op is not None:
+            ops.append(op)
+            if want.notification is not None:
+                notifications.append(want.notification)
+    return ops, notifications
 
 
 def _next(it: Iterator[list[RecordAndVersion]]) -> list[RecordAndVersion] | None:

@@ -10,6 +10,7 @@ after the claim to learn the current zkVersion).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kraftsim.migration import zk_layout as L
@@ -180,3 +181,62 @@ class ZkSession:
             raise ClaimFailedError(f"{type(failures[0]).__name__} while trying to register KRaft controller "
                                    f"{kraft_id} with ZK epoch {new_epoch}")
         return new_epoch, int(results[0].version)
+
+    # ---- dual-write: Kafka's retryMigrationRequestsUntilConnected ---------------------------------
+    def fenced_write(self, ops: list[ZkOp], migration: L.MigrationZNode, migration_zk_version: int,
+                     controller_epoch_zk_version: int) -> int:
+        """One multi-op: check /controller_epoch's zkVersion, set /migration on its zkVersion (with
+        the offset this write brings ZooKeeper up to), then ``ops``. Returns /migration's new
+        zkVersion. A moved /controller_epoch or /migration means another controller owns
+        ZooKeeper (ControllerMovedError, MigrationFencedError); any other failure is a
+        ZkWriteError, retried by the runner."""
+        txn = self.client.transaction()
+        txn.check(L.CONTROLLER_EPOCH, version=controller_epoch_zk_version)
+        txn.set_data(L.MIGRATION, migration.encode(), version=migration_zk_version)
+        for op in ops:
+            if op.kind == "create":
+                txn.create(op.path, op.data)
+            elif op.kind == "set":
+                txn.set_data(op.path, op.data or b"", version=-1)
+            else:
+                txn.delete(op.path, version=-1)
+        results = txn.commit()
+        errors = self._errors
+        if isinstance(results[0], errors.BadVersionError | errors.NoNodeError):
+            raise ControllerMovedError(f"/controller_epoch is no longer at zkVersion {controller_epoch_zk_version}: "
+                                       f"another controller owns ZooKeeper")
+        if isinstance(results[1], errors.BadVersionError | errors.NoNodeError):
+            raise MigrationFencedError(f"/migration is no longer at zkVersion {migration_zk_version}: another KRaft "
+                                       f"controller is writing to ZooKeeper")
+        failures = [(op.path, r) for op, r in zip(ops, results[2:], strict=False)
+                    if isinstance(r, Exception) and not isinstance(r, errors.RolledBackError)]
+        if failures:
+            path, err = failures[0]
+            raise ZkWriteError(f"{type(err).__name__} on {path}: the ZooKeeper write was not applied")
+        return int(results[1].version)
+
+    def notify(self, notifications: list[tuple[str, bytes]]) -> None:
+        """Change notifications (sequential znodes) for ZooKeeper-mode brokers: written after
+        the fenced multi and outside it, as Kafka writes them."""
+        for prefix, data in notifications:
+            self.client.create(prefix, data, sequence=True, makepath=True)
+
+    def subtree(self, path: str) -> list[str]:
+        """Every znode below ``path``, children before their parents (an order a multi can delete)."""
+        out: list[str] = []
+        for child in self.children(path):
+            out.extend(self.subtree(f"{path}/{child}"))
+            out.append(f"{path}/{child}")
+        return out
+
+
+class ZkWriteError(Exception):
+    """A dual-write multi-op failed on one of its own znodes (not fenced): retried."""
+
+
+@dataclass(frozen=True)
+class ZkOp:
+    """One operation of a fenced multi: create, set (any version) or delete (any version)."""
+    kind: str
+    path: str
+    data: bytes | None = None

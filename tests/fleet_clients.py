@@ -86,6 +86,35 @@ class KafkaPythonAdmin:
             UserScramCredentialDeletion(user, ScramMechanism(mechanism))])
         assert r == {user: None}, r
 
+    async def allow_read(self, principal: str, topic: str) -> None:
+        from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
+
+        acl = ACL(principal, "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                  ResourcePattern(ResourceType.TOPIC, topic))
+        r = await self._run(self.admin.create_acls, [acl])
+        assert not r["failed"], r
+
+    async def readers(self, topic: str) -> list[str]:
+        from kafka.admin import (
+            ACLFilter,
+            ACLOperation,
+            ACLPermissionType,
+            ACLResourcePatternType,
+            ResourcePatternFilter,
+            ResourceType,
+        )
+
+        flt = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                        ResourcePatternFilter(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL))
+        acls, error = await self._run(self.admin.describe_acls, flt)
+        assert error.errno == 0, error
+        return sorted(a.principal for a in acls if a.operation == ACLOperation.READ)
+
+    async def scram_mechanisms(self, user: str) -> list[str]:
+        r = await self._run(self.admin.describe_user_scram_credentials, [user])
+        assert r[user]["error"] is None, r
+        return sorted(info["mechanism"].name for info in r[user]["credential_infos"])
+
     async def close(self) -> None:
         await self._run(self.admin.close)
 
@@ -199,6 +228,44 @@ class ConfluentAdmin:
 
     async def delete_topic(self, name: str) -> None:
         await self._all(self.admin.delete_topics([name], request_timeout=20))
+
+    async def upsert_scram(self, user: str, mechanism: int, password: str, iterations: int) -> None:
+        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        info = ScramCredentialInfo(ScramMechanism(mechanism), iterations)
+        await self._all(self.admin.alter_user_scram_credentials([
+            UserScramCredentialUpsertion(user, info, password.encode())], request_timeout=20))
+
+    async def allow_read(self, principal: str, topic: str) -> None:
+        from confluent_kafka.admin import (
+            AclBinding,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+            ResourceType,
+        )
+
+        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*",
+                             AclOperation.READ, AclPermissionType.ALLOW)
+        await self._all(self.admin.create_acls([binding], request_timeout=20))
+
+    async def readers(self, topic: str) -> list[str]:
+        from confluent_kafka.admin import (
+            AclBindingFilter,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+            ResourceType,
+        )
+
+        flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+        bindings = await asyncio.to_thread(self.admin.describe_acls(flt, request_timeout=20).result, 30)
+        return sorted(b.principal for b in bindings if b.operation == AclOperation.READ)
+
+    async def scram_mechanisms(self, user: str) -> list[str]:
+        r = await self._all(self.admin.describe_user_scram_credentials([user], request_timeout=20))
+        return sorted(info.mechanism.name for info in r[user].scram_credential_infos)
 
     async def close(self) -> None:
         return None

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from kraftsim.migration import zk_layout as L
 from kraftsim.migration.driver import DriverState
 from kraftsim.migration.seed import SeedSpec, seed
 from kraftsim.rpc import registry
@@ -31,6 +32,12 @@ from tests.zookeeper import ZooKeeper, batches, running
 
 CT = registry.request_class(ApiKey.CREATE_TOPICS)
 DC = registry.request_class(ApiKey.DESCRIBE_CLUSTER)
+CP = registry.request_class(ApiKey.CREATE_PARTITIONS)
+DT = registry.request_class(ApiKey.DELETE_TOPICS)
+IAC = registry.request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+ACQ = registry.request_class(ApiKey.ALTER_CLIENT_QUOTAS)
+AUSC = registry.request_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+APID = registry.request_class(ApiKey.ALLOCATE_PRODUCER_IDS)
 SPEC = SeedSpec(brokers=3, topics=40, partitions=3, replication_factor=2, users=2)
 
 
@@ -61,6 +68,19 @@ def zk_root(zookeeper: ZooKeeper, request: pytest.FixtureRequest) -> Iterator[tu
 def zk_json(client: Any, path: str) -> Any:
     data, _ = client.get(path)
     return json.loads(data)
+
+
+def zk_tree_versions(client: Any, path: str = "/") -> dict[str, int]:
+    """Every znode's modification zxid, but the claim's and /migration's (and the brokers', which
+    come and go)."""
+    out = {}
+    for child in client.get_children(path):
+        full = f"{path.rstrip('/')}/{child}"
+        if full in ("/controller", "/controller_epoch", "/migration", "/zookeeper"):
+            continue
+        out[full] = client.exists(full).mzxid
+        out.update(zk_tree_versions(client, full))
+    return out
 
 
 def migrating_cluster(tmp: Path, connect: str, **cfg: object) -> Cluster:
@@ -174,8 +194,11 @@ async def test_the_copy_then_a_restart_that_does_not_copy_again(tmp_path: Path, 
         # Broker 3 is in /brokers/ids and in assignments: the driver waits for it.
         assert "[3]" in c.controller.migration.driver.waiting_for or \
             c.controller.migration.driver.state == DriverState.WAIT_FOR_BROKERS
+        before = zk_tree_versions(client)
         await register_zk_brokers(c, [3])
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+        # The reconcile right after the copy writes nothing but /controller* and /migration.
+        assert zk_tree_versions(client) == before
         assert int(c.controller.image.migration.state) == 1  # MIGRATION
         assert c.controller._metric_values()["ZkMigrationState"] == 1
         check_image_holds_the_seed(c, client)
@@ -194,9 +217,10 @@ async def test_the_copy_then_a_restart_that_does_not_copy_again(tmp_path: Path, 
     first_kinds = [n for _, n, _ in body[0][:2]]
     assert first_kinds == ["TopicRecord", "ConfigRecord"]  # topic-0: its record, then its configs
     end_offset = copy[-1][-1][0]
-    assert zk_json(client, "/migration") == {"version": 0, "kraft_controller_id": harness.NODE_ID,
-                                             "kraft_controller_epoch": epoch, "kraft_metadata_offset": end_offset,
-                                             "kraft_metadata_epoch": epoch}
+    migration = zk_json(client, "/migration")
+    assert migration["kraft_metadata_offset"] >= end_offset  # the copy's, or later ones dual-written since
+    assert migration == {"version": 0, "kraft_controller_id": harness.NODE_ID, "kraft_controller_epoch": epoch,
+                         "kraft_metadata_offset": migration["kraft_metadata_offset"], "kraft_metadata_epoch": epoch}
     assert client.get("/controller_epoch")[0] == b"2"  # the seed's 1, bumped by the claim
     controller = zk_json(client, "/controller")
     assert (controller["version"], controller["brokerid"], controller["kraftControllerEpoch"]) == \
@@ -206,7 +230,7 @@ async def test_the_copy_then_a_restart_that_does_not_copy_again(tmp_path: Path, 
     # A restart in MIGRATION claims ZooKeeper again but does not copy again.
     await c.start()
     try:
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
         assert c.controller.migration.manifest is None
         new_epoch = c.controller.epoch
     finally:
@@ -218,7 +242,9 @@ async def test_the_copy_then_a_restart_that_does_not_copy_again(tmp_path: Path, 
     assert client.get("/controller_epoch")[0] == b"3"
     assert zk_json(client, "/controller")["kraftControllerEpoch"] == new_epoch > epoch
     assert zk_json(client, "/migration")["kraft_controller_epoch"] == new_epoch
-    assert zk_json(client, "/migration")["kraft_metadata_offset"] == end_offset  # the copy's offset stays
+    # Not copied again; the dual-write moved /migration on to what this epoch committed.
+    assert zk_json(client, "/migration")["kraft_metadata_offset"] > end_offset
+    assert zk_json(client, "/migration")["kraft_metadata_epoch"] == new_epoch
 
 
 async def test_a_kill_during_the_copy_is_aborted_and_the_copy_redone(tmp_path: Path,
@@ -247,7 +273,7 @@ async def test_a_kill_during_the_copy_is_aborted_and_the_copy_redone(tmp_path: P
 
     await c.start()
     try:
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
         check_image_holds_the_seed(c, client)
     finally:
         await c.stop()
@@ -316,7 +342,7 @@ async def test_kill_9_during_the_copy(tmp_path: Path, zookeeper: ZooKeeper, zk_r
     proc = harness.spawn_controller(config)
     try:
         await asyncio.to_thread(harness.wait_http, http)
-        await harness.poll_until(lambda: driver_state() == "SYNC_KRAFT_TO_ZK", 60, interval=0.05)
+        await harness.poll_until(lambda: driver_state() == "DUAL_WRITE", 60, interval=0.05)
     finally:
         assert harness.stop(proc) == 0
     flat = [(o, n, r) for b in batches(tmp_path / "data") for o, n, r in b]
@@ -354,7 +380,7 @@ async def test_a_copy_that_fails_is_fatal_and_the_next_start_redoes_it(tmp_path:
     client.set("/brokers/topics/topic-30", good)
     await c.start()
     try:
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
         check_image_holds_the_seed(c, client)
     finally:
         await c.stop()
@@ -427,11 +453,12 @@ async def test_pre_migration_refuses_writes_until_the_copy(tmp_path: Path, zk_ro
                               "WaitingFor: brokers to register with KRaft"]
         c.controller.migration.driver.attempts = 12  # as after minutes of waiting: polls a minute apart
         await register_zk_brokers(c, [1])
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK, timeout=10)  # the registration woke it
-        status = await status_lines(c)
-        assert status[:2] == ["ZkMigrationState: MIGRATION", "DriverState: SYNC_KRAFT_TO_ZK"]
+        await driver_reaches(c, DriverState.DUAL_WRITE, timeout=10)  # the registration woke it
         offset = zk_json(client, "/migration")["kraft_metadata_offset"]
-        assert f"kraft_metadata_offset={offset}" in status[3] and status[-1].startswith("Copy: ")
+        status = await status_lines(c)
+        assert status[:2] == ["ZkMigrationState: MIGRATION", "DriverState: DUAL_WRITE"]
+        shown = int(status[2].split("kraft_metadata_offset=")[1].split()[0])  # the dual-write may move it on
+        assert status[2].startswith("/migration: ") and shown >= offset > 0 and status[-1].startswith("Copy: ")
         r = await c.req(create, 7)  # in MIGRATION the write runs: placement refuses it, the broker being fenced
         assert (r.topics[0].error_code, r.topics[0].error_message) == \
             (ErrorCode.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition 1 time(s): All brokers are "
@@ -457,7 +484,7 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
     try:
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
         await fleet.start()
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
         brokers = c.controller.image.cluster.brokers
         assert sorted(brokers) == [1, 2, 3] and all(brokers[b].is_migrating_zk_broker for b in brokers)
         assert c.controller._metric_values()["MigratingZkBrokerCount"] == 3
@@ -520,11 +547,300 @@ async def test_zookeeper_lost_while_waiting_is_retried(tmp_path: Path, zookeeper
         finally:
             zookeeper.proc.send_signal(signal.SIGCONT)
         await register_zk_brokers(c, [1])
-        await driver_reaches(c, DriverState.SYNC_KRAFT_TO_ZK, timeout=60)
-        assert runner.driver.state == DriverState.SYNC_KRAFT_TO_ZK and c.controller.fatal is None
+        await driver_reaches(c, DriverState.DUAL_WRITE, timeout=60)
+        assert runner.driver.state == DriverState.DUAL_WRITE and c.controller.fatal is None
         assert sorted(r.name for r in image_records(c)["TopicRecord"]) == ["topic-0", "topic-1"]
     finally:
         await c.stop()
+
+
+async def unfenced_zk_brokers(cluster: Cluster, ids: list[int]) -> dict[int, int]:
+    """ZooKeeper-mode brokers that register and heartbeat: unfenced, so topics can be placed.
+    Returns their broker epochs."""
+    epochs = {}
+    for b in ids:
+        reg = registration(b, cluster.cluster_id)
+        reg.is_migrating_zk_broker = True
+        r = await cluster.req(reg, 3)
+        assert r.error_code == 0, r
+        await cluster.unfence(b, r.broker_epoch)
+        epochs[b] = r.broker_epoch
+    return epochs
+
+
+def zk_topic(client: Any, name: str) -> tuple[L.TopicZNode, dict[int, L.PartitionState]] | None:
+    """A topic's znodes read back with the layout's parser (Kafka's JSON)."""
+    if client.exists(f"/brokers/topics/{name}") is None:
+        return None
+    topic = L.TopicZNode.decode(name, client.get(f"/brokers/topics/{name}")[0])
+    states = {}
+    for p in client.get_children(f"/brokers/topics/{name}/partitions"):
+        path = f"/brokers/topics/{name}/partitions/{p}/state"
+        if client.exists(path) is not None:
+            states[int(p)] = L.PartitionState.decode(path, client.get(path)[0])
+    return topic, states
+
+
+async def scrape(cluster: Cluster) -> dict[str, float]:
+    """The controller's /metrics over HTTP, as Prometheus reads it."""
+    import urllib.request
+
+    port = cluster.running.http.addresses[0][1]
+
+    def get() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            return str(r.read().decode())
+
+    body = await asyncio.to_thread(get)
+    return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in body.splitlines()
+                                     if line and not line.startswith("#"))}
+
+
+def matches_image(cluster: Cluster, client: Any, name: str) -> bool:
+    got = zk_topic(client, name)
+    t = cluster.controller.image.topics.by_name.get(name)
+    if got is None or t is None:
+        return False
+    topic, states = got
+    epoch = cluster.controller.epoch
+    return topic.topic_id == t.id and topic.partitions == {p: list(x.replicas) for p, x in t.partitions.items()} \
+        and states == {p: L.PartitionState(x.leader, x.leader_epoch, epoch, list(x.isr))
+                       for p, x in t.partitions.items()}
+
+
+async def test_dual_write_of_topics_and_partitions(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    """After the copy, the reconcile writes nothing; then CreateTopics, CreatePartitions and
+    DeleteTopics on kraftsim reach ZooKeeper in Kafka's layout, each write moving /migration on.
+    A bumped /controller_epoch (another controller) stops the writes for good."""
+    connect, client = zk_root
+    spec = SeedSpec(brokers=2, topics=3, partitions=2, replication_factor=2, users=0)
+    seed(client, spec)
+    before = {t: client.get(f"/brokers/topics/{t}/partitions/0/state")[1].mzxid for t in spec.topic_names()}
+    c = migrating_cluster(tmp_path, connect)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await unfenced_zk_brokers(c, spec.broker_ids)
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+        runner = c.controller.migration
+        after = {t: client.get(f"/brokers/topics/{t}/partitions/0/state")[1].mzxid for t in spec.topic_names()}
+        assert after == before  # the reconcile after a copy writes no topic
+        migration_version = client.get("/migration")[1].version
+        m = await scrape(c)
+        assert m["kafka_controller_kafkacontroller_zkwritesnapshottimems_count"] == 1
+        assert m["kafka_controller_kafkacontroller_zkwritedeltatimems_count"] == 0
+        assert m["kafka_controller_kafkacontroller_zkwritebehindlag"] == 0
+
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="dual", num_partitions=2, replication_factor=2)],
+                           timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0
+        created_at = c.controller.raft.committed_offset
+        await harness.poll_until(lambda: matches_image(c, client, "dual"), 10)
+        assert zk_json(client, "/config/topics/dual") == {"version": 1, "config": {}}
+        assert zk_topic(client, "dual")[0].topic_id == r.topics[0].topic_id  # type: ignore[index]
+        await harness.poll_until(lambda: zk_json(client, "/migration")["kraft_metadata_offset"] >= created_at, 10)
+        assert zk_json(client, "/migration")["kraft_metadata_epoch"] == c.controller.epoch
+        assert client.get("/migration")[1].version > migration_version
+        await harness.poll_until(lambda: c.controller.metrics.zk_write_delta_time.n >= 1, 10)  # just after the write
+        m = await scrape(c)
+        assert m["kafka_controller_kafkacontroller_zkwritedeltatimems_count"] >= 1
+        assert m["kafka_controller_kafkacontroller_zkwritedeltatimems_sum"] > 0
+
+        r = await c.req(CP(topics=[CP.CreatePartitionsTopic(name="dual", count=3, assignments=None)],
+                           timeout_ms=5000), 3)
+        assert r.results[0].error_code == 0
+        await harness.poll_until(lambda: matches_image(c, client, "dual")
+                                 and len(zk_topic(client, "dual")[0].partitions) == 3, 10)  # type: ignore[index]
+
+        r = await c.req(DT(topic_names=["dual", "topic-0"], timeout_ms=5000), 4)
+        assert [x.error_code for x in r.responses] == [0, 0]
+        await harness.poll_until(lambda: client.exists("/brokers/topics/dual") is None
+                                 and client.exists("/brokers/topics/topic-0") is None, 10)
+        assert client.exists("/config/topics/dual") is None and client.exists("/config/topics/topic-0") is None
+        assert matches_image(c, client, "topic-1")
+
+        # Another controller bumps /controller_epoch: the next write is refused and the driver stops.
+        client.set("/controller_epoch", client.get("/controller_epoch")[0])
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="late", num_partitions=1, replication_factor=1)],
+                           timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0
+        await harness.poll_until(lambda: runner.stopped_reason, 10)
+        assert "/controller_epoch" in runner.stopped_reason and c.controller.fatal is None
+        assert client.exists("/brokers/topics/late") is None
+        writes = runner.zk_writes
+        await c.req(CT(topics=[CT.CreatableTopic(name="later", num_partitions=1, replication_factor=1)],
+                       timeout_ms=30000), 7)
+        assert runner.zk_writes == writes and client.exists("/brokers/topics/later") is None
+        # ZooKeeper no longer follows: the write-behind lag grows with every commit.
+        lag = (await scrape(c))["kafka_controller_kafkacontroller_zkwritebehindlag"]
+        assert lag == c.controller.raft.committed_offset - runner.dual_write_offset > 0
+    finally:
+        await c.stop()
+
+
+async def test_dual_write_of_configs_quotas_scram_and_acls(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    """Each kind once, in Kafka's layout: a topic config, client quotas (a user's beside its SCRAM
+    credential, a client id's), ACLs literal and prefixed; each with its change notification."""
+    from kraftsim.controller.acls import STANDARD_AUTHORIZER
+    from tests.acl_requests import CA, DA, LITERAL, PREFIXED, acl, flt
+
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
+    c = migrating_cluster(tmp_path, connect, authorizer_class_name=STANDARD_AUTHORIZER, super_users="User:ANONYMOUS")
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        epochs = await unfenced_zk_brokers(c, [1])
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+
+        def config(path: str) -> dict[str, str] | None:
+            return L.decode_config(path, client.get(path)[0]) if client.exists(path) else None
+
+        def notified(entity_path: str) -> bool:
+            return any(zk_json(client, f"/config/changes/{n}") == {"version": 2, "entity_path": entity_path}
+                       for n in client.get_children("/config/changes"))
+
+        r = await c.req(IAC(resources=[IAC.AlterConfigsResource(resource_type=2, resource_name="topic-0", configs=[
+            IAC.AlterableConfig(name="retention.ms", config_operation=0, value="1234")])], validate_only=False), 1)
+        assert r.responses[0].error_code == 0
+        await harness.poll_until(lambda: (config("/config/topics/topic-0") or {}).get("retention.ms") == "1234", 10)
+        await harness.poll_until(lambda: notified("topics/topic-0"), 10)
+
+        r = await c.req(ACQ(entries=[
+            ACQ.EntryData(entity=[ACQ.EntityData(entity_type="user", entity_name="alice")],
+                          ops=[ACQ.OpData(key="producer_byte_rate", value=1024.0, remove=False),
+                               ACQ.OpData(key="request_percentage", value=12.5, remove=False)]),
+            ACQ.EntryData(entity=[ACQ.EntityData(entity_type="client-id", entity_name="app")],
+                          ops=[ACQ.OpData(key="consumer_byte_rate", value=2048.0, remove=False)])],
+            validate_only=False), 1)
+        assert all(e.error_code == 0 for e in r.entries)
+        await harness.poll_until(lambda: config("/config/clients/app") == {"consumer_byte_rate": "2048"}, 10)
+        await harness.poll_until(lambda: config("/config/users/alice") == {"producer_byte_rate": "1024",
+                                                                           "request_percentage": "12.5"}, 10)
+        await harness.poll_until(lambda: notified("users/alice") and notified("clients/app"), 10)
+
+        r = await c.req(AUSC(deletions=[], upsertions=[AUSC.ScramCredentialUpsertion(
+            name="alice", mechanism=1, iterations=4096, salt=b"salt", salted_password=b"x" * 32)]))
+        assert r.results[0].error_code == 0
+        await harness.poll_until(lambda: "SCRAM-SHA-256" in (config("/config/users/alice") or {}), 10)
+        alice = config("/config/users/alice")
+        assert alice is not None and alice["producer_byte_rate"] == "1024"  # quotas and SCRAM share the znode
+        cred = L.ScramCredential.decode(alice["SCRAM-SHA-256"])
+        stored = c.controller.image.scram.credentials[("alice", 1)]
+        assert (cred.salt, cred.stored_key, cred.iterations) == (b"salt", stored.stored_key, 4096)
+
+        r = await c.req(CA(creations=[acl("t"), acl("pre-", pattern=PREFIXED)]), 3)
+        assert all(x.error_code == 0 for x in r.results)
+        await harness.poll_until(lambda: client.exists("/kafka-acl/Topic/t") is not None
+                                 and client.exists("/kafka-acl-extended/prefixed/Topic/pre-") is not None, 10)
+        assert zk_json(client, "/kafka-acl/Topic/t") == {"version": 1, "acls": [
+            {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}]}
+        # The notifications follow the fenced write (outside it, as Kafka writes them).
+        await harness.poll_until(lambda: client.exists("/kafka-acl-extended-changes") is not None
+                                 and client.get_children("/kafka-acl-extended-changes"), 10)
+        changes = client.get_children("/kafka-acl-changes")
+        assert b"Topic:t" in [client.get(f"/kafka-acl-changes/{n}")[0] for n in changes]
+        r = await c.req(DA(filters=[flt("t", pattern=LITERAL)]), 3)
+        assert r.filter_results[0].error_code == 0
+        await harness.poll_until(lambda: client.exists("/kafka-acl/Topic/t") is None, 10)
+        assert client.exists("/kafka-acl-extended/prefixed/Topic/pre-") is not None
+
+        # A producer id block handed out: /latest_producer_id_block as Kafka's writeProducerId.
+        r = await c.req(APID(broker_id=1, broker_epoch=epochs[1]), 0)
+        assert r.error_code == 0
+        nxt = c.controller.image.producer_ids.next_producer_id
+        await harness.poll_until(lambda: zk_json(client, "/latest_producer_id_block")["block_start"] == str(nxt), 10)
+        assert zk_json(client, "/latest_producer_id_block") == {"version": 1, "broker": -1, "block_start": str(nxt),
+                                                                "block_end": str(nxt + 999)}
+    finally:
+        await c.stop()
+
+
+async def test_the_reconcile_after_a_restart_undoes_what_changed_in_zookeeper(tmp_path: Path,
+                                                                               zk_root: tuple[str, Any]) -> None:
+    """SYNC_KRAFT_TO_ZK (Kafka's snapshot reconcile): a restart in MIGRATION finds ZooKeeper
+    changed behind its back and makes it what the image holds again: a topic only ZooKeeper has is
+    deleted, a missing one and a changed partition state rewritten, a stray config and ACL
+    resource deleted, a changed config restored, and one the image does not have deleted (Kafka
+    compares a topic's config with the image's, empty or not)."""
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=3, partitions=1, replication_factor=1, users=0))
+    c = migrating_cluster(tmp_path, connect)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await unfenced_zk_brokers(c, [1])
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+    finally:
+        await c.stop()
+    topic0 = zk_topic(client, "topic-0")
+    config2 = client.get("/config/topics/topic-2")[0]
+    assert L.decode_config("", client.get("/config/topics/topic-1")[0]) == {}  # topic-1 has no configs
+    client.create("/brokers/topics/ghost/partitions/0/state", b"{}", makepath=True)
+    client.create("/config/topics/ghost", L.encode_config({"retention.ms": "1"}))
+    client.create("/kafka-acl/Topic/ghost", L.encode_acls([L.AclEntry("User:x", 3, 3, "*")]), makepath=True)
+    for path in client.get_children("/brokers/topics/topic-0/partitions/0"):
+        client.delete(f"/brokers/topics/topic-0/partitions/0/{path}")
+    client.delete("/brokers/topics/topic-0", recursive=True)
+    client.set("/config/topics/topic-1", L.encode_config({"cleanup.policy": "compact"}))
+    client.set("/config/topics/topic-2", L.encode_config({"retention.ms": "1"}))
+    client.set("/brokers/topics/topic-1/partitions/0/state", L.PartitionState(1, 7, 1, [1]).encode())
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+        assert matches_image(c, client, "topic-0") and matches_image(c, client, "topic-1")
+        assert zk_topic(client, "topic-0")[0] == topic0[0]  # type: ignore[index]  # the same id and assignment
+        assert client.exists("/brokers/topics/ghost") is None and client.exists("/config/topics/ghost") is None
+        assert client.exists("/kafka-acl/Topic/ghost") is None
+        assert L.decode_config("", client.get("/config/topics/topic-2")[0]) == L.decode_config("", config2) != {}
+        assert client.exists("/config/topics/topic-1") is None
+        assert c.controller.metrics.zk_write_snapshot_time.n == 1
+    finally:
+        await c.stop()
+
+
+async def test_restart_without_the_flag_finalizes(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    """Finalization: the controller restarted in MIGRATION without
+    zookeeper.metadata.migration.enable writes ZkMigrationStateRecord POST_MIGRATION at its
+    activation (Kafka's ActivationRecordsGenerator) and stops writing to ZooKeeper."""
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
+    c = migrating_cluster(tmp_path, connect)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await unfenced_zk_brokers(c, [1])
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+    finally:
+        await c.stop()
+    migration = client.get("/migration")
+    c.config = harness.write_config(tmp_path, zookeeper_connect=connect)  # the flag off
+    await c.start()
+    try:
+        assert c.controller.migration is None
+        assert int(c.controller.image.migration.state) == 3  # POST_MIGRATION
+        assert c.controller._metric_values()["ZkMigrationState"] == 3
+        reg = registration(2, c.cluster_id)
+        reg.is_migrating_zk_broker = True  # ZooKeeper-mode brokers are refused once finalized
+        assert (await c.req(reg, 3)).error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
+        epoch, _ = await c.register(2)  # a KRaft broker
+        await c.unfence(2, epoch)
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="kraft-only", num_partitions=1, replication_factor=1)],
+                           timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0
+    finally:
+        await c.stop()
+    states = [r.zk_migration_state for b in batches(tmp_path / "data") for _, n, r in b if n == "ZkMigrationStateRecord"]
+    assert states == [2, 1, 3]  # bootstrap PRE_MIGRATION, the copy's MIGRATION, the finalization
+    assert client.get("/migration") == migration and client.exists("/brokers/topics/kraft-only") is None
+
+    await c.start()  # finalized for good: a further restart writes nothing more
+    try:
+        assert int(c.controller.image.migration.state) == 3
+    finally:
+        await c.stop()
+    states = [r.zk_migration_state for b in batches(tmp_path / "data") for _, n, r in b if n == "ZkMigrationStateRecord"]
+    assert states == [2, 1, 3]
 
 
 async def test_every_read_route_runs_in_pre_migration(tmp_path: Path) -> None:

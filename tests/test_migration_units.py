@@ -198,3 +198,14 @@ def test_backoff_doubles_from_100_ms_to_a_minute_with_2_percent_jitter() -> None
         assert want * 0.98 <= delay <= want * 1.02
     d.recovered(L.MigrationZNode(), 0)  # a transition resets it
     assert 98 <= d.next_poll_ms() <= 102
+
+
+def test_quota_values_are_written_as_kafka_writes_them() -> None:
+    """Integral quota keys as whole numbers; DOUBLE ones as Java's Double.toString."""
+    from kraftsim.migration.zk_writer import java_double, quota_props
+
+    assert [java_double(v) for v in (12.5, 1024.0, 0.0, 1e7, 1.5e-4, 123456789.0)] == \
+        ["12.5", "1024.0", "0.0", "1.0E7", "1.5E-4", "1.23456789E8"]
+    assert quota_props({"producer_byte_rate": 1024.0, "request_percentage": 50.0,
+                        "connection_creation_rate": 9.9999999}) == \
+        {"producer_byte_rate": "1024", "request_percentage": "50.0", "connection_creation_rate": "10"}

@@ -94,6 +94,26 @@ async def close(pair: Pair) -> None:
         await side.client.close()
 
 
+async def pair_without_acls(nodes: PairNodes) -> AsyncIterator[Pair]:
+    """A module's own pair with an authorizer, restarted if a test stopped it; every ACL is
+    deleted after the test (not compared), so the next test starts from none."""
+    from kraftsim.rpc.messages import DeleteAclsRequest
+    from tests.acl_requests import flt
+
+    if not all(node.running for node in nodes.nodes):
+        nodes.reset()
+    pair = await connect(nodes)
+    try:
+        yield pair
+    finally:
+        for side in pair.sides:
+            try:
+                await side.client.request(DeleteAclsRequest(filters=[flt()]), 3)
+            except ConnectionError:
+                pass
+        await close(pair)
+
+
 @pytest.fixture
 async def shared_pair(shared_nodes: PairNodes, request: pytest.FixtureRequest) -> AsyncIterator[Pair]:
     if not all(node.running for node in shared_nodes.nodes):

@@ -42,7 +42,7 @@ from tests.acl_requests import (
     flt,
 )
 from tests.kafka import differential as d
-from tests.kafka.conftest import PairNodes, close, connect, make_pair
+from tests.kafka.conftest import PairNodes, close, connect, make_pair, pair_without_acls
 from tests.kafka.differential import Call, Raw
 
 pytestmark = pytest.mark.kafka
@@ -101,19 +101,8 @@ def acl_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PairNodes]:
 
 @pytest.fixture
 async def acl_pair(acl_nodes: PairNodes) -> AsyncIterator[d.Pair]:
-    """The pair, every ACL deleted after the test (not compared) so the next starts from none."""
-    if not all(node.running for node in acl_nodes.nodes):
-        acl_nodes.reset()
-    pair = await connect(acl_nodes)
-    try:
+    async for pair in pair_without_acls(acl_nodes):
         yield pair
-    finally:
-        for side in pair.sides:
-            try:
-                await side.client.request(DA(filters=[flt()]), 3)
-            except ConnectionError:
-                pass
-        await close(pair)
 
 
 async def test_create_and_describe(acl_pair: d.Pair) -> None:

@@ -445,3 +445,28 @@ def test_delegation_tokens_with_kafkas_tool(clusters: tuple[ToolCluster, ToolClu
     assert "Completed expire operation" in out["expire"], out["expire"]
     until_equal(clusters, "describe after expiry", token_step("--describe", "--owner-principal", "User:alice"),
                 lambda s: "<token id>" not in s)
+
+
+async def acls_and_scram(client: str, bootstrap: str, topic: str, user: str) -> list[object]:
+    admin = fleet_clients.CLIENTS[client](bootstrap)
+    seen: list[object] = []
+    try:
+        await admin.allow_read(f"User:{user}", topic)
+        seen.append(await fleet_clients.until(lambda: admin.readers(topic), what="the ACL described"))
+        await admin.upsert_scram(user, 1, f"{user}-secret", 4096)  # SCRAM-SHA-256
+        seen.append(await fleet_clients.until(lambda: admin.scram_mechanisms(user), what="the credential"))
+    finally:
+        await admin.close()
+    return seen
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])  # aiokafka has no ACL or SCRAM API
+async def test_python_clients_acls_and_scram_through_real_brokers(clusters: tuple[ToolCluster, ToolCluster],
+                                                                  client: str) -> None:
+    """An ACL created and described, and a SCRAM credential upserted and described, by each client
+    that has those APIs, through each cluster's real broker: the same answers on both."""
+    kafka, ours = clusters
+    topic, user = f"acl-{client}", f"py-{client}"
+    theirs, mine = await asyncio.gather(acls_and_scram(client, kafka.bootstrap, topic, user),
+                                        acls_and_scram(client, ours.bootstrap, topic, user))
+    assert mine == theirs == [[f"User:{user}"], ["SCRAM_SHA_256"]]

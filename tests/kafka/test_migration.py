@@ -8,6 +8,7 @@ ZooKeeper-mode brokers registered with IsMigratingZkBroker. The records each wro
 type and field (ACL ids are random on both sides, and the order of topics and resources is that
 of Kafka's hash sets, so the records are compared as multisets), along with the transaction
 markers, the merged batches and what each wrote to /controller, /controller_epoch and /migration.
+After the copy, a topic created through each controller is dual-written by each to the same znodes.
 """
 
 from __future__ import annotations
@@ -352,7 +353,123 @@ async def test_a_real_zk_mode_broker_rolled_with_the_migration_configs_is_migrat
         assert (controller["brokerid"], controller["kraftControllerEpoch"]) == (3000, 1)
         # The rolled broker may have been ZooKeeper's controller again (epoch 2) before kraftsim's claim.
         assert int(root.get(f"{base}/controller_epoch")[0]) in (2, 3)
-        assert zk_json(root, f"{base}/migration")["kraft_metadata_offset"] == section[-1][-1][0]
+        # The copy's offset, or a later one: the dual-write moves /migration on with every commit.
+        assert zk_json(root, f"{base}/migration")["kraft_metadata_offset"] >= section[-1][-1][0]
+    finally:
+        root.stop()
+        root.close()
+
+
+HB = registry.request_class(ApiKey.BROKER_HEARTBEAT)
+DUAL_SPEC = SeedSpec(brokers=3, topics=4, partitions=2, replication_factor=2, users=1)
+
+
+def topic_znodes(client: Any, chroot: str, topic: str) -> dict[str, Any]:
+    """A topic's znodes as JSON (null data as None), with its id normalised, and its config."""
+    out: dict[str, Any] = {}
+
+    def walk(path: str) -> None:
+        data, _ = client.get(path)
+        out[path[len(chroot):]] = json.loads(data) if data else None
+        for child in sorted(client.get_children(path)):
+            walk(f"{path}/{child}")
+
+    walk(f"{chroot}/brokers/topics/{topic}")
+    out[f"/brokers/topics/{topic}"]["topic_id"] = "normalised"
+    out[f"/config/topics/{topic}"] = zk_json(client, f"{chroot}/config/topics/{topic}")
+    return out
+
+
+async def unfence_zk_brokers(bootstrap: str, cluster_id: str) -> None:
+    """The three ZooKeeper-mode brokers registered and heartbeating until unfenced."""
+    host, port = bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="zk-brokers")
+    try:
+        for b in SPEC.broker_ids:
+            reg = registration(b, cluster_id)
+            reg.is_migrating_zk_broker = True
+            r = await client.request(reg, 3)
+            assert r.error_code == 0, r
+            epoch = r.broker_epoch
+            deadline = time.monotonic() + 30
+            while True:
+                hb = await client.request(HB(broker_id=b, broker_epoch=epoch, current_metadata_offset=1 << 40,
+                                             want_fence=False), 1)
+                assert hb.error_code == 0, hb
+                if not hb.is_fenced:
+                    break
+                assert time.monotonic() < deadline, f"broker {b} stays fenced"
+                await asyncio.sleep(0.05)  # the heartbeat interval a broker keeps
+    finally:
+        await client.close()
+
+
+async def create_topic(bootstrap: str) -> Any:
+    host, port = bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="admin")
+    try:
+        topic = CT.CreatableTopic(name="dual", num_partitions=-1, replication_factor=-1, assignments=[
+            CT.CreatableReplicaAssignment(partition_index=0, broker_ids=[1, 2]),
+            CT.CreatableReplicaAssignment(partition_index=1, broker_ids=[3, 1])])
+        r = await client.request(CT(topics=[topic], timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0, r
+        return r.topics[0].topic_id
+    finally:
+        await client.close()
+
+
+async def test_a_topic_created_after_the_copy_is_dual_written_alike(tmp_path: Path, zookeeper: ZooKeeper) -> None:
+    """DUAL_WRITE on both controllers: a topic created through each after the copy reaches its
+    ZooKeeper as the same znodes (topic with its assignment, partitions, states, config), and
+    each /migration moves past the copy."""
+    root: Any = zookeeper.client()
+    try:
+        from kazoo.client import KazooClient
+
+        base = "/dual"
+        root.ensure_path(f"{base}/seed")
+        seeder = KazooClient(hosts=zookeeper.connect + f"{base}/seed", timeout=10)
+        seeder.start(timeout=10)
+        try:
+            seed(seeder, DUAL_SPEC, 1_700_000_000_000)
+        finally:
+            seeder.stop()
+            seeder.close()
+        sides = (f"{base}/for-kafka", f"{base}/for-kraftsim")
+        for side in sides:
+            copy_tree(root, f"{base}/seed", side)
+        cid = random_cluster_id()
+        common = {**PAIR_CONFIG, "zookeeper.metadata.migration.enable": "true"}
+        k = KafkaNode(tmp_path / "kafka", cluster_id=cid,
+                      overrides={**common, "zookeeper.connect": zookeeper.connect + sides[0]})
+        s = KraftsimNode(tmp_path / "kraftsim", cluster_id=cid,
+                         overrides={**common, "zookeeper.connect": zookeeper.connect + sides[1]})
+        k.format()
+        s.format()
+        nodes = PairNodes(k, s).start()
+        try:
+            copy_end = {}
+            for node, side in zip(nodes.nodes, sides, strict=True):
+                await unfence_zk_brokers(node.bootstrap, cid)
+                await poll_until(lambda c=side: copied(root, c), 90, interval=0.1)
+                copy_end[side] = zk_json(root, f"{side}/migration")["kraft_metadata_offset"]
+            ids = {}
+            for node, side in zip(nodes.nodes, sides, strict=True):
+                ids[side] = await create_topic(node.bootstrap)
+                await poll_until(lambda c=side: root.exists(f"{c}/brokers/topics/dual/partitions/1/state")
+                                 and root.exists(f"{c}/config/topics/dual"), 30, interval=0.05)
+                try:
+                    await poll_until(lambda c=side: zk_json(root, f"{c}/migration")["kraft_metadata_offset"]
+                                     > copy_end[c], 30, interval=0.05)
+                except AssertionError as e:
+                    raise AssertionError(f"{side}: /migration {zk_json(root, f'{side}/migration')} still at the "
+                                         f"copy's offset {copy_end[side]}") from e
+        finally:
+            nodes.stop()
+        kafka_side, ours = (topic_znodes(root, side, "dual") for side in sides)
+        assert ours == kafka_side
+        for side in sides:
+            assert from_str(zk_json(root, f"{side}/brokers/topics/dual")["topic_id"]) == ids[side]
     finally:
         root.stop()
         root.close()
