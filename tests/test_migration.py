@@ -104,6 +104,20 @@ async def status_lines(cluster: Cluster) -> list[str]:
     return r.stdout.splitlines()
 
 
+async def migrated_once(tmp_path: Path, connect: str) -> Cluster:
+    """A migrating controller started, its ZooKeeper-mode broker 1 unfenced, run to DUAL_WRITE
+    (the copy done), and stopped: ready for what a restart does."""
+    c = migrating_cluster(tmp_path, connect)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await unfenced_zk_brokers(c, [1])
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+    finally:
+        await c.stop()
+    return c
+
+
 async def driver_reaches(cluster: Cluster, state: DriverState, timeout: float = 30.0) -> None:
     await harness.poll_until(lambda: cluster.controller.migration is not None
                              and cluster.controller.migration.driver.state == state, timeout)
@@ -765,14 +779,7 @@ async def test_the_reconcile_after_a_restart_undoes_what_changed_in_zookeeper(tm
     compares a topic's config with the image's, empty or not)."""
     connect, client = zk_root
     seed(client, SeedSpec(brokers=1, topics=3, partitions=1, replication_factor=1, users=0))
-    c = migrating_cluster(tmp_path, connect)
-    await c.start()
-    try:
-        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
-        await unfenced_zk_brokers(c, [1])
-        await driver_reaches(c, DriverState.DUAL_WRITE)
-    finally:
-        await c.stop()
+    c = await migrated_once(tmp_path, connect)
     topic0 = zk_topic(client, "topic-0")
     config2 = client.get("/config/topics/topic-2")[0]
     assert L.decode_config("", client.get("/config/topics/topic-1")[0]) == {}  # topic-1 has no configs
@@ -805,14 +812,7 @@ async def test_restart_without_the_flag_finalizes(tmp_path: Path, zk_root: tuple
     activation (Kafka's ActivationRecordsGenerator) and stops writing to ZooKeeper."""
     connect, client = zk_root
     seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
-    c = migrating_cluster(tmp_path, connect)
-    await c.start()
-    try:
-        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
-        await unfenced_zk_brokers(c, [1])
-        await driver_reaches(c, DriverState.DUAL_WRITE)
-    finally:
-        await c.stop()
+    c = await migrated_once(tmp_path, connect)
     migration = client.get("/migration")
     c.config = harness.write_config(tmp_path, zookeeper_connect=connect)  # the flag off
     await c.start()

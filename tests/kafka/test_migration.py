@@ -88,7 +88,9 @@ async def pre_migration_answers(bootstrap: str) -> list[tuple[int, str | None]]:
         await client.close()
 
 
-async def register_zk_brokers(bootstrap: str, cluster_id: str) -> None:
+async def register_zk_brokers(bootstrap: str, cluster_id: str, unfence: bool = False) -> None:
+    """The three ZooKeeper-mode brokers registered (IsMigratingZkBroker); with ``unfence``, each
+    then heartbeats until it is unfenced."""
     host, port = bootstrap.rsplit(":", 1)
     client = await KafkaClient.connect(host, int(port), client_id="zk-brokers")
     try:
@@ -97,6 +99,18 @@ async def register_zk_brokers(bootstrap: str, cluster_id: str) -> None:
             reg.is_migrating_zk_broker = True
             r = await client.request(reg, 3)
             assert r.error_code == 0, r
+            if not unfence:
+                continue
+            epoch = r.broker_epoch
+            deadline = time.monotonic() + 30
+            while True:
+                hb = await client.request(HB(broker_id=b, broker_epoch=epoch, current_metadata_offset=1 << 40,
+                                             want_fence=False), 1)
+                assert hb.error_code == 0, hb
+                if not hb.is_fenced:
+                    break
+                assert time.monotonic() < deadline, f"broker {b} stays fenced"
+                await asyncio.sleep(0.05)  # the heartbeat interval a broker keeps
     finally:
         await client.close()
 
@@ -380,30 +394,6 @@ def topic_znodes(client: Any, chroot: str, topic: str) -> dict[str, Any]:
     return out
 
 
-async def unfence_zk_brokers(bootstrap: str, cluster_id: str) -> None:
-    """The three ZooKeeper-mode brokers registered and heartbeating until unfenced."""
-    host, port = bootstrap.rsplit(":", 1)
-    client = await KafkaClient.connect(host, int(port), client_id="zk-brokers")
-    try:
-        for b in SPEC.broker_ids:
-            reg = registration(b, cluster_id)
-            reg.is_migrating_zk_broker = True
-            r = await client.request(reg, 3)
-            assert r.error_code == 0, r
-            epoch = r.broker_epoch
-            deadline = time.monotonic() + 30
-            while True:
-                hb = await client.request(HB(broker_id=b, broker_epoch=epoch, current_metadata_offset=1 << 40,
-                                             want_fence=False), 1)
-                assert hb.error_code == 0, hb
-                if not hb.is_fenced:
-                    break
-                assert time.monotonic() < deadline, f"broker {b} stays fenced"
-                await asyncio.sleep(0.05)  # the heartbeat interval a broker keeps
-    finally:
-        await client.close()
-
-
 async def create_topic(bootstrap: str) -> Any:
     host, port = bootstrap.rsplit(":", 1)
     client = await KafkaClient.connect(host, int(port), client_id="admin")
@@ -450,7 +440,7 @@ async def test_a_topic_created_after_the_copy_is_dual_written_alike(tmp_path: Pa
         try:
             copy_end = {}
             for node, side in zip(nodes.nodes, sides, strict=True):
-                await unfence_zk_brokers(node.bootstrap, cid)
+                await register_zk_brokers(node.bootstrap, cid, unfence=True)
                 await poll_until(lambda c=side: copied(root, c), 90, interval=0.1)
                 copy_end[side] = zk_json(root, f"{side}/migration")["kraft_metadata_offset"]
             ids = {}
