@@ -252,8 +252,9 @@ async def test_the_expiry_sweep(token_nodes: PairNodes) -> None:
             # What earlier tests left expired, or about to expire, is swept first (not compared):
             # otherwise its removal could count as one of the scenario's two.
             deadline = time.monotonic() + 30
-            while any(live_expired_tokens(side, 3000) for side in pair.sides) and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
+            while any(live_expired_tokens(side, 3000) for side in pair.sides):
+                assert time.monotonic() < deadline, "earlier tests' expired tokens were never swept"
+                await asyncio.sleep(0.05)  # polling interval of a deadline-bound wait
             t = await d.check(pair, [
                 Call("a token for a second", forward(create(max_lifetime_ms=1000), 3)),
                 Call("a token for a minute", forward(create(max_lifetime_ms=60_000), 3)),
