@@ -15,6 +15,7 @@ _UUID_NEW = object.__new__
 _UUID_SETATTR = object.__setattr__
 _SAFE_UNKNOWN = _uuid.SafeUUID.unknown
 _U32 = struct.Struct(">I")
+MAX_STRING = 0x7FFF  # Kafka's limit on a string's encoded length
 MISSING = object()  # sentinel for "use the schema default" in generated __init__ signatures
 ZERO_UUID = _uuid.UUID(int=0)
 
@@ -32,6 +33,36 @@ def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
             return value, pos + i + 1
         shift += 7
     raise DecodeError("unsigned varint longer than 5 bytes")
+
+
+def read_compact_string(buf: bytes, pos: int, nullable: bool, where: str) -> tuple[str | None, int]:
+    """A compact string the generated code did not read inline: null, or a multi-byte length."""
+    n, pos = read_uvarint(buf, pos)
+    n -= 1
+    if n < 0:
+        if nullable:
+            return None, pos
+        raise DecodeError(f"{where}: null or negative length in a non-nullable field")
+    if n > MAX_STRING:
+        raise DecodeError(f"{where}: string longer than {MAX_STRING}")
+    end = pos + n
+    if end > len(buf):
+        raise DecodeError(f"{where}: runs past the end")
+    return buf[pos:end].decode("utf-8", "replace"), end
+
+
+def read_compact_bytes(buf: bytes, pos: int, nullable: bool, where: str) -> tuple[bytes | None, int]:
+    """Compact bytes the generated code did not read inline: null, or a multi-byte length."""
+    n, pos = read_uvarint(buf, pos)
+    n -= 1
+    if n < 0:
+        if nullable:
+            return None, pos
+        raise DecodeError(f"{where}: null or negative length in a non-nullable field")
+    end = pos + n
+    if end > len(buf):
+        raise DecodeError(f"{where}: runs past the end")
+    return buf[pos:end], end
 
 
 def read_varint(buf: bytes, pos: int) -> tuple[int, int]:

@@ -32,7 +32,13 @@ from kraftsim.rpc.schema import (
 )
 
 MAX_STRING = 0x7FFF
+# Nested structs are inlined into their parent's coder up to this depth (Kafka's schemas nest
+# at most five deep); deeper ones get a function of their own.
+MAX_INLINE_DEPTH = 8
 # Precompiled structs for fixed-width arrays of up to 63 elements (replica lists, ISRs...).
+# The slot descriptors of uuid.UUID: setting through them skips object.__setattr__'s lookup.
+_UUID_INT_SLOT: Any = vars(uuid.UUID)["int"]
+_UUID_SAFE_SLOT: Any = vars(uuid.UUID)["is_safe"]
 _ARRAY_STRUCTS = {c: [struct.Struct(f">{n}{c}") for n in range(64)] for c in set(FIXED_FORMATS.values())}
 
 
@@ -51,6 +57,8 @@ class _Compiler:
         self.consts: dict[str, Any] = {}
         self._const_ids: dict[Any, str] = {}
         self._tmp = 0
+        self._wanted: list[tuple[str, StructSpec, int]] = []
+        self._wanted_keys: set[tuple[str, str, int]] = set()
 
     # ---- helpers -------------------------------------------------------------------------
     def const(self, value: Any, hint: str = "c") -> str:
@@ -140,9 +148,27 @@ class _Compiler:
             return flexible and v in f.flexible_override
         return flexible
 
+    def inline_ok(self, sub: StructSpec, stack: tuple[StructSpec, ...]) -> bool:
+        """Nested structs are written out in their parent's function (no call, no tuple per
+        element) unless they nest too deep or refer to themselves."""
+        return len(stack) < MAX_INLINE_DEPTH and sub not in stack
+
+    def call_fn(self, kind: str, sub: StructSpec, v: int) -> str:
+        """The name of a standalone coder, queued for generation (used where inlining stops)."""
+        key = (kind, sub.name, v)
+        if key not in self._wanted_keys:
+            self._wanted_keys.add(key)
+            self._wanted.append((kind, sub, v))
+        return self.fn(kind, sub, v)
+
+    def enc_compact_len(self, d: int, n: str, out: str) -> None:
+        o = self.out
+        o.emit(d, f"if {n} < 128: {out}.append({n})")
+        o.emit(d, f"else: _wuv({out}, {n})")
+
     def enc_value(self, d: int, f: FieldSpec, et: str, x: str, v: int, compact: bool, nullable: bool,
-                  out: str = "out") -> None:
-        """Emit code writing value ``x`` of element type ``et`` (or the array when ``f.is_array``)."""
+                  out: str, stack: tuple[StructSpec, ...]) -> None:
+        """Emit code writing value ``x`` (a local name) of element type ``et``."""
         o = self.out
         where = f"{self.msg.name}.{f.name}"
         if et in FIXED_FORMATS:
@@ -158,14 +184,17 @@ class _Compiler:
                 o.emit(d + 1, f"raise _EncodeError('{where} is not nullable in version {v}')")
             o.emit(d, "else:")
             o.emit(d + 1, f"{b} = {x}.encode()")
-            o.emit(d + 1, f"if len({b}) > {MAX_STRING}: raise _EncodeError('{where}: string longer than {MAX_STRING} bytes')")
+            n = self.tmp("n")
+            o.emit(d + 1, f"{n} = len({b})")
             if compact:
-                n = self.tmp("n")
-                o.emit(d + 1, f"{n} = len({b}) + 1")
-                o.emit(d + 1, f"if {n} < 128: {out}.append({n})")
-                o.emit(d + 1, f"else: _wuv({out}, {n})")
+                # Lengths under 127 fit the one-byte varint: the common case takes one branch.
+                o.emit(d + 1, f"if {n} < 127: {out}.append({n} + 1)")
+                o.emit(d + 1, "else:")
+                o.emit(d + 2, f"if {n} > {MAX_STRING}: raise _EncodeError('{where}: string longer than {MAX_STRING} bytes')")
+                o.emit(d + 2, f"_wuv({out}, {n} + 1)")
             else:
-                o.emit(d + 1, f"{out} += _SH.pack(len({b}))")
+                o.emit(d + 1, f"if {n} > {MAX_STRING}: raise _EncodeError('{where}: string longer than {MAX_STRING} bytes')")
+                o.emit(d + 1, f"{out} += _SH.pack({n})")
             o.emit(d + 1, f"{out} += {b}")
         elif et in ("bytes", "records"):
             o.emit(d, f"if {x} is None:")
@@ -186,17 +215,20 @@ class _Compiler:
                 o.emit(d, f"if {x} is None: {out}.append(255)")
                 o.emit(d, "else:")
                 o.emit(d + 1, f"{out}.append(1)")
-                o.emit(d + 1, f"{self.fn('e', sub, v)}({x}, {out})")
+                d += 1
+            if self.inline_ok(sub, stack):
+                self.enc_struct(d, sub, v, lambda a: f"{x}.{a}", out, stack + (sub,))
             else:
-                o.emit(d, f"{self.fn('e', sub, v)}({x}, {out})")
+                o.emit(d, f"{self.call_fn('e', sub, v)}({x}, {out})")
 
-    def enc_field(self, d: int, f: FieldSpec, x: str, v: int, out: str = "out") -> None:
+    def enc_field(self, d: int, f: FieldSpec, x: str, v: int, out: str, stack: tuple[StructSpec, ...]) -> None:
+        """Emit code writing field ``f`` whose value is the local ``x``."""
         compact = self.flex_of(f, v)
         nullable = v in f.nullable
         o = self.out
         where = f"{self.msg.name}.{f.name}"
         if not f.is_array:
-            self.enc_value(d, f, f.type, x, v, compact, nullable, out)
+            self.enc_value(d, f, f.type, x, v, compact, nullable, out, stack)
             return
         et = f.element_type
         o.emit(d, f"if {x} is None:")
@@ -209,34 +241,28 @@ class _Compiler:
         if compact:
             n = self.tmp("n")
             o.emit(d, f"{n} = len({x}) + 1")
-            o.emit(d, f"if {n} < 128: {out}.append({n})")
-            o.emit(d, f"else: _wuv({out}, {n})")
+            self.enc_compact_len(d, n, out)
         else:
             o.emit(d, f"{out} += _SI.pack(len({x}))")
         if et in FIXED_FORMATS:
             c = FIXED_FORMATS[et]
-            o.emit(d, f"if {x}: {out} += (_ARR['{c}'][len({x})] if len({x}) < 64 else _PyStruct('>%d{c}' % len({x}))).pack(*{x})")
+            arr = self.const(_ARRAY_STRUCTS[c], "A")
+            o.emit(d, f"if {x}: {out} += ({arr}[len({x})] if len({x}) < 64 else _PyStruct('>%d{c}' % len({x}))).pack(*{x})")
         else:
             e = self.tmp("e")
             o.emit(d, f"for {e} in {x}:")
-            self.enc_value(d + 1, f, et, e, v, compact, False, out)
+            self.enc_value(d + 1, f, et, e, v, compact, False, out, stack)
 
-    def gen_encoder(self, s: StructSpec, v: int, args_mode: bool = False) -> None:
-        """``args_mode``: take field values as parameters instead of an object (headers, hot path)."""
-        acc = (lambda a: a) if args_mode else (lambda a: 'o.' + a)
+    def enc_struct(self, d: int, s: StructSpec, v: int, acc: Any, out: str,
+                   stack: tuple[StructSpec, ...]) -> None:
+        """Emit code writing one struct; ``acc(attr)`` is the expression reading a field."""
         o = self.out
         flexible = v in self.msg.flexible
-        if args_mode:
-            params = ", ".join(f.attr for f in s.fields)
-            o.emit(0, f"def {self.fn('a', s, v)}(out, {params}, unknown_tagged_fields=None):")
-        else:
-            o.emit(0, f"def {self.fn('e', s, v)}(o, out):")
         present = [f for f in s.fields if v in f.versions]
-        absent = [f for f in s.fields if v not in f.versions]
-        for f in absent:
-            if not f.ignorable:
-                o.emit(1, f"if {self.nondefault_expr(f, acc(f.attr), v)}:")
-                o.emit(2, f"raise _UnsupportedVersionError('{self.msg.name}.{f.name} cannot be set in version {v}')")
+        for f in s.fields:
+            if v not in f.versions and not f.ignorable:
+                o.emit(d, f"if {self.nondefault_expr(f, acc(f.attr), v)}:")
+                o.emit(d + 1, f"raise _UnsupportedVersionError('{self.msg.name}.{f.name} cannot be set in version {v}')")
         tagged = []
         regular = []
         for f in present:
@@ -246,44 +272,100 @@ class _Compiler:
                 tagged.append(f)
             else:
                 regular.append(f)
-        group: list[FieldSpec] = []
+        # Runs of fixed-width fields are packed by one precompiled struct; a non-compact
+        # string's length joins the run before it, and so does the empty tag section's zero
+        # byte after the last run.
+        group: list[str] = []
+        fmt: list[str] = []
 
-        def flush() -> None:
-            if not group:
+        def flush(extra: str = "", extra_fmt: str = "") -> None:
+            if not group and not extra:
                 return
-            fmt = ">" + "".join(FIXED_FORMATS[g.type] for g in group)
-            st = self.const(struct.Struct(fmt), "S")
-            o.emit(1, f"out += {st}.pack({', '.join(acc(g.attr) for g in group)})")
+            st = self.const(struct.Struct(">" + "".join(fmt) + extra_fmt), "S")
+            o.emit(d, f"{out} += {st}.pack({', '.join(group + ([extra] if extra else []))})")
             group.clear()
+            fmt.clear()
 
         for f in regular:
             if not f.is_array and f.type in FIXED_FORMATS:
-                group.append(f)
+                group.append(acc(f.attr))
+                fmt.append(FIXED_FORMATS[f.type])
+                continue
+            x = self.tmp("x")
+            if group and f.type == "string" and not self.flex_of(f, v):
+                self.enc_string_len_first(d, f, x, acc(f.attr), v)
+                flush(f"{x}_n", "h")
+                o.emit(d, f"{out} += {x}_b")
                 continue
             flush()
-            self.enc_field(1, f, acc(f.attr), v)
+            o.emit(d, f"{x} = {acc(f.attr)}")
+            self.enc_field(d, f, x, v, out, stack)
+        u = self.tmp("u")
+        o.emit(d, f"{u} = {acc('unknown_tagged_fields')}")
+        if not flexible:
+            flush()
+            o.emit(d, f"if {u}:")
+            o.emit(d + 1, f"raise _EncodeError('{self.msg.name} version {v} has no tagged fields')")
+            return
+        xs = []
+        for f in sorted(tagged, key=lambda t: t.tag or 0):
+            x = self.tmp("x")
+            o.emit(d, f"{x} = {acc(f.attr)}")
+            xs.append((f, x))
+        # Tagged fields at their defaults are the usual case: one test, then the empty section.
+        cond = " or ".join([f"({self.nondefault_expr(f, x, v)})" for f, x in xs] + [u])
+        pending, pending_fmt = list(group), list(fmt)
+        o.emit(d, f"if {cond}:")
+        d += 1
         flush()
-        if flexible:
-            if not tagged:
-                o.emit(1, f"u = {acc('unknown_tagged_fields')}")
-                o.emit(1, "if u: _write_unknown(out, u)")
-                o.emit(1, "else: out.append(0)")
-            else:
-                o.emit(1, "tg = []")
-                for f in sorted(tagged, key=lambda t: t.tag or 0):
-                    x = self.tmp("x")
-                    o.emit(1, f"{x} = {acc(f.attr)}")
-                    o.emit(1, f"if {self.nondefault_expr(f, x, v)}:")
-                    tb = self.tmp("tb")
-                    o.emit(2, f"{tb} = bytearray()")
-                    self.enc_field(2, f, x, v, tb)
-                    o.emit(2, f"tg.append(({f.tag}, {tb}))")
-                o.emit(1, f"u = {acc('unknown_tagged_fields')}")
-                o.emit(1, "if tg or u: _write_tags(out, tg, u)")
-                o.emit(1, "else: out.append(0)")
+        if not tagged:
+            o.emit(d, f"_write_unknown({out}, {u})")
         else:
-            o.emit(1, f"if {acc('unknown_tagged_fields')}:")
-            o.emit(2, f"raise _EncodeError('{self.msg.name} version {v} has no tagged fields')")
+            tg = self.tmp("tg")
+            o.emit(d, f"{tg} = []")
+            for f, x in xs:
+                o.emit(d, f"if {self.nondefault_expr(f, x, v)}:")
+                tb = self.tmp("tb")
+                o.emit(d + 1, f"{tb} = bytearray()")
+                self.enc_field(d + 1, f, x, v, tb, stack)
+                o.emit(d + 1, f"{tg}.append(({f.tag}, {tb}))")
+            o.emit(d, f"_write_tags({out}, {tg}, {u})")
+        d -= 1
+        o.emit(d, "else:")
+        d += 1
+        if pending:
+            group[:], fmt[:] = pending, pending_fmt
+            flush("0", "B")
+        else:
+            o.emit(d, f"{out}.append(0)")
+
+    def enc_string_len_first(self, d: int, f: FieldSpec, x: str, value: str, v: int) -> None:
+        """Encode a non-compact string ahead of the fixed-width run before it: ``{x}_b`` the
+        bytes, ``{x}_n`` the int16 length (-1 for null)."""
+        o = self.out
+        where = f"{self.msg.name}.{f.name}"
+        o.emit(d, f"{x} = {value}")
+        o.emit(d, f"if {x} is None:")
+        if v in f.nullable:
+            o.emit(d + 1, f"{x}_b = b''")
+            o.emit(d + 1, f"{x}_n = -1")
+        else:
+            o.emit(d + 1, f"raise _EncodeError('{where} is not nullable in version {v}')")
+        o.emit(d, "else:")
+        o.emit(d + 1, f"{x}_b = {x}.encode()")
+        o.emit(d + 1, f"{x}_n = len({x}_b)")
+        o.emit(d + 1, f"if {x}_n > {MAX_STRING}: raise _EncodeError('{where}: string longer than {MAX_STRING} bytes')")
+
+    def gen_encoder(self, s: StructSpec, v: int, args_mode: bool = False) -> None:
+        """``args_mode``: take field values as parameters instead of an object (headers, hot path)."""
+        o = self.out
+        if args_mode:
+            params = ", ".join(f.attr for f in s.fields)
+            o.emit(0, f"def {self.fn('a', s, v)}(out, {params}, unknown_tagged_fields=None):")
+            self.enc_struct(1, s, v, lambda a: a, "out", (s,))
+        else:
+            o.emit(0, f"def {self.fn('e', s, v)}(o, out):")
+            self.enc_struct(1, s, v, lambda a: f"o.{a}", "out", (s,))
         o.emit(0, "")
 
     # ---- decoders ------------------------------------------------------------------------
@@ -293,7 +375,21 @@ class _Compiler:
         o.emit(d, f"if {n} < 128: pos += 1")
         o.emit(d, f"else: {n}, pos = _ruv(buf, pos)")
 
-    def dec_value(self, d: int, f: FieldSpec, et: str, t: str, v: int, compact: bool, nullable: bool) -> None:
+    def dec_utf8(self, d: int, t: str, raw: str) -> None:
+        """Strict UTF-8 first (its fast path takes no error handler), Java's replacement of
+        malformed input only when that fails."""
+        o = self.out
+        o.emit(d, "try:")
+        o.emit(d + 1, f"{t} = {raw}.decode()")
+        o.emit(d, "except UnicodeDecodeError:")
+        o.emit(d + 1, f"{t} = {raw}.decode('utf-8', 'replace')")
+
+    def dec_value(self, d: int, f: FieldSpec, et: str, t: str, v: int, compact: bool, nullable: bool,
+                  stack: tuple[StructSpec, ...], n: str | None = None) -> None:
+        """Emit code reading one value of type ``et`` into ``t`` (a local or an attribute).
+
+        ``n``: the length of a non-compact string or bytes, already read with the fixed-width
+        fields before it."""
         o = self.out
         where = f"{self.msg.name}.{f.name}"
         if et in FIXED_FORMATS:
@@ -301,22 +397,43 @@ class _Compiler:
             o.emit(d, f"{t}, = {st}.unpack_from(buf, pos)")
             o.emit(d, f"pos += {FIXED_SIZES[et]}")
         elif et == "uuid":
+            u = self.tmp("uu")
             o.emit(d, "if pos + 16 > blen: raise _bad('truncated uuid')")
-            o.emit(d, f"{t} = _new_uuid(_UUID)")
-            o.emit(d, f"_setattr({t}, 'int', _from_bytes(buf[pos:pos + 16], 'big'))")
-            o.emit(d, f"_setattr({t}, 'is_safe', _UNKNOWN_SAFE)")
+            o.emit(d, f"{u} = _new(_UUID)")
+            o.emit(d, f"_uuid_int({u}, _from_bytes(buf[pos:pos + 16]))")
+            o.emit(d, f"_uuid_safe({u}, _UNKNOWN_SAFE)")
             o.emit(d, "pos += 16")
-        elif et in ("string", "bytes", "records"):
+            o.emit(d, f"{t} = {u}")
+        elif et in ("string", "bytes", "records") and compact:
+            # One-byte lengths (under 127 bytes, not null) are read inline; the rest (null,
+            # longer varints, the limits) by the runtime's general reader.
             n = self.tmp("n")
-            if compact:
-                self.dec_len_compact(d, n)
-                o.emit(d, f"{n} -= 1")
-            elif et == "string":
-                o.emit(d, f"{n}, = _SH.unpack_from(buf, pos)")
-                o.emit(d, "pos += 2")
+            e = self.tmp("end")
+            o.emit(d, f"{n} = buf[pos]")
+            o.emit(d, f"if 0 < {n} < 128:")
+            o.emit(d + 1, f"{e} = pos + {n}")
+            o.emit(d + 1, f"if {e} > blen: raise _bad('{where}: runs past the end')")
+            if et == "string":
+                self.dec_utf8(d + 1, t, f"buf[pos + 1:{e}]")
             else:
-                o.emit(d, f"{n}, = _SI.unpack_from(buf, pos)")
-                o.emit(d, "pos += 4")
+                o.emit(d + 1, f"{t} = buf[pos + 1:{e}]")
+            o.emit(d + 1, f"pos = {e}")
+            if nullable:
+                o.emit(d, f"elif {n} == 0:")
+                o.emit(d + 1, f"{t} = None")
+                o.emit(d + 1, "pos += 1")
+            o.emit(d, "else:")
+            reader = "_rcstr" if et == "string" else "_rcbytes"
+            o.emit(d + 1, f"{t}, pos = {reader}(buf, pos, {nullable}, '{where}')")
+        elif et in ("string", "bytes", "records"):
+            if n is None:
+                n = self.tmp("n")
+                if et == "string":
+                    o.emit(d, f"{n}, = _SH.unpack_from(buf, pos)")
+                    o.emit(d, "pos += 2")
+                else:
+                    o.emit(d, f"{n}, = _SI.unpack_from(buf, pos)")
+                    o.emit(d, "pos += 4")
             o.emit(d, f"if {n} < 0:")
             if nullable:
                 o.emit(d + 1, f"if {n} != -1: raise _bad('{where}: negative length')")
@@ -330,7 +447,7 @@ class _Compiler:
             o.emit(d + 1, f"{e} = pos + {n}")
             o.emit(d + 1, f"if {e} > blen: raise _bad('{where}: runs past the end')")
             if et == "string":
-                o.emit(d + 1, f"{t} = buf[pos:{e}].decode('utf-8', 'replace')")
+                self.dec_utf8(d + 1, t, f"buf[pos:{e}]")
             else:
                 o.emit(d + 1, f"{t} = buf[pos:{e}]")
             o.emit(d + 1, f"pos = {e}")
@@ -342,26 +459,34 @@ class _Compiler:
                 o.emit(d + 1, f"{t} = None")
                 o.emit(d + 1, "pos += 1")
                 o.emit(d, "else:")
-                o.emit(d + 1, f"{t}, pos = {self.fn('d', sub, v)}(buf, pos + 1)")
+                o.emit(d + 1, "pos += 1")
+                d += 1
+            if self.inline_ok(sub, stack):
+                x = t if t.isidentifier() else self.tmp("s")
+                self.dec_struct(d, sub, v, x, stack + (sub,))
+                if x != t:
+                    o.emit(d, f"{t} = {x}")
             else:
-                o.emit(d, f"{t}, pos = {self.fn('d', sub, v)}(buf, pos)")
+                o.emit(d, f"{t}, pos = {self.call_fn('d', sub, v)}(buf, pos)")
 
-    def dec_field(self, d: int, f: FieldSpec, t: str, v: int) -> None:
+    def dec_field(self, d: int, f: FieldSpec, t: str, v: int, stack: tuple[StructSpec, ...],
+                  n: str | None = None) -> None:
         compact = self.flex_of(f, v)
         nullable = v in f.nullable
         o = self.out
         where = f"{self.msg.name}.{f.name}"
         if not f.is_array:
-            self.dec_value(d, f, f.type, t, v, compact, nullable)
+            self.dec_value(d, f, f.type, t, v, compact, nullable, stack, n)
             return
         et = f.element_type
-        n = self.tmp("n")
-        if compact:
-            self.dec_len_compact(d, n)
-            o.emit(d, f"{n} -= 1")
-        else:
-            o.emit(d, f"{n}, = _SI.unpack_from(buf, pos)")
-            o.emit(d, "pos += 4")
+        if n is None:
+            n = self.tmp("n")
+            if compact:
+                self.dec_len_compact(d, n)
+                o.emit(d, f"{n} -= 1")
+            else:
+                o.emit(d, f"{n}, = _SI.unpack_from(buf, pos)")
+                o.emit(d, "pos += 4")
         o.emit(d, f"if {n} < 0:")
         if nullable:
             o.emit(d + 1, f"if {n} != -1: raise _bad('{where}: negative array length')")
@@ -374,81 +499,110 @@ class _Compiler:
         d += 1
         if et in FIXED_FORMATS:
             c = FIXED_FORMATS[et]
-            o.emit(d, f"{t} = list((_ARR['{c}'][{n}] if {n} < 64 else _PyStruct('>%d{c}' % {n})).unpack_from(buf, pos))")
+            arr = self.const(_ARRAY_STRUCTS[c], "A")
+            o.emit(d, f"{t} = list(({arr}[{n}] if {n} < 64 else _PyStruct('>%d{c}' % {n})).unpack_from(buf, pos))")
             o.emit(d, f"pos += {n} * {FIXED_SIZES[et]}")
         else:
+            lst = self.tmp("l")
             ap = self.tmp("ap")
             el = self.tmp("el")
-            o.emit(d, f"{t} = []")
-            o.emit(d, f"{ap} = {t}.append")
+            o.emit(d, f"{lst} = []")
+            o.emit(d, f"{ap} = {lst}.append")
             o.emit(d, f"for _ in range({n}):")
-            self.dec_value(d + 1, f, et, el, v, compact, False)
+            self.dec_value(d + 1, f, et, el, v, compact, False, stack)
             o.emit(d + 1, f"{ap}({el})")
+            o.emit(d, f"{t} = {lst}")
 
-    def gen_decoder(self, s: StructSpec, v: int) -> None:
+    def dec_struct(self, d: int, s: StructSpec, v: int, ov: str, stack: tuple[StructSpec, ...]) -> None:
+        """Emit code reading one struct into the local ``ov``: a bare instance (no ``__init__``
+        call) whose slots are assigned as the bytes are read."""
         o = self.out
         flexible = v in self.msg.flexible
-        o.emit(0, f"def {self.fn('d', s, v)}(buf, pos):")
-        o.emit(1, "blen = len(buf)")
+        o.emit(d, f"{ov} = _new({self.cls_name(s)})")
         present = [f for f in s.fields if v in f.versions]
         tagged = [f for f in present if v in f.tagged]
         regular = [f for f in present if v not in f.tagged]
+        for f in s.fields:
+            if v not in f.versions:
+                o.emit(d, f"{ov}.{f.attr} = {self.default_expr(f)}")
         group: list[FieldSpec] = []
 
-        def flush() -> None:
-            if not group:
-                return
-            fmt = ">" + "".join(FIXED_FORMATS[g.type] for g in group)
+        def flush(length: str = "") -> str | None:
+            """Read the pending fixed-width fields, and with them the next field's length (or
+            the tag section's first byte) when ``length`` gives its format."""
+            if not group and not length:
+                return None
+            fmt = ">" + "".join(FIXED_FORMATS[g.type] for g in group) + length
             st = self.const(struct.Struct(fmt), "S")
-            names = ", ".join("f_" + g.attr for g in group)
-            o.emit(1, f"{names}, = {st}.unpack_from(buf, pos)")
-            o.emit(1, f"pos += {struct.calcsize(fmt)}")
+            targets = [f"{ov}.{g.attr}" for g in group]
+            n = None
+            if length:
+                n = self.tmp("n")
+                targets.append(n)
+            o.emit(d, f"{', '.join(targets)}, = {st}.unpack_from(buf, pos)")
+            o.emit(d, f"pos += {struct.calcsize(fmt)}")
             group.clear()
+            return n
 
         for f in regular:
             if not f.is_array and f.type in FIXED_FORMATS:
                 group.append(f)
                 continue
+            n = None
+            if group and not self.flex_of(f, v):
+                if f.is_array or f.type in ("bytes", "records"):
+                    n = flush("i")
+                elif f.type == "string":
+                    n = flush("h")
             flush()
-            self.dec_field(1, f, "f_" + f.attr, v)
-        flush()
-        unk = "None"
-        if flexible:
-            unk = "unk"
-            for f in tagged:
-                o.emit(1, f"f_{f.attr} = {self.default_expr(f)}")
-            o.emit(1, "unk = None")
-            self.dec_len_compact(1, "nt")
-            o.emit(1, "if nt:")
-            o.emit(2, f"if nt > blen - pos: raise _bad('{self.msg.name}: too many tagged fields')")
-            o.emit(2, "for _ in range(nt):")
-            o.emit(3, "tag, pos = _ruv(buf, pos)")
-            o.emit(3, "sz, pos = _ruv(buf, pos)")
-            o.emit(3, "end = pos + sz")
-            o.emit(3, f"if end > blen: raise _bad('{self.msg.name}: tagged field runs past the end')")
-            kw = "if"
-            for f in sorted(tagged, key=lambda t: t.tag or 0):
-                o.emit(3, f"{kw} tag == {f.tag}:")
-                self.dec_field(4, f, "f_" + f.attr, v)
-                o.emit(4, f"if pos != end: raise _bad('{self.msg.name}.{f.name}: tagged field size mismatch')")
-                kw = "elif"
-            if tagged:
-                o.emit(3, "else:")
-                o.emit(4, "if unk is None: unk = []")
-                o.emit(4, "unk.append((tag, buf[pos:end]))")
-                o.emit(4, "pos = end")
-            else:
-                o.emit(3, "if unk is None: unk = []")
-                o.emit(3, "unk.append((tag, buf[pos:end]))")
-                o.emit(3, "pos = end")
-        args = []
-        for f in s.fields:
-            if v in f.versions:
-                args.append("f_" + f.attr)
-            else:
-                args.append(self.default_expr(f))
-        args.append(unk)
-        o.emit(1, f"return {self.cls_name(s)}({', '.join(args)}), pos")
+            self.dec_field(d, f, f"{ov}.{f.attr}", v, stack, n)
+        # An empty tag section (one zero byte) is the usual case: read with the last run of
+        # fixed-width fields when there is one, and then a single test.
+        first = flush("B") if flexible and group else flush()
+        o.emit(d, f"{ov}.unknown_tagged_fields = None")
+        if not flexible:
+            return
+        for f in tagged:
+            o.emit(d, f"{ov}.{f.attr} = {self.default_expr(f)}")
+        nt, unk, tag, sz, end = (self.tmp(b) for b in ("nt", "unk", "tag", "sz", "end"))
+        if first:
+            o.emit(d, f"if {first}:")
+            o.emit(d + 1, "pos -= 1")
+        else:
+            o.emit(d, "if buf[pos]:")
+        d += 1
+        self.dec_len_compact(d, nt)
+        o.emit(d, f"if {nt} > blen - pos: raise _bad('{self.msg.name}: too many tagged fields')")
+        o.emit(d, f"{unk} = None")
+        o.emit(d, f"for _ in range({nt}):")
+        o.emit(d + 1, f"{tag}, pos = _ruv(buf, pos)")
+        o.emit(d + 1, f"{sz}, pos = _ruv(buf, pos)")
+        o.emit(d + 1, f"{end} = pos + {sz}")
+        o.emit(d + 1, f"if {end} > blen: raise _bad('{self.msg.name}: tagged field runs past the end')")
+        kw = "if"
+        for f in sorted(tagged, key=lambda t: t.tag or 0):
+            o.emit(d + 1, f"{kw} {tag} == {f.tag}:")
+            self.dec_field(d + 2, f, f"{ov}.{f.attr}", v, stack)
+            o.emit(d + 2, f"if pos != {end}: raise _bad('{self.msg.name}.{f.name}: tagged field size mismatch')")
+            kw = "elif"
+        dd = d + 1
+        if tagged:
+            o.emit(d + 1, "else:")
+            dd = d + 2
+        o.emit(dd, f"if {unk} is None: {unk} = []")
+        o.emit(dd, f"{unk}.append(({tag}, buf[pos:{end}]))")
+        o.emit(dd, f"pos = {end}")
+        o.emit(d, f"{ov}.unknown_tagged_fields = {unk}")
+        if not first:
+            o.emit(d - 1, "else:")
+            o.emit(d, "pos += 1")
+
+    def gen_decoder(self, s: StructSpec, v: int) -> None:
+        o = self.out
+        o.emit(0, f"def {self.fn('d', s, v)}(buf, pos):")
+        o.emit(1, "blen = len(buf)")
+        self.dec_struct(1, s, v, "o", (s,))
+        o.emit(1, "return o, pos")
         o.emit(0, "")
 
     # ---- whole message -------------------------------------------------------------------
@@ -471,11 +625,17 @@ class _Compiler:
         for s in structs:
             self.gen_class(s, s is self.msg.root)
         versions = list(self.msg.versions())
-        for s in structs:
-            for v in versions:
-                self.gen_encoder(s, v)
-                self.gen_decoder(s, v)
         root = self.msg.root
+        for v in versions:
+            self.gen_encoder(root, v)
+            self.gen_decoder(root, v)
+        # Standalone coders of nested structs only where inlining stopped (deep or recursive).
+        while self._wanted:
+            kind, s, v = self._wanted.pop()
+            if kind == "e":
+                self.gen_encoder(s, v)
+            else:
+                self.gen_decoder(s, v)
         if self.msg.type == "header":
             for v in versions:
                 self.gen_encoder(root, v, args_mode=True)
@@ -516,9 +676,13 @@ def compile_message(msg: MessageSpec, base_message: type, base_struct: type) -> 
         "_ruv": _runtime.read_uvarint,
         "_wuv": _runtime.write_uvarint,
         "_uuid": _runtime.uuid_from_bytes,
-        "_new_uuid": object.__new__,
+        "_new": object.__new__,
+        "_rcstr": _runtime.read_compact_string,
+        "_rcbytes": _runtime.read_compact_bytes,
         "_UUID": uuid.UUID,
         "_setattr": object.__setattr__,
+        "_uuid_int": _UUID_INT_SLOT.__set__,
+        "_uuid_safe": _UUID_SAFE_SLOT.__set__,
         "_from_bytes": int.from_bytes,
         "_UNKNOWN_SAFE": uuid.SafeUUID.unknown,
         "_write_unknown": _runtime.write_unknown_tags,

@@ -21,7 +21,7 @@ CONTROLLED_SHUTDOWN = 7
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
-_pack_into = _SIZE.pack_into
+_pack = _SIZE.pack
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
@@ -66,7 +66,7 @@ class ApiCodec:
     # -- requests ------------------------------------------------------------------------
     def encode_request(self, body: Message, correlation_id: int, client_id: str | None = "") -> bytes:
         """A complete request frame, 4-byte size prefix included."""
-        out = bytearray(b"\0\0\0\0")
+        out = bytearray()
         try:
             self.enc_req_hdr(out, self.api_key, self.version, correlation_id, client_id)
             self.enc_req(body, out)
@@ -74,8 +74,9 @@ class ApiCodec:
             raise
         except ENCODE_FAILURES as e:
             raise EncodeError(f"api {self.api_key} v{self.version} request: {e}") from e
-        _pack_into(out, 0, len(out) - 4)
-        return bytes(out)
+        # Prefixing the size by concatenation is one copy; patching a placeholder then
+        # copying out of the bytearray is a call and a copy more.
+        return _pack(len(out)) + out
 
     def decode_request_body(self, frame: bytes, pos: int) -> Message:
         try:
@@ -88,7 +89,7 @@ class ApiCodec:
 
     # -- responses -----------------------------------------------------------------------
     def encode_response(self, body: Message, correlation_id: int) -> bytes:
-        out = bytearray(b"\0\0\0\0")
+        out = bytearray()
         try:
             self.enc_resp_hdr(out, correlation_id)
             self.enc_resp(body, out)
@@ -96,8 +97,7 @@ class ApiCodec:
             raise
         except ENCODE_FAILURES as e:
             raise EncodeError(f"api {self.api_key} v{self.version} response: {e}") from e
-        _pack_into(out, 0, len(out) - 4)
-        return bytes(out)
+        return _pack(len(out)) + out
 
     def decode_response(self, frame: bytes) -> tuple[int, Message]:
         """Decode a response frame *without* its size prefix: (correlation id, body)."""
