@@ -503,14 +503,13 @@ class _Compiler:
             o.emit(d, f"{t} = list(({arr}[{n}] if {n} < 64 else _PyStruct('>%d{c}' % {n})).unpack_from(buf, pos))")
             o.emit(d, f"pos += {n} * {FIXED_SIZES[et]}")
         else:
+            # ``lst.append(x)`` is specialised by the interpreter; a bound ``append`` is not.
             lst = self.tmp("l")
-            ap = self.tmp("ap")
             el = self.tmp("el")
             o.emit(d, f"{lst} = []")
-            o.emit(d, f"{ap} = {lst}.append")
             o.emit(d, f"for _ in range({n}):")
             self.dec_value(d + 1, f, et, el, v, compact, False, stack)
-            o.emit(d + 1, f"{ap}({el})")
+            o.emit(d + 1, f"{lst}.append({el})")
             o.emit(d, f"{t} = {lst}")
 
     def dec_struct(self, d: int, s: StructSpec, v: int, ov: str, stack: tuple[StructSpec, ...]) -> None:
