@@ -33,6 +33,7 @@ from kraftsim.metadata.snapshots import (
     write_snapshot_file,
     write_snapshot_file_async,
 )
+from kraftsim.rpc.file_slice import FileSlice
 from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.log")
@@ -235,6 +236,10 @@ class MetadataLog:
         """Raw batch bytes from the batch holding ``offset`` (see ``SegmentedLog.read``); what a
         Raft leader serves a fetcher, uncommitted records included."""
         return self.segments.read(offset, max_bytes)
+
+    def read_slice(self, offset: int, max_bytes: int) -> FileSlice | bytes:
+        """:meth:`read` as a slice of the segment file, for a server to send without reading."""
+        return self.segments.read_slice(offset, max_bytes)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int] | None:
         """(epoch, end offset): the largest known epoch at or below ``epoch`` and the offset where

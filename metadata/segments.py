@@ -20,6 +20,7 @@ from pathlib import Path
 from kraftsim.metadata import fileio
 from kraftsim.metadata.batch import LOG_OVERHEAD, Batch, BatchError, CorruptBatchError, IncompleteBatchError, read_batch
 from kraftsim.metadata.files import fsync_dir
+from kraftsim.rpc.file_slice import FileSlice
 
 log = logging.getLogger("kraftsim.log")
 
@@ -371,14 +372,31 @@ class SegmentedLog:
         on, within one segment, at most ``max_bytes`` but at least that whole batch. Like Kafka's
         file slice, the end may cut a batch short; readers drop such a partial batch. Empty at or
         past the log end."""
+        found = self._locate(offset, max_bytes)
+        if found is None:
+            return b""
+        fd, pos, n = found
+        return os.pread(fd, n, pos)
+
+    def read_slice(self, offset: int, max_bytes: int) -> FileSlice | bytes:
+        """What :meth:`read` returns, as a slice of the segment file (not read yet); ``b""``
+        when there is nothing to serve."""
+        found = self._locate(offset, max_bytes)
+        if found is None:
+            return b""
+        fd, pos, n = found
+        return FileSlice(fd, pos, n) if n else b""
+
+    def _locate(self, offset: int, max_bytes: int) -> tuple[int, int, int] | None:
+        """(file descriptor, position, byte count) of what :meth:`read` returns."""
         segments = self.segments
         i = bisect.bisect_right([s.base_offset for s in segments], offset) - 1 if len(segments) > 1 else 0
         if i < 0 or offset >= self.end_offset:
-            return b""
+            return None
         seg = segments[i]
         if offset >= seg.next_offset:  # an offset an empty segment was rolled past: the next one
             if i + 1 >= len(segments):
-                return b""
+                return None
             seg = segments[i + 1]
         if seg.read_fd is None:
             seg.read_fd = os.open(seg.path, os.O_RDONLY)
@@ -390,12 +408,12 @@ class SegmentedLog:
         while pos < size:
             head = os.pread(fd, _HEAD.size, pos)
             if len(head) < _HEAD.size:
-                return b""
+                return None
             base, length, _, _, _, _, last_delta = _HEAD.unpack(head)
             if base + last_delta >= offset:
-                return os.pread(fd, min(size - pos, max(max_bytes, LOG_OVERHEAD + length)), pos)
+                return fd, pos, min(size - pos, max(max_bytes, LOG_OVERHEAD + length))
             pos += LOG_OVERHEAD + length
-        return b""
+        return None
 
     def batches(self, from_offset: int = 0, verify_crc: bool = True) -> Iterator[Batch]:
         """Every batch holding offsets ≥ ``from_offset`` (whole batches: the first may start earlier)."""

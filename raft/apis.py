@@ -30,6 +30,7 @@ from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import Dispatcher, Handler, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.error_messages import generic_message
+from kraftsim.rpc.file_slice import FileSlice
 from kraftsim.rpc.messages import (
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
@@ -179,9 +180,9 @@ class RaftApis:
                 valid = Valid("snapshot", latest.end_offset, latest.epoch)
             else:
                 valid = self.validate_offset_and_epoch(part.fetch_offset, part.last_fetched_epoch)
-            records = b""
+            records: FileSlice | bytes = b""
             if valid.kind == "valid":
-                records = mlog.read(part.fetch_offset, MAX_FETCH_SIZE_BYTES)
+                records = mlog.read_slice(part.fetch_offset, MAX_FETCH_SIZE_BYTES)
                 self.leader.update_replica_state(replica_id, part.replica_directory_id, part.fetch_offset)
             return self._fetch_response(ctx, ErrorCode.NONE, records, valid, self.leader.high_watermark)
         except Exception:  # noqa: BLE001 - Kafka: logged, answered UNKNOWN_SERVER_ERROR
@@ -218,13 +219,13 @@ class RaftApis:
             return earliest.end_offset, earliest.epoch
         return found_offset, found_epoch
 
-    def _fetch_response(self, ctx: RequestContext, error: int, records: bytes, valid: Valid | None,
+    def _fetch_response(self, ctx: RequestContext, error: int, records: FileSlice | bytes, valid: Valid | None,
                         high_watermark: int) -> Any:
         """RaftUtil.singletonFetchResponse."""
         leader = self.leader
         pd = FetchResponse.PartitionData(partition_index=METADATA_PARTITION, error_code=error,
                                          high_watermark=high_watermark, log_start_offset=self.mlog.start_offset,
-                                         records=records)
+                                         records=records)  # type: ignore[arg-type]  # a FileSlice: see rpc/file_slice.py
         pd.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=leader.node_id, leader_epoch=leader.epoch)
         if valid is not None and valid.kind == "diverging":
             pd.diverging_epoch = FetchResponse.EpochEndOffset(epoch=valid.epoch, end_offset=valid.offset)

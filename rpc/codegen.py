@@ -1,11 +1,19 @@
 """Compile a message schema into Python source: slotted classes plus one encoder and one
-decoder function per (struct, version).
+decoder function per (message, version).
 
 Why generate instead of interpreting: a per-field interpreter pays a dictionary walk and a type
 dispatch for every field of every message, which costs 5-10x on the heartbeat path. The
-generated functions are straight-line code: consecutive fixed-width fields collapse into a single
-precompiled ``struct.Struct`` call, varints take an inlined one-byte fast path, and version
-checks happen once, when the function is chosen, not per field.
+generated functions are straight-line code, shaped by what costs in CPython:
+
+* calls: nested structs are written out inside their parent's function (a Python call and a
+  result tuple per element saved), and decoded objects are bare instances whose slots are
+  assigned as the bytes are read (no ``__init__`` call with its defaults);
+* fixed-width fields: consecutive ones are one precompiled ``struct.Struct`` call, which also
+  takes a following non-compact string's length and, after the last run, the tag section's
+  first byte;
+* the common case inline: one-byte varint lengths, strict UTF-8, null strings and the empty tag
+  section are read and written inline; anything else goes to a runtime helper;
+* version checks happen once, when the function is chosen, not per field.
 
 The generated module is plain Python (see :func:`source_for`) so a reader can inspect exactly
 what runs for a given message and version.
@@ -20,6 +28,7 @@ from typing import Any
 
 from kraftsim.rpc import _runtime
 from kraftsim.rpc.errors import DecodeError, EncodeError, UnsupportedVersionError
+from kraftsim.rpc.file_slice import FileSlice, put_slice
 from kraftsim.rpc.schema import (
     FIXED_FORMATS,
     FIXED_SIZES,
@@ -207,7 +216,11 @@ class _Compiler:
                 o.emit(d + 1, f"_wuv({out}, len({x}) + 1)")
             else:
                 o.emit(d + 1, f"{out} += _SI.pack(len({x}))")
-            o.emit(d + 1, f"{out} += {x}")
+            if et == "records":  # served from a segment file: a hole for the bytes, not a copy
+                o.emit(d + 1, f"if {x}.__class__ is _FileSlice: _put_slice({out}, {x})")
+                o.emit(d + 1, f"else: {out} += {x}")
+            else:
+                o.emit(d + 1, f"{out} += {x}")
         else:  # struct
             sub = f.struct
             assert sub is not None
@@ -674,22 +687,19 @@ def compile_message(msg: MessageSpec, base_message: type, base_struct: type) -> 
         "_bad": _runtime.bad,
         "_ruv": _runtime.read_uvarint,
         "_wuv": _runtime.write_uvarint,
-        "_uuid": _runtime.uuid_from_bytes,
         "_new": object.__new__,
+        "_FileSlice": FileSlice,
+        "_put_slice": put_slice,
         "_rcstr": _runtime.read_compact_string,
         "_rcbytes": _runtime.read_compact_bytes,
         "_UUID": uuid.UUID,
-        "_setattr": object.__setattr__,
         "_uuid_int": _UUID_INT_SLOT.__set__,
         "_uuid_safe": _UUID_SAFE_SLOT.__set__,
         "_from_bytes": int.from_bytes,
         "_UNKNOWN_SAFE": uuid.SafeUUID.unknown,
         "_write_unknown": _runtime.write_unknown_tags,
         "_write_tags": _runtime.write_tags,
-        "_pack": struct.pack,
         "_PyStruct": struct.Struct,
-        "_ARR": _ARRAY_STRUCTS,
-        "_unpack_from": struct.unpack_from,
         "_SH": struct.Struct(">h"),
         "_SI": struct.Struct(">i"),
         "__name__": f"kraftsim.rpc.generated.{msg.name}",

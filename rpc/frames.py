@@ -15,13 +15,16 @@ from typing import Any
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.errors import CodecError, DecodeError, EncodeError
+from kraftsim.rpc.file_slice import SliceOut, SplitFrame
 from kraftsim.rpc.message import DECODE_FAILURES, ENCODE_FAILURES, Message
+from kraftsim.rpc.schema import StructSpec
 
 CONTROLLED_SHUTDOWN = 7
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
 _pack = _SIZE.pack
+_LARGE = 1 << 16  # bytes of a response above which it is prefixed in place
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
@@ -62,6 +65,7 @@ class ApiCodec:
     dec_req_hdr: Any
     enc_resp_hdr: Any
     dec_resp_hdr: Any
+    response_slices: bool = False  # the response has a records field (it may hold a FileSlice)
 
     # -- requests ------------------------------------------------------------------------
     def encode_request(self, body: Message, correlation_id: int, client_id: str | None = "") -> bytes:
@@ -89,7 +93,9 @@ class ApiCodec:
 
     # -- responses -----------------------------------------------------------------------
     def encode_response(self, body: Message, correlation_id: int) -> bytes:
-        out = bytearray()
+        """The response frame; a :class:`SplitFrame` (typed as bytes for the many callers that
+        never meet one) when a records field holds a :class:`FileSlice`."""
+        out = SliceOut() if self.response_slices else bytearray()
         try:
             self.enc_resp_hdr(out, correlation_id)
             self.enc_resp(body, out)
@@ -97,7 +103,15 @@ class ApiCodec:
             raise
         except ENCODE_FAILURES as e:
             raise EncodeError(f"api {self.api_key} v{self.version} response: {e}") from e
-        return _pack(len(out)) + out
+        if out.__class__ is SliceOut and out.slices:
+            total = len(out) + sum(len(s) for _, s in out.slices)
+            return SplitFrame.of(_pack(total), out)  # type: ignore[return-value]
+        if len(out) < _LARGE:
+            return _pack(len(out)) + out
+        # A large response (a Fetch's records) is not copied again: the prefix is inserted in
+        # place and the bytearray itself goes to the transport.
+        out[:0] = _pack(len(out))
+        return out  # type: ignore[return-value]
 
     def decode_response(self, frame: bytes) -> tuple[int, Message]:
         """Decode a response frame *without* its size prefix: (correlation id, body)."""
@@ -138,9 +152,15 @@ def api_codec(api_key: int, version: int) -> ApiCodec:
         resp._encoders[version], resp._decoders[version],
         req_hdr_cls._arg_encoders[rh], req_hdr_cls._decoders[rh],
         resp_hdr_cls._arg_encoders[sh], resp_hdr_cls._decoders[sh],
+        _has_records(resp._spec.root, version),
     )
     _codecs[(api_key, version)] = c
     return c
+
+
+def _has_records(s: StructSpec, version: int) -> bool:
+    return any(version in f.versions and (f.type == "records" or (f.struct is not None and _has_records(f.struct, version)))
+               for f in s.fields)
 
 
 def peek_key_version(frame: bytes) -> tuple[int, int]:

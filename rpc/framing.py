@@ -65,7 +65,8 @@ class FrameReader:
             end = pos + 4 + size
             if end > n:
                 break
-            frames.append(bytes(buf[pos + 4:end]))
+            with memoryview(buf) as view:  # one copy out of the buffer, not two
+                frames.append(bytes(view[pos + 4:end]))
             pos = end
         if pos:
             del buf[:pos]

@@ -1,0 +1,206 @@
+"""Fetch serving benchmark (run by hand): the metadata log served to a Raft observer over a real
+socket, beside reading the same segment files from disk in the same run (issue 17's anchor).
+
+A controller is formatted and started once (it writes its bootstrap records), stopped, and its
+log is then grown to --mb MB by kraftsim's own log writer (ConfigRecords of 1 KiB values, in
+batches as the writer cuts them, over several segments). The controller is started again on that
+log; then, alternately, three times each:
+
+* disk: the segment files read with plain ``os.read`` calls of 8 MiB (page cache warm);
+* fetch: ``pyspark_kraft``'s RaftObserver (the Spark source's client) fetching from offset 0 to
+  the high watermark, 8 MiB per Fetch, one connection, each response's records in hand.
+
+Best of three for each, and their ratio (the target is at least 0.7).
+
+    .venv/bin/python benchmarks/fetch_serving.py [--mb 300] [--runs 3] [--profile FILE]
+
+``--profile FILE`` runs the controller under cProfile and writes its profile to FILE at exit;
+``--profile-client FILE`` profiles one more (untimed) fetch of the whole log in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kraftsim.metadata import records as recs  # noqa: E402
+from kraftsim.metadata.files import METADATA_TOPIC_DIR  # noqa: E402
+from kraftsim.metadata.log import LogConfig, MetadataLog  # noqa: E402
+from kraftsim.rpc.client import KafkaClient  # noqa: E402
+from pyspark_kraft.network import RaftObserver  # noqa: E402
+from tests.harness import format_dir, free_port, stop, write_config  # noqa: E402
+
+SEGMENT_BYTES = 128 << 20
+CHUNK = 8 << 20
+PER_APPEND = 1000
+
+
+_HEAD = struct.Struct(">qi")  # a batch's base offset and length
+_LAST_DELTA = struct.Struct(">i")  # its last offset delta, at byte 23
+
+
+def last_offset(data: bytes) -> int:
+    """The last offset of the last batch in ``data`` (whole batches), from the headers alone."""
+    pos, last = 0, -1
+    while pos + 27 <= len(data):
+        base, length = _HEAD.unpack_from(data, pos)
+        last = base + _LAST_DELTA.unpack_from(data, pos + 23)[0]
+        pos += 12 + length
+    return last
+
+
+def spawn(config: Path, profile: str | None) -> subprocess.Popen[str]:
+    exe = Path(sys.executable).with_name("kraftsim")
+    cmd = [str(exe), "controller", str(config)]
+    if profile:
+        cmd = [sys.executable, "-m", "cProfile", "-o", profile, str(exe), "controller", str(config)]
+    out = open(config.with_name("controller.out"), "a")  # noqa: SIM115 - owned by the child
+    try:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    finally:
+        out.close()
+
+
+async def wait_serving(port: int, timeout: float = 300.0) -> None:
+    """Until the controller answers ApiVersions (it listens once its log is replayed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            c = await KafkaClient.connect("127.0.0.1", port, timeout=2)
+            try:
+                await c.negotiate()
+                return
+            finally:
+                await c.close()
+        except (OSError, TimeoutError, ConnectionError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+def grow_log(data: Path, mb: int) -> tuple[int, int]:
+    """Append ConfigRecords until the log holds ``mb`` MB; (records appended, log bytes)."""
+    log = MetadataLog.open(data, LogConfig(segment_bytes=SEGMENT_BYTES, linger_ms=0))
+    epoch = max(log.last_epoch, 1)
+    config = recs.by_name("ConfigRecord")
+    values = [recs.frame(config(resource_type=4, resource_name="", name=f"bench.filler.{i}", value="x" * 1024))
+              for i in range(PER_APPEND)]
+    n = 0
+    try:
+        while _log_bytes(data) < mb * 1_000_000:
+            log.append_values(values, epoch=epoch, timestamp=1)
+            n += len(values)
+            log.flush_now()
+    finally:
+        log.close()
+    return n, _log_bytes(data)
+
+
+def _segments(data: Path) -> list[Path]:
+    return sorted((data / METADATA_TOPIC_DIR).glob("*.log"))
+
+
+def _log_bytes(data: Path) -> int:
+    return sum(p.stat().st_size for p in _segments(data))
+
+
+def disk_rate(data: Path) -> tuple[int, float]:
+    """(bytes, s) reading every segment file, CHUNK bytes per read."""
+    total = 0
+    t0 = time.perf_counter()
+    for f in _segments(data):
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            while chunk := os.read(fd, CHUNK):
+                total += len(chunk)
+        finally:
+            os.close(fd)
+    return total, time.perf_counter() - t0
+
+
+async def fetch_rate(port: int, cluster_id: str) -> tuple[int, float, int]:
+    """(record bytes served, s, fetches) for one observer fetching the whole log."""
+    obs = RaftObserver(f"127.0.0.1:{port}", cluster_id, max_bytes=CHUNK)
+    await obs.connect()
+    try:
+        await obs.fetch(0)  # learns the leader epoch; not timed
+        offset, total, fetches = 0, 0, 0
+        t0 = time.perf_counter()
+        while True:
+            r = await obs.fetch(offset)
+            fetches += 1
+            if r.snapshot is not None:
+                raise RuntimeError(f"sent to snapshot {r.snapshot}: the benchmark needs the whole log")
+            total += len(r.records)
+            if r.records:
+                offset = last_offset(r.records) + 1
+            if offset >= r.high_watermark:
+                break
+        return total, time.perf_counter() - t0, fetches
+    finally:
+        await obs.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=300)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--profile", default=None)
+    ap.add_argument("--profile-client", default=None)
+    ap.add_argument("--dir", default=None)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
+        port = free_port()
+        config = write_config(Path(tmp), port=port, http_port=free_port(),
+                              metadata_log_segment_bytes=SEGMENT_BYTES, metadata_max_retention_bytes=-1,
+                              metadata_log_max_record_bytes_between_snapshots=2**31 - 1)
+        cluster_id = format_dir(config)
+        data = Path(tmp) / "data"
+        proc = spawn(config, None)
+        try:
+            asyncio.run(wait_serving(port))
+        finally:
+            stop(proc)
+        t0 = time.perf_counter()
+        n, size = grow_log(data, a.mb)
+        print(f"log: {size / 1e6:.0f} MB in {len(_segments(data))} segments ({n:,} records appended in "
+              f"{time.perf_counter() - t0:.1f} s)")
+        proc = spawn(config, a.profile)
+        try:
+            t0 = time.perf_counter()
+            asyncio.run(wait_serving(port))
+            print(f"controller serving after {time.perf_counter() - t0:.1f} s (log replayed)")
+            disk_rate(data)  # page cache warm
+            disks, fetches = [], []
+            if a.profile_client:
+                import cProfile
+
+                cProfile.runctx("asyncio.run(fetch_rate(port, cluster_id))", globals(),
+                                {"port": port, "cluster_id": cluster_id}, a.profile_client)
+            for _ in range(a.runs):
+                b, s = disk_rate(data)
+                disks.append(b / s / 1e6)
+                fb, fs, nf = asyncio.run(fetch_rate(port, cluster_id))
+                fetches.append(fb / fs / 1e6)
+                print(f"  disk {disks[-1]:,.0f} MB/s; fetch {fetches[-1]:,.0f} MB/s ({fb / 1e6:.0f} MB in {nf} "
+                      f"fetches); load {os.getloadavg()[0]:.2f}")
+        finally:
+            stop(proc)
+        best_disk, best_fetch = max(disks), max(fetches)
+        print(f"| the log ({size / 1e6:.0f} MB) served to one Raft observer, 8 MiB per Fetch | "
+              f"{best_fetch:,.0f} MB/s | {best_disk:,.0f} MB/s read from the segment files | "
+              f"{best_fetch / best_disk:.2f} | load {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores |")
+
+
+if __name__ == "__main__":
+    main()
