@@ -13,7 +13,7 @@ from kraftsim import __version__
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.errors import DecodeError
 from kraftsim.rpc.frames import ApiCodec, api_codec
-from kraftsim.rpc.framing import FrameBuffer, FrameError
+from kraftsim.rpc.framing import FrameError, FrameReader
 from kraftsim.rpc.message import Message
 
 
@@ -21,9 +21,9 @@ class ConnectionClosed(ConnectionError):
     """The peer closed the connection (or we could not frame its bytes)."""
 
 
-class _ClientProtocol(asyncio.BufferedProtocol):
+class _ClientProtocol(asyncio.Protocol):
     def __init__(self, max_size: int) -> None:
-        self.reader = FrameBuffer(max_size)
+        self.reader = FrameReader(max_size)
         self.waiting: deque[tuple[int, ApiCodec, asyncio.Future[Message]]] = deque()
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -33,12 +33,9 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.reader.get_buffer()
-
-    def buffer_updated(self, nbytes: int) -> None:
+    def data_received(self, data: bytes) -> None:
         try:
-            frames = self.reader.updated(nbytes)
+            frames = self.reader.feed(data)
         except FrameError as e:
             self._fail(ConnectionClosed(str(e)))
             return
