@@ -9,7 +9,7 @@ derive it the same way. :class:`ApiCodec` caches that decision and the bound cod
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kraftsim.rpc import registry
@@ -24,6 +24,7 @@ CONTROLLED_SHUTDOWN = 7
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
 _pack = _SIZE.pack
+_pack_corr = struct.Struct(">i").pack_into  # the correlation id, at byte 4 of a request header
 _LARGE = 1 << 16  # bytes of a response above which it is prefixed in place
 
 
@@ -66,13 +67,19 @@ class ApiCodec:
     enc_resp_hdr: Any
     dec_resp_hdr: Any
     response_slices: bool = False  # the response has a records field (it may hold a FileSlice)
+    request_headers: dict[str | None, bytes] = field(default_factory=dict)  # by client id
 
     # -- requests ------------------------------------------------------------------------
     def encode_request(self, body: Message, correlation_id: int, client_id: str | None = "") -> bytes:
         """A complete request frame, 4-byte size prefix included."""
-        out = bytearray()
         try:
-            self.enc_req_hdr(out, self.api_key, self.version, correlation_id, client_id)
+            # The header differs between requests only in its correlation id: it is encoded
+            # once per client id and patched.
+            template = self.request_headers.get(client_id)
+            if template is None:
+                template = self._request_header(client_id)
+            out = bytearray(template)
+            _pack_corr(out, 4, correlation_id)
             self.enc_req(body, out)
         except CodecError:
             raise
@@ -81,6 +88,16 @@ class ApiCodec:
         # Prefixing the size by concatenation is one copy; patching a placeholder then
         # copying out of the bytearray is a call and a copy more.
         return _pack(len(out)) + out
+
+    def _request_header(self, client_id: str | None) -> bytes:
+        out = bytearray()
+        self.enc_req_hdr(out, self.api_key, self.version, 0, client_id)
+        template = bytes(out)
+        headers = self.request_headers
+        if len(headers) >= 64:  # a tool cycling through client ids must not grow this without end
+            headers.clear()
+        headers[client_id] = template
+        return template
 
     def decode_request_body(self, frame: bytes, pos: int) -> Message:
         try:
