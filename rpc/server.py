@@ -302,7 +302,10 @@ class Connection(asyncio.Protocol):
         on, in order."""
         transport = self.transport
         assert transport is not None
-        if not any(i.__class__ is SplitFrame for i in items):
+        for i in items:  # a plain loop: no generator on the heartbeat path
+            if i.__class__ is SplitFrame:
+                break
+        else:
             transport.write(b"".join(items) if len(items) > 1 else items[0])
             return
         run: list[bytes] = []
