@@ -12,8 +12,10 @@ the offset and epoch of that last record. If the controller dies before the EndT
 next activation aborts the open transaction (activation's AbortTransactionRecord) and, since
 /migration still shows the copy as not done, the copy runs again from scratch.
 
-After the copy: SYNC_KRAFT_TO_ZK reconciles ZooKeeper with the whole image, then (broker RPCs not
-being simulated) DUAL_WRITE mirrors each committed change. The write path's listener notes which
+After the copy: SYNC_KRAFT_TO_ZK reconciles ZooKeeper with the whole image, then
+KRAFT_CONTROLLER_TO_BROKER_COMM sends every ZooKeeper-mode broker the full UpdateMetadata and
+LeaderAndIsr (migration.propagator computes them, migration.broker_channels sends them), and
+DUAL_WRITE mirrors each committed change to ZooKeeper and then to the brokers. The write path's listener notes which
 topics and entities the appended records touch; a Raft commit wakes the driver, which writes
 those whose records are committed, as the image holds them, each multi fenced by the zkVersions
 of /controller_epoch and /migration and moving /migration to the committed offset. A fenced
@@ -37,7 +39,9 @@ from kraftsim.metadata.image.quotas import entity_of
 from kraftsim.metadata.messages import BeginTransactionRecord, EndTransactionRecord, ZkMigrationStateRecord
 from kraftsim.migration import zk_copy, zk_writer
 from kraftsim.migration import zk_layout as L
+from kraftsim.migration.broker_channels import Address, BrokerChannels
 from kraftsim.migration.driver import BACKOFF_MAX_MS, BrokerView, DriverState, MigrationDriver
+from kraftsim.migration.propagator import ControlRequest, Propagator
 from kraftsim.migration.zk_client import (
     ClaimFailedError,
     ControllerMovedError,
@@ -94,7 +98,12 @@ class MigrationRunner:
         self.acl_patterns: dict[uuid.UUID, tuple[int, str, int]] = {}  # for RemoveAccessControlEntryRecord
         self.pending_entities: list[tuple[int, EntityKey]] = []
         self.zk_writes = 0  # fenced multi-ops applied (for tests and `migration status`)
+        # The ZooKeeper-mode brokers: what to tell them, and the connections that tell them.
+        self.listener: str = cfg.get("inter.broker.listener.name") or cfg.get("security.inter.broker.protocol")
+        self.propagator = Propagator(controller.node_id, self.listener)
+        self.channels = BrokerChannels(controller.node_id)
         self.dual_write_offset = 0  # the committed offset ZooKeeper last caught up with (Kafka's metric)
+        self.brokers_sent = 0  # requests handed to the broker channels
 
     def note_batch(self, records: list[RecordAndVersion], base: int) -> None:
         """A write-path listener: a change to the brokers or controllers wakes the driver at once
@@ -248,6 +257,7 @@ class MigrationRunner:
             self.pending_entities.clear()
             if raft is not None and self._committed in raft.on_commit:
                 raft.on_commit.remove(self._committed)
+            await self.channels.close()
             await self.close()
 
     async def _backoff(self, delay_ms: int) -> None:
@@ -410,9 +420,27 @@ class MigrationRunner:
         self.driver.synced()
 
     async def _broker_comm(self) -> None:
-        """KRAFT_CONTROLLER_TO_BROKER_COMM: Kafka sends full UpdateMetadata and LeaderAndIsr to
-        the ZooKeeper-mode brokers here; kraftsim does not (see README), and goes on to DUAL_WRITE."""
+        """KRAFT_CONTROLLER_TO_BROKER_COMM: full UpdateMetadata and LeaderAndIsr to every
+        ZooKeeper-mode broker, once the image holds what ZooKeeper was last synced to."""
+        image = self.controller.image
+        if image.offset < self.driver.leadership.kraft_metadata_offset:
+            self.driver.waiting_for = "the image to reach the offset last written to ZooKeeper"
+            return
+        log.info("Sending RPCs to broker before moving to dual-write mode using at offset %d", image.offset)
+        await self._propagate(self.propagator.full(image, self.controller.epoch,
+                                                   self.driver.leadership.zk_controller_epoch))
         self.driver.brokers_told()
+
+    async def _propagate(self, requests: list[ControlRequest]) -> None:
+        """The channels follow the image's unfenced ZooKeeper-mode brokers, then take the requests."""
+        brokers: dict[int, Address] = {}
+        for b in self.controller.image.cluster.brokers.values():
+            ep = b.listeners.get(self.listener)
+            if b.is_migrating_zk_broker and not b.fenced and ep is not None:
+                brokers[b.id] = (ep[0], ep[1])
+        await self.channels.update(brokers)
+        self.channels.send(requests)
+        self.brokers_sent += len(requests)
 
     async def _dual_write(self) -> None:
         """DUAL_WRITE: mirror every committed topic change, then advance /migration to the
@@ -431,6 +459,9 @@ class MigrationRunner:
         started = time.monotonic()
         if await self._mirror(dirty, committed, entities):  # as Kafka: only deltas that wrote something
             self.controller.metrics.zk_write_delta_time.observe((time.monotonic() - started) * 1000)
+        # Then the brokers (Kafka propagates each delta after its ZooKeeper writes).
+        await self._propagate(self.propagator.incremental(self.controller.image, self.controller.epoch,
+                                                          self.driver.leadership.zk_controller_epoch, dirty))
         self.pending = [p for p in self.pending if p[0] > committed]
         self.pending_entities = [p for p in self.pending_entities if p[0] > committed]
         self.driver.waiting_for = ""
@@ -521,7 +552,9 @@ class MigrationRunner:
                               "kraft_metadata_offset": z.kraft_metadata_offset,
                               "kraft_metadata_epoch": z.kraft_metadata_epoch},
                 "migrationZkVersion": lead.migration_zk_version, "zkControllerEpoch": lead.zk_controller_epoch,
-                "zkWriteBehindLag": self.write_behind_lag(), "copy": str(self.manifest) if self.manifest else None}
+                "zkWriteBehindLag": self.write_behind_lag(), "copy": str(self.manifest) if self.manifest else None,
+                "brokerRequests": self.brokers_sent,
+                "brokerChannels": {str(b): s for b, s in self.channels.stats().items()}}
 
 
 class CopyAbortedError(Exception):

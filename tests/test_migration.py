@@ -483,7 +483,10 @@ async def test_pre_migration_refuses_writes_until_the_copy(tmp_path: Path, zk_ro
 
 async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
     """``kraftsim brokers --zk-mode``: the fleet registers each broker in /brokers/ids (ephemeral,
-    on its session) and with the controller as IsMigratingZkBroker; the driver waits for them."""
+    on its session) and with the controller as IsMigratingZkBroker; the driver waits for them.
+    After the copy the controller drives them over their listeners: UpdateMetadata v8 naming it
+    and a full LeaderAndIsr; then a topic created reaches them by LeaderAndIsr and UpdateMetadata,
+    and its deletion by StopReplica."""
     from kraftsim.broker.fleet import Fleet, FleetOptions
 
     connect, client = zk_root
@@ -494,7 +497,8 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
     c = migrating_cluster(tmp_path, connect)
     await c.start()
     fleet = Fleet(FleetOptions(bootstrap=[("127.0.0.1", c.running.server.port)], count=3, cluster_id=c.cluster_id,
-                               start_rate=0, status_interval_s=3600, zookeeper=connect))
+                               start_rate=0, status_interval_s=3600, zookeeper=connect,
+                               listen=("127.0.0.1", 0), listen_per_broker=True))
     try:
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
         await fleet.start()
@@ -505,6 +509,46 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
         data, stat = client.get("/brokers/ids/2")
         assert stat.ephemeralOwner != 0 and json.loads(data)["endpoints"][0].startswith("PLAINTEXT://")
         assert sorted(r.name for r in image_records(c)["TopicRecord"]) == spec.topic_names()
+
+        # The full sync: each broker hosts exactly its replicas, told by kraftsim as KRaft controller.
+        zk_epoch = c.controller.migration.driver.leadership.zk_controller_epoch
+        states = fleet.zk_control
+
+        def hosted(b: int) -> set[tuple[str, int]]:
+            return {(t.name, p) for t in c.controller.image.topics.by_id.values()
+                    for p, x in t.partitions.items() if b in x.replicas}
+
+        await harness.poll_until(lambda: all(b in states and set(states[b].partitions) == hosted(b)
+                                              for b in (1, 2, 3)), 20)
+        for b in (1, 2, 3):
+            st = states[b]
+            assert (st.controller_id, st.kraft_controller, st.controller_epoch) == (c.controller.node_id, True, zk_epoch)
+            # v7 and v8 (metadata.version 3.9); Type FULL from the full sync, or INCREMENTAL when the
+            # broker was still fenced then and got everything with the delta that unfenced it.
+            assert st.versions["LeaderAndIsr"] == {7} and st.versions["UpdateMetadata"] == {8}
+            assert st.types["LeaderAndIsr"] & {1, 2} and st.types["LeaderAndIsr"] <= {1, 2}
+            assert st.live_brokers == [1, 2, 3] and len(st.metadata) == spec.topics * spec.partitions
+        assert "controller 3000 (KRaft)" in fleet.status.line()  # type: ignore[union-attr]
+
+        # A topic created on kraftsim: LeaderAndIsr to its replicas, UpdateMetadata to all.
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="driven", num_partitions=2, replication_factor=2)],
+                           timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0
+        await harness.poll_until(lambda: all(set(states[b].partitions) == hosted(b)
+                                              and ("driven", 1) in states[b].metadata for b in (1, 2, 3)), 20)
+        t = c.controller.image.topics.by_name["driven"]
+        for p, x in t.partitions.items():
+            assert states[x.leader].partitions[("driven", p)].leader == x.leader
+            assert states[x.leader].partitions[("driven", p)].topic_id == t.id
+        # Deleted: StopReplica (delete) to its replicas, and gone from every cache.
+        r = await c.req(DT(topic_names=["driven"], timeout_ms=5000), 4)
+        assert r.responses[0].error_code == 0
+        await harness.poll_until(lambda: all(not any(tp[0] == "driven" for tp in states[b].partitions)
+                                              and ("driven", 0) not in states[b].metadata for b in (1, 2, 3)), 20)
+        assert sum(states[b].requests.get("StopReplica", 0) for b in (1, 2, 3)) >= 2
+        assert all(states[b].versions.get("StopReplica", {4}) == {4} for b in (1, 2, 3))
+        channels = c.controller.migration.channels.stats()
+        assert sorted(channels) == [1, 2, 3] and all(s["errors"] == 0 and s["dropped"] == 0 for s in channels.values())
     finally:
         await fleet.shutdown(timeout_s=5)
         await c.stop()
