@@ -70,6 +70,7 @@ class BrokerChannel:
         self._corr = itertools.count()
         self._client: KafkaClient | None = None
         self._wake = asyncio.Event()
+        self._closed = False
         self._task = asyncio.create_task(self._run(), name=f"migration-channel-{broker_id}")
 
     def put(self, req: ControlRequest) -> None:
@@ -84,7 +85,7 @@ class BrokerChannel:
 
     async def _run(self) -> None:
         failures = 0
-        while True:
+        while not self._closed:
             if not self.queue:
                 self._wake.clear()
                 await self._wake.wait()
@@ -127,11 +128,12 @@ class BrokerChannel:
             client.abort()
 
     async def close(self) -> None:
-        self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
+        """Cancelled until it ends: Python 3.11's wait_for can swallow a cancellation that
+        arrives as the connection completes, and the loop would then go on retrying."""
+        self._closed = True
+        while not self._task.done():
+            self._task.cancel()
+            await asyncio.wait({self._task}, timeout=0.1)
         self.queue.clear()
         self._drop_connection()
 

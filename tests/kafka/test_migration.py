@@ -9,6 +9,7 @@ type and field (ACL ids are random on both sides, and the order of topics and re
 of Kafka's hash sets, so the records are compared as multisets), along with the transaction
 markers, the merged batches and what each wrote to /controller, /controller_epoch and /migration.
 After the copy, a topic created through each controller is dual-written by each to the same znodes.
+A real ZooKeeper-mode broker rolled onto kraftsim takes kraftsim's UpdateMetadata and LeaderAndIsr.
 """
 
 from __future__ import annotations
@@ -332,7 +333,8 @@ async def test_a_real_zk_mode_broker_rolled_with_the_migration_configs_is_migrat
     broker is its ZooKeeper controller), a kraftsim controller started with migration on and the
     cluster's id, then the broker rolled with the migration configs. It registers with kraftsim
     over its controller channel, kraftsim takes the ZooKeeper controllership over and copies what
-    the broker had written."""
+    the broker had written; then it drives the broker: a topic created through kraftsim is in the
+    broker's Metadata and led by it."""
     root: Any = zookeeper.client()
     try:
         base = "/rolled"
@@ -351,6 +353,10 @@ async def test_a_real_zk_mode_broker_rolled_with_the_migration_configs_is_migrat
         try:
             broker.start()
             await poll_until(lambda: copied(root, base), 90, interval=0.1)
+            # After the copy kraftsim drives the broker: a topic created through kraftsim reaches it
+            # by UpdateMetadata (its Metadata names the topic) and LeaderAndIsr (it leads it).
+            await create_led_topic(s.bootstrap)
+            await poll_until(lambda: broker_leads(broker.bootstrap), 60, interval=0.2)
         finally:
             broker.stop()
             s.stop()
@@ -375,6 +381,48 @@ async def test_a_real_zk_mode_broker_rolled_with_the_migration_configs_is_migrat
 
 
 HB = registry.request_class(ApiKey.BROKER_HEARTBEAT)
+MD = registry.request_class(ApiKey.METADATA)
+LO = registry.request_class(ApiKey.LIST_OFFSETS)
+
+
+async def create_led_topic(bootstrap: str) -> None:
+    """"driven" (one partition, one replica) created through kraftsim, once the migrating broker is
+    unfenced (until then there is no broker to place it on: INVALID_REPLICATION_FACTOR)."""
+    host, port = bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="admin")
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            r = await client.request(CT(topics=[CT.CreatableTopic(name="driven", num_partitions=1,
+                                                                  replication_factor=1)], timeout_ms=30000), 7)
+            if r.topics[0].error_code == 0:
+                return
+            assert r.topics[0].error_code == 38 and time.monotonic() < deadline, r
+            await asyncio.sleep(0.2)  # the broker's next heartbeat, not synchronisation: the loop asks again
+    finally:
+        await client.close()
+
+
+async def broker_leads(bootstrap: str) -> bool:
+    """The real broker's own answers: Metadata lists "driven" led by broker 1 (UpdateMetadata
+    accepted), and ListOffsets on it succeeds, which only the partition's leader answers
+    (LeaderAndIsr accepted: the broker made itself leader)."""
+    host, port = bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="check")
+    try:
+        md = await client.request(MD(topics=[MD.MetadataRequestTopic(name="driven")],
+                                     allow_auto_topic_creation=False), 12)
+        (t,) = md.topics
+        if t.error_code != 0 or [p.leader_id for p in t.partitions] != [1]:
+            return False
+        lo = await client.request(LO(replica_id=-1, isolation_level=0, topics=[LO.ListOffsetsTopic(
+            name="driven", partitions=[LO.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                               timestamp=-1)])]), 8)
+        return bool(lo.topics[0].partitions[0].error_code == 0 and lo.topics[0].partitions[0].offset == 0)
+    finally:
+        await client.close()
+
+
 DUAL_SPEC = SeedSpec(brokers=3, topics=4, partitions=2, replication_factor=2, users=1)
 
 
