@@ -356,7 +356,10 @@ async def test_a_real_zk_mode_broker_rolled_with_the_migration_configs_is_migrat
             # After the copy kraftsim drives the broker: a topic created through kraftsim reaches it
             # by UpdateMetadata (its Metadata names the topic) and LeaderAndIsr (it leads it).
             await create_led_topic(s.bootstrap)
-            await poll_until(lambda: broker_leads(broker.bootstrap), 60, interval=0.2)
+            deadline = time.monotonic() + 60
+            while not await broker_leads(broker.bootstrap):
+                assert time.monotonic() < deadline, "the broker never led the topic created through kraftsim"
+                await asyncio.sleep(0.2)  # the pace of the checks: each loop asks the broker again
         finally:
             broker.stop()
             s.stop()
@@ -365,7 +368,7 @@ async def test_a_real_zk_mode_broker_rolled_with_the_migration_configs_is_migrat
         assert regs and all(r.is_migrating_zk_broker for r in regs)
         topics = {r.name: r.topic_id for n, r in flat if n == "TopicRecord"}
         assert topics == {t: from_str(zk_json(root, f"{base}/brokers/topics/{t}")["topic_id"])
-                          for t in ("real-0", "real-1", "real-2")}
+                          for t in ("real-0", "real-1", "real-2", "driven")}  # driven: dual-written
         section = migration_section(s.metadata_dir)
         kinds = {n for b in section for _, n, _ in b}
         assert {"ConfigRecord", "ClientQuotaRecord", "UserScramCredentialRecord", "AccessControlEntryRecord"} <= kinds
