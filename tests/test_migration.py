@@ -486,7 +486,8 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
     on its session) and with the controller as IsMigratingZkBroker; the driver waits for them.
     After the copy the controller drives them over their listeners: UpdateMetadata v8 naming it
     and a full LeaderAndIsr; then a topic created reaches them by LeaderAndIsr and UpdateMetadata,
-    and its deletion by StopReplica."""
+    and its deletion by StopReplica; a broker's controlled shutdown (WantShutDown) moves its
+    leaderships, which the others are told."""
     from kraftsim.broker.fleet import Fleet, FleetOptions
 
     connect, client = zk_root
@@ -549,6 +550,18 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
         assert all(states[b].versions.get("StopReplica", {4}) == {4} for b in (1, 2, 3))
         channels = c.controller.migration.channels.stats()
         assert sorted(channels) == [1, 2, 3] and all(s["errors"] == 0 and s["dropped"] == 0 for s in channels.values())
+
+        # Broker 1 shuts down as a migrating ZooKeeper-mode broker does (BrokerHeartbeat with
+        # WantShutDown): its leaderships move, and the other brokers are told the new leaders.
+        led_by_1 = [tp for tp, p in states[2].partitions.items() if p.leader == 1]
+        assert led_by_1
+        fleet.brokers[1].begin_controlled_shutdown()
+        await asyncio.wait_for(asyncio.shield(fleet.brokers[1].done), 20)
+        assert fleet.brokers[1].controlled_shutdown_done
+        assert not any(x.leader == 1 for t in c.controller.image.topics.by_id.values() for x in t.partitions.values())
+        await harness.poll_until(lambda: all(states[2].partitions[tp].leader != 1 for tp in led_by_1
+                                              if tp in states[2].partitions), 20)
+        assert all(states[2].metadata[tp] != 1 for tp in led_by_1)
     finally:
         await fleet.shutdown(timeout_s=5)
         await c.stop()
