@@ -499,7 +499,7 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
     await c.start()
     fleet = Fleet(FleetOptions(bootstrap=[("127.0.0.1", c.running.server.port)], count=3, cluster_id=c.cluster_id,
                                start_rate=0, status_interval_s=3600, zookeeper=connect,
-                               listen=("127.0.0.1", 0), listen_per_broker=True))
+                               listen=("127.0.0.1", 0), listen_per_broker=True, heartbeat_interval_ms=200))
     try:
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
         await fleet.start()
