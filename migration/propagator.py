@@ -38,7 +38,7 @@ from typing import Any, Final
 from kraftsim.metadata import versions
 from kraftsim.metadata.image.cluster import BrokerRegistration
 from kraftsim.metadata.image.image import MetadataImage
-from kraftsim.metadata.image.topics import Partition
+from kraftsim.metadata.image.topics import Partition, Topic
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
@@ -95,24 +95,50 @@ class View:
         self.ids_by_name[name] = topic_id
 
 
+class Snapshot:
+    """The parts of an image the propagator reads. ``Snapshot(image)`` copies them, so that a
+    worker thread can compute a full sync while the event loop replays more records;
+    ``Snapshot.live(image)`` only points at them (a delta, computed on the event loop)."""
+
+    __slots__ = ("brokers", "by_name", "by_id", "metadata_version")
+
+    def __init__(self, image: MetadataImage | None = None) -> None:
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.by_name: dict[str, Topic] = {}
+        self.by_id: dict[uuid.UUID, Topic] = {}
+        self.metadata_version = 0
+        if image is not None:
+            self.metadata_version = image.metadata_version
+            self.brokers = dict(image.cluster.brokers)
+            self.by_name = {n: Topic(t.id, t.name, t.key, dict(t.partitions)) for n, t in image.topics.by_name.items()}
+            self.by_id = {t.id: t for t in self.by_name.values()}
+
+    @staticmethod
+    def live(image: MetadataImage) -> Snapshot:
+        snap = Snapshot()
+        snap.metadata_version = image.metadata_version
+        snap.brokers, snap.by_name, snap.by_id = image.cluster.brokers, image.topics.by_name, image.topics.by_id
+        return snap
+
+
 class _Context:
     """MigrationControllerChannelContext: the image seen as the ZooKeeper controller's context."""
 
-    def __init__(self, image: MetadataImage, kraft_epoch: int) -> None:
+    def __init__(self, image: Snapshot, kraft_epoch: int) -> None:
         self.image = image
         self.kraft_epoch = kraft_epoch
-        self.brokers = image.cluster.brokers
+        self.brokers = image.brokers
 
     def partition(self, tp: TP) -> Partition | None:
-        t = self.image.topics.by_name.get(tp[0])
+        t = self.image.by_name.get(tp[0])
         return None if t is None else t.partitions.get(tp[1])
 
     def topic_id(self, name: str) -> uuid.UUID | None:
-        t = self.image.topics.by_name.get(name)
+        t = self.image.by_name.get(name)
         return None if t is None else t.id
 
     def leader_epoch(self, tp: TP) -> int:
-        t = self.image.topics.by_name.get(tp[0])
+        t = self.image.by_name.get(tp[0])
         if t is None:
             return EPOCH_DURING_DELETE
         p = t.partitions.get(tp[1])
@@ -247,14 +273,14 @@ class _Batch:
                                              partition_states=s) for n, s in by_topic.items()]
 
 
-def _all_partitions(image: MetadataImage) -> list[tuple[TP, Partition]]:
+def _all_partitions(image: Snapshot) -> list[tuple[TP, Partition]]:
     return [((t.name, pid), t.partitions[pid])
-            for t in sorted(image.topics.by_name.values(), key=lambda t: t.name) for pid in sorted(t.partitions)]
+            for t in sorted(image.by_name.values(), key=lambda t: t.name) for pid in sorted(t.partitions)]
 
 
-def _targets(image: MetadataImage) -> set[int]:
+def _targets(image: Snapshot) -> set[int]:
     """The brokers Kafka's channel manager has a connection to: migrating and unfenced."""
-    return {b.id for b in image.cluster.brokers.values() if b.is_migrating_zk_broker and not b.fenced}
+    return {b.id for b in image.brokers.values() if b.is_migrating_zk_broker and not b.fenced}
 
 
 class Propagator:
@@ -268,10 +294,11 @@ class Propagator:
     def _batch(self, ctx: _Context, update_type: int = TYPE_UNKNOWN) -> _Batch:
         return _Batch(ctx, self.controller_id, _targets(ctx.image), self.listener, update_type)
 
-    def full(self, image: MetadataImage, kraft_epoch: int, zk_controller_epoch: int) -> list[ControlRequest]:
-        """sendRPCsToBrokersFromMetadataImage."""
+    def full(self, source: MetadataImage | Snapshot, kraft_epoch: int, zk_controller_epoch: int) -> list[ControlRequest]:
+        """sendRPCsToBrokersFromMetadataImage (from a Snapshot: safe in a worker thread)."""
+        image = source if isinstance(source, Snapshot) else Snapshot(source)
         ctx = _Context(image, kraft_epoch)
-        zk_brokers = [b.id for b in image.cluster.brokers.values() if b.is_migrating_zk_broker]
+        zk_brokers = [b.id for b in image.brokers.values() if b.is_migrating_zk_broker]
         partitions = _all_partitions(image)
         first = self._batch(ctx)
         first.add_update_metadata(zk_brokers, [tp for tp, _ in partitions])
@@ -280,19 +307,20 @@ class Propagator:
         for tp, p in partitions:
             second.add_leader_and_isr(p.replicas, tp, p)
         out += second.build(zk_controller_epoch)
-        self.view = View(dict(image.cluster.brokers))
-        for t in image.topics.by_id.values():
+        self.view = View(dict(image.brokers))
+        for t in image.by_id.values():
             self.view.set_topic(t.id, t.name, t.partitions)
         return out
 
-    def incremental(self, image: MetadataImage, kraft_epoch: int, zk_controller_epoch: int,
+    def incremental(self, source: MetadataImage, kraft_epoch: int, zk_controller_epoch: int,
                     touched_topics: Iterable[str]) -> list[ControlRequest]:
         """sendRPCsToBrokersFromMetadataDelta, the delta being what differs from the view for the
         brokers and for the topics named in ``touched_topics`` (the names of topics whose records
         were committed since the last call)."""
+        image = Snapshot.live(source)
         ctx = _Context(image, kraft_epoch)
         prev = self.view
-        now_brokers = image.cluster.brokers
+        now_brokers = image.brokers
         changed = [b for b in sorted(set(prev.brokers) | set(now_brokers))
                    if prev.brokers.get(b) != now_brokers.get(b)]
         changed_zk = {b for b in changed if (r := now_brokers.get(b)) is not None
@@ -301,7 +329,7 @@ class Propagator:
         old_zk = [b for b in zk_brokers if b not in changed_zk]
 
         # The topics that changed: those deleted (by id) and the partitions changed or new.
-        by_name = image.topics.by_name
+        by_name = image.by_name
         deleted: list[tuple[uuid.UUID, str, dict[int, Partition]]] = []
         changed_parts: list[tuple[uuid.UUID, str, int, Partition, Partition | None]] = []
         for name in sorted(set(touched_topics)):

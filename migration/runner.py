@@ -41,7 +41,7 @@ from kraftsim.migration import zk_copy, zk_writer
 from kraftsim.migration import zk_layout as L
 from kraftsim.migration.broker_channels import Address, BrokerChannels
 from kraftsim.migration.driver import BACKOFF_MAX_MS, BrokerView, DriverState, MigrationDriver
-from kraftsim.migration.propagator import ControlRequest, Propagator
+from kraftsim.migration.propagator import ControlRequest, Propagator, Snapshot
 from kraftsim.migration.zk_client import (
     ClaimFailedError,
     ControllerMovedError,
@@ -427,8 +427,11 @@ class MigrationRunner:
             self.driver.waiting_for = "the image to reach the offset last written to ZooKeeper"
             return
         log.info("Sending RPCs to broker before moving to dual-write mode using at offset %d", image.offset)
-        await self._propagate(self.propagator.full(image, self.controller.epoch,
-                                                   self.driver.leadership.zk_controller_epoch))
+        # A copy of what the full sync reads, so that it is computed in a worker thread (a second
+        # or more at 100,000 partitions) while the controller goes on serving.
+        snapshot = Snapshot(image)
+        await self._propagate(await asyncio.to_thread(self.propagator.full, snapshot, self.controller.epoch,
+                                                      self.driver.leadership.zk_controller_epoch))
         self.driver.brokers_told()
 
     async def _propagate(self, requests: list[ControlRequest]) -> None:
