@@ -68,6 +68,7 @@ class BrokerChannel:
         self.sent = 0  # requests answered
         self.errors = 0  # responses with an error
         self.dropped = 0
+        self.retries = 0  # attempts that failed (no connection, or no answer) and were made again
         self._corr = itertools.count()
         self._client: KafkaClient | None = None
         self._wake = asyncio.Event()
@@ -99,6 +100,7 @@ class BrokerChannel:
                     log.warning("Controller fails to send %s to broker %d at %s:%d: %s. Reconnecting.",
                                 ApiKey(req.api_key).name, self.broker_id, *self.address, e)
                 failures += 1
+                self.retries += 1
                 self._drop_connection()
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
@@ -175,8 +177,8 @@ class BrokerChannels:
             ch.put(req)
 
     def stats(self) -> dict[int, dict[str, int]]:
-        return {b: {"queued": len(c.queue), "sent": c.sent, "errors": c.errors, "dropped": c.dropped}
-                for b, c in self.channels.items()}
+        return {b: {"queued": len(c.queue), "sent": c.sent, "errors": c.errors, "dropped": c.dropped,
+                    "retries": c.retries} for b, c in self.channels.items()}
 
     async def close(self) -> None:
         channels, self.channels = self.channels, {}

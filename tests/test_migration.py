@@ -550,6 +550,8 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
         assert all(states[b].versions.get("StopReplica", {4}) == {4} for b in (1, 2, 3))
         channels = c.controller.migration.channels.stats()
         assert sorted(channels) == [1, 2, 3] and all(s["errors"] == 0 and s["dropped"] == 0 for s in channels.values())
+        lines = await status_lines(c)
+        assert any(line.startswith("Broker 2: sent ") and "(0 answered with errors)" in line for line in lines), lines
 
         # Broker 1 shuts down as a migrating ZooKeeper-mode broker does (BrokerHeartbeat with
         # WantShutDown): its leaderships move, and the other brokers are told the new leaders.
