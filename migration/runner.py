@@ -15,8 +15,8 @@ next activation aborts the open transaction (activation's AbortTransactionRecord
 After the copy: SYNC_KRAFT_TO_ZK reconciles ZooKeeper with the whole image, then
 KRAFT_CONTROLLER_TO_BROKER_COMM sends every ZooKeeper-mode broker the full UpdateMetadata and
 LeaderAndIsr (migration.propagator computes them, migration.broker_channels sends them), and
-DUAL_WRITE mirrors each committed change to ZooKeeper and then to the brokers. The write path's listener notes which
-topics and entities the appended records touch; a Raft commit wakes the driver, which writes
+DUAL_WRITE mirrors each committed change to ZooKeeper and then to the brokers. The write path's
+listener notes which topics and entities the appended records touch; a Raft commit wakes the driver, which writes
 those whose records are committed, as the image holds them, each multi fenced by the zkVersions
 of /controller_epoch and /migration and moving /migration to the committed offset. A fenced
 write means another controller owns ZooKeeper: the driver stops for good.
