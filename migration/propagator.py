@@ -312,12 +312,12 @@ class Propagator:
             self.view.set_topic(t.id, t.name, t.partitions)
         return out
 
-    def incremental(self, source: MetadataImage, kraft_epoch: int, zk_controller_epoch: int,
+    def incremental(self, source: MetadataImage | Snapshot, kraft_epoch: int, zk_controller_epoch: int,
                     touched_topics: Iterable[str]) -> list[ControlRequest]:
         """sendRPCsToBrokersFromMetadataDelta, the delta being what differs from the view for the
         brokers and for the topics named in ``touched_topics`` (the names of topics whose records
-        were committed since the last call)."""
-        image = Snapshot.live(source)
+        were committed since the last call). From a Snapshot it is safe in a worker thread."""
+        image = source if isinstance(source, Snapshot) else Snapshot.live(source)
         ctx = _Context(image, kraft_epoch)
         prev = self.view
         now_brokers = image.brokers

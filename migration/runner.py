@@ -462,9 +462,11 @@ class MigrationRunner:
         started = time.monotonic()
         if await self._mirror(dirty, committed, entities):  # as Kafka: only deltas that wrote something
             self.controller.metrics.zk_write_delta_time.observe((time.monotonic() - started) * 1000)
-        # Then the brokers (Kafka propagates each delta after its ZooKeeper writes).
-        await self._propagate(self.propagator.incremental(self.controller.image, self.controller.epoch,
-                                                          self.driver.leadership.zk_controller_epoch, dirty))
+        # Then the brokers (Kafka propagates each delta after its ZooKeeper writes), computed in a
+        # worker thread from a copy: a broker newly unfenced is told about every partition.
+        await self._propagate(await asyncio.to_thread(self.propagator.incremental, Snapshot(self.controller.image),
+                                                      self.controller.epoch,
+                                                      self.driver.leadership.zk_controller_epoch, list(dirty)))
         self.pending = [p for p in self.pending if p[0] > committed]
         self.pending_entities = [p for p in self.pending_entities if p[0] > committed]
         self.driver.waiting_for = ""
