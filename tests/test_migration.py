@@ -495,6 +495,9 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
     seed(client, spec)
     for b in spec.broker_ids:  # the brokers register themselves this time
         client.delete(f"/brokers/ids/{b}")
+    # Broker 4 (no replicas) holds the driver in WAIT_FOR_BROKERS until the fleet is unfenced, so
+    # that the full sync finds brokers 1-3 reachable.
+    client.create("/brokers/ids/4", L.BrokerZNode(4, "127.0.0.1", 9).encode())
     c = migrating_cluster(tmp_path, connect)
     await c.start()
     fleet = Fleet(FleetOptions(bootstrap=[("127.0.0.1", c.running.server.port)], count=3, cluster_id=c.cluster_id,
@@ -503,10 +506,13 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
     try:
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
         await fleet.start()
-        await driver_reaches(c, DriverState.DUAL_WRITE)
         brokers = c.controller.image.cluster.brokers
-        assert sorted(brokers) == [1, 2, 3] and all(brokers[b].is_migrating_zk_broker for b in brokers)
-        assert c.controller._metric_values()["MigratingZkBrokerCount"] == 3
+        await harness.poll_until(lambda: all(b in brokers and not brokers[b].fenced for b in (1, 2, 3)), 20)
+        assert c.controller.migration.driver.state == DriverState.WAIT_FOR_BROKERS  # broker 4 is missing
+        await register_zk_brokers(c, [4])  # registered, never unfenced: listed, but sent nothing
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+        assert sorted(brokers) == [1, 2, 3, 4] and all(brokers[b].is_migrating_zk_broker for b in brokers)
+        assert c.controller._metric_values()["MigratingZkBrokerCount"] == 4
         data, stat = client.get("/brokers/ids/2")
         assert stat.ephemeralOwner != 0 and json.loads(data)["endpoints"][0].startswith("PLAINTEXT://")
         assert sorted(r.name for r in image_records(c)["TopicRecord"]) == spec.topic_names()
@@ -520,15 +526,16 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
                     for p, x in t.partitions.items() if b in x.replicas}
 
         await harness.poll_until(lambda: all(b in states and set(states[b].partitions) == hosted(b)
+                                              and 2 in states[b].types.get("UpdateMetadata", ())
                                               for b in (1, 2, 3)), 20)
         for b in (1, 2, 3):
             st = states[b]
             assert (st.controller_id, st.kraft_controller, st.controller_epoch) == (c.controller.node_id, True, zk_epoch)
-            # v7 and v8 (metadata.version 3.9); Type FULL from the full sync, or INCREMENTAL when the
-            # broker was still fenced then and got everything with the delta that unfenced it.
+            # v7 and v8 (metadata.version 3.9): an UpdateMetadata (Type unset), then LeaderAndIsr
+            # and UpdateMetadata of Type FULL.
             assert st.versions["LeaderAndIsr"] == {7} and st.versions["UpdateMetadata"] == {8}
-            assert st.types["LeaderAndIsr"] & {1, 2} and st.types["LeaderAndIsr"] <= {1, 2}
-            assert st.live_brokers == [1, 2, 3] and len(st.metadata) == spec.topics * spec.partitions
+            assert st.types == {"LeaderAndIsr": {2}, "UpdateMetadata": {0, 2}}
+            assert st.live_brokers == [1, 2, 3, 4] and len(st.metadata) == spec.topics * spec.partitions
         assert "controller 3000 (KRaft)" in fleet.status.line()  # type: ignore[union-attr]
 
         # A topic created on kraftsim: LeaderAndIsr to its replicas, UpdateMetadata to all.
@@ -567,7 +574,7 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
     finally:
         await fleet.shutdown(timeout_s=5)
         await c.stop()
-    assert client.get_children("/brokers/ids") == []  # gone with the fleet's session
+    assert client.get_children("/brokers/ids") == ["4"]  # the fleet's went with its session
 
 
 async def test_a_zookeeper_that_comes_up_late(tmp_path: Path) -> None:
