@@ -568,6 +568,43 @@ async def test_zookeeper_lost_while_waiting_is_retried(tmp_path: Path, zookeeper
         await c.stop()
 
 
+async def test_zookeeper_session_expired_during_dual_write_converges(tmp_path: Path, zookeeper: ZooKeeper,
+                                                                    zk_root: tuple[str, Any]) -> None:
+    """The driver's ZooKeeper session expires while it dual-writes (ZooKeeper closes it, as when a
+    partition outlasts the session timeout): the driver goes on with a new session, and what was
+    committed meanwhile reaches ZooKeeper."""
+    from kazoo.client import KazooClient
+
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
+    c = migrating_cluster(tmp_path, connect)
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await unfenced_zk_brokers(c, [1])
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+        runner = c.controller.migration
+        assert runner is not None and runner.zk is not None
+        session = runner.zk.client.client_id
+        # A second client on the same session id and password, closed: ZooKeeper expires the session.
+        thief = KazooClient(hosts=zookeeper.connect, client_id=session, timeout=10)
+        await asyncio.to_thread(thief.start, 10)
+        await asyncio.to_thread(thief.stop)
+        thief.close()
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="after-expiry", num_partitions=1, replication_factor=1)],
+                           timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0
+        created_at = c.controller.raft.committed_offset
+        await harness.poll_until(lambda: matches_image(c, client, "after-expiry"), 60, interval=0.05)
+        await harness.poll_until(lambda: zk_json(client, "/migration")["kraft_metadata_offset"] >= created_at, 30)
+        assert runner.zk.client.client_id[0] != session[0]  # a new session
+        assert zk_json(client, "/controller")["brokerid"] == 3000  # the claim is persistent, as Kafka's
+        assert runner.driver.state == DriverState.DUAL_WRITE and not runner.stopped_reason
+        assert c.controller.fatal is None
+    finally:
+        await c.stop()
+
+
 async def unfenced_zk_brokers(cluster: Cluster, ids: list[int]) -> dict[int, int]:
     """ZooKeeper-mode brokers that register and heartbeat: unfenced, so topics can be placed.
     Returns their broker epochs."""
