@@ -552,9 +552,11 @@ def _read_topic(zk: ZkSession, name: str, in_image: Iterable[int], only: set[int
 
 
 def _zk_only_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]:
-    """Topic and broker configs and ACL resources ZooKeeper holds and the image does not: the
-    reconcile deletes them (a config znode only if it holds something, as Kafka compares)."""
+    """Topic and broker configs, client quota entities (with users' SCRAM credentials) and ACL
+    resources ZooKeeper holds and the image does not: the reconcile empties them (a znode only if
+    it holds something, as Kafka compares)."""
     out: list[EntityKey] = []
+    out += _zk_only_quota_keys(zk, known)
     for rt, config_type in zk_writer.CONFIG_TYPE_OF_RESOURCE.items():
         parent = f"{L.CONFIG}/{config_type}"
         names = [n for n in zk.children(parent)
@@ -571,6 +573,31 @@ def _zk_only_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]:
                 if key not in known:
                     out.append(key)
     return out
+
+
+def _zk_only_quota_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]:
+    """Kafka's reconcile visits every user, client id, user and client id, and ip entity under
+    /config and rewrites, as the image holds it (nothing), each that has quotas or SCRAM
+    credentials the image lacks."""
+
+    def name(znode: str) -> str | None:
+        return None if znode == L.DEFAULT_ENTITY else L.desanitize(znode)
+
+    candidates: list[tuple[str, EntityKey]] = []
+    users = zk.children(f"{L.CONFIG}/{L.USER_CONFIG}")
+    for u in users:
+        candidates.append((L.config_path(L.USER_CONFIG, u), ("user", name(u))))
+    for u in users:
+        for c in zk.children(f"{L.CONFIG}/{L.USER_CONFIG}/{u}/clients"):
+            entity = tuple(sorted({"user": name(u), "client-id": name(c)}.items()))
+            candidates.append((L.config_path(L.USER_CONFIG, f"{u}/clients/{c}"), ("quota", entity)))
+    for config_type, kind in ((L.CLIENT_CONFIG, "client-id"), (L.IP_CONFIG, "ip")):
+        for z in zk.children(f"{L.CONFIG}/{config_type}"):
+            candidates.append((L.config_path(config_type, z), ("quota", ((kind, name(z)),))))
+    unknown = [(path, key) for path, key in candidates if key not in known]
+    got = zk.get_many([path for path, _ in unknown])
+    return [key for (path, key), data in zip(unknown, got, strict=True)
+            if data is not None and L.decode_config(path, data[0])]
 
 
 def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode]) -> tuple[list[ZkOp], list[tuple[str, bytes]]]:
