@@ -729,6 +729,42 @@ async def test_dual_write_of_topics_and_partitions(tmp_path: Path, zk_root: tupl
         await c.stop()
 
 
+async def test_dual_write_of_delegation_tokens(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    """Tokens created, renewed and expired through kraftsim (forwarded by a broker, as the API
+    requires) reach /delegation_token/tokens in Kafka's JSON (version 3, principals sanitized);
+    an expired one's znode goes."""
+    from tests.test_delegation_tokens import create, expire, forwarded, renew
+
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
+    # ZooKeeper-mode brokers with tokens enabled create the parent at start-up; Kafka's dual-write
+    # of a token does not (it retries until the parent exists), and neither does kraftsim's.
+    client.ensure_path("/delegation_token/tokens")
+    c = migrating_cluster(tmp_path, connect, delegation_token_secret_key="the-secret")
+    await c.start()
+    try:
+        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
+        await unfenced_zk_brokers(c, [1])
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+        made = await forwarded(c, create(renewers=("User:bob@x",)), principal="User:alice@x")
+        assert made.error_code == 0, made
+        token_id = made.token_id
+        path = f"/delegation_token/tokens/{token_id}"
+        await harness.poll_until(lambda: client.exists(path) is not None, 10)
+        assert zk_json(client, path) == {
+            "owner": "User%3Aalice%40x", "renewers": ["User%3Abob%40x"], "tokenRequester": "User%3Aalice%40x",
+            "issueTimestamp": made.issue_timestamp_ms, "maxTimestamp": made.max_timestamp_ms, "version": 3,
+            "expiryTimestamp": made.expiry_timestamp_ms, "tokenId": token_id}
+        renewed = await forwarded(c, renew(made.hmac, 3_600_000), principal="User:bob@x")
+        assert renewed.error_code == 0 and renewed.expiry_timestamp_ms != made.expiry_timestamp_ms
+        await harness.poll_until(lambda: zk_json(client, path)["expiryTimestamp"] == renewed.expiry_timestamp_ms, 10)
+        gone = await forwarded(c, expire(made.hmac, -1), principal="User:alice@x")
+        assert gone.error_code == 0, gone
+        await harness.poll_until(lambda: client.exists(path) is None, 10)
+    finally:
+        await c.stop()
+
+
 async def test_dual_write_of_configs_quotas_scram_and_acls(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
     """Each kind once, in Kafka's layout: a topic config, client quotas (a user's beside its SCRAM
     credential, a client id's), ACLs literal and prefixed; each with its change notification."""
