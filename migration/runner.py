@@ -38,6 +38,7 @@ from kraftsim.metadata.messages import BeginTransactionRecord, EndTransactionRec
 from kraftsim.migration import zk_copy, zk_writer
 from kraftsim.migration import zk_layout as L
 from kraftsim.migration.driver import BACKOFF_MAX_MS, BrokerView, DriverState, MigrationDriver
+from kraftsim.migration.passwords import NoOpCodec, PasswordCodec, PasswordError, codec_from
 from kraftsim.migration.zk_client import (
     ClaimFailedError,
     ControllerMovedError,
@@ -79,10 +80,19 @@ class MigrationRunner:
         self.connect_timeout_ms: int = cfg.get("zookeeper.connection.timeout.ms")
         self.session_timeout_ms: int = cfg.get("zookeeper.session.timeout.ms")
         self.min_batch: int = cfg.get("zookeeper.metadata.migration.min.batch.size")
+        self.stopped_reason = ""
+        # Kafka's passwordEncoder: ZooKeeper's dynamic passwords are decrypted by the copy and
+        # encrypted by the dual-write with password.encoder.secret (no secret: stored as they are).
+        self.passwords: PasswordCodec = NoOpCodec()
+        try:
+            self.passwords = codec_from(cfg.get("password.encoder.secret"), cfg.get("password.encoder.keyfactory.algorithm"),
+                                        cfg.get("password.encoder.cipher.algorithm"),
+                                        cfg.get("password.encoder.key.length"), cfg.get("password.encoder.iterations"))
+        except PasswordError as e:
+            self.stopped_reason = str(e)  # the driver does not start (run() says why)
         self.driver = MigrationDriver(controller.node_id)
         self.zk: ZkSession | None = None
         self.manifest: zk_copy.Manifest | None = None
-        self.stopped_reason = ""
         # Called after each copy batch commits, with the batch count so far (tests: a kill mid-copy).
         self.after_batch: Callable[[int], Awaitable[None]] | None = None
         self._wake = asyncio.Event()
@@ -145,7 +155,8 @@ class MigrationRunner:
         image = self.controller.image
         kind = key[0]
         if kind == "config":
-            return zk_writer.config_znode(key[1], key[2], image.configs.resources.get((key[1], key[2]), {}))
+            return zk_writer.config_znode(key[1], key[2], image.configs.resources.get((key[1], key[2]), {}),
+                                          self.passwords)
         if kind == "quota":
             return zk_writer.quota_znode(dict(key[1]), image.quotas.entities.get(key[1], {}))
         if kind == "user":
@@ -204,6 +215,9 @@ class MigrationRunner:
             DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM: self._broker_comm,
             DriverState.DUAL_WRITE: self._dual_write,
         }
+        if self.stopped_reason:
+            log.error("Migration driver does not start: %s", self.stopped_reason)
+            return
         raft = self.controller.raft
         if raft is not None:
             raft.on_commit.append(self._committed)
@@ -362,7 +376,8 @@ class MigrationRunner:
         else:
             log.warning("Starting ZK Migration without metadata transactions enabled. This is not safe since a "
                         "controller failover or processing error may lead to partially migrated metadata.")
-        batches = zk_copy.merged(zk_copy.read_all_metadata(zk_copy.CountingReader(zk, manifest)), self.min_batch)
+        batches = zk_copy.merged(zk_copy.read_all_metadata(zk_copy.CountingReader(zk, manifest), self.passwords),
+                                 self.min_batch)
         last_progress = time.monotonic()
         while True:
             batch = await asyncio.to_thread(_next, batches)
@@ -465,7 +480,7 @@ class MigrationRunner:
         for ops in writes:  # topics first: a new topic's config znode is theirs to create
             await self._fenced(ops, offset)
         wants = [w for w in map(self._entity_znode, entities) if w is not None]
-        entity_ops, notifications = await asyncio.to_thread(_entity_ops, zk, wants)
+        entity_ops, notifications = await asyncio.to_thread(_entity_ops, zk, wants, self.passwords)
         for start in range(0, len(entity_ops), ENTITY_OPS_PER_MULTI):
             await self._fenced(entity_ops[start:start + ENTITY_OPS_PER_MULTI], offset)
         moved = (self.driver.leadership.kraft_metadata_offset, self.driver.leadership.kraft_metadata_epoch)
@@ -600,7 +615,8 @@ def _zk_only_quota_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]
             if data is not None and L.decode_config(path, data[0])]
 
 
-def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode]) -> tuple[list[ZkOp], list[tuple[str, bytes]]]:
+def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode],
+                codec: PasswordCodec) -> tuple[list[ZkOp], list[tuple[str, bytes]]]:
     """The entities' znodes read (pipelined) and compared; the operations that make them what
     the image says, and the change notifications to create once they are applied."""
     for parent in dict.fromkeys(p for w in wants for p in w.parents):
@@ -608,7 +624,7 @@ def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode]) -> tuple[list
     ops: list[ZkOp] = []
     notifications: list[tuple[str, bytes]] = []
     for want, got in zip(wants, zk.get_many([w.path for w in wants]), strict=True):
-        op = zk_writer.entity_op(want, got[0] if got else None, got is not None)
+        op = zk_writer.entity_op(want, got[0] if got else None, got is not None, codec)
         if op is not None:
             ops.append(op)
             if want.notification is not None:
