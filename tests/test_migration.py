@@ -13,7 +13,8 @@ import asyncio
 import base64
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,18 +105,26 @@ async def status_lines(cluster: Cluster) -> list[str]:
     return r.stdout.splitlines()
 
 
-async def migrated_once(tmp_path: Path, connect: str) -> Cluster:
-    """A migrating controller started, its ZooKeeper-mode broker 1 unfenced, run to DUAL_WRITE
-    (the copy done), and stopped: ready for what a restart does."""
-    c = migrating_cluster(tmp_path, connect)
+@asynccontextmanager
+async def dual_writing(tmp_path: Path, connect: str, brokers: tuple[int, ...] = (1,),
+                       **cfg: object) -> AsyncIterator[Cluster]:
+    """A migrating controller started, its ZooKeeper-mode ``brokers`` unfenced, run to DUAL_WRITE
+    (the copy done); stopped on leaving."""
+    c = migrating_cluster(tmp_path, connect, **cfg)
     await c.start()
     try:
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
-        await unfenced_zk_brokers(c, [1])
+        await unfenced_zk_brokers(c, list(brokers))
         await driver_reaches(c, DriverState.DUAL_WRITE)
+        yield c
     finally:
         await c.stop()
-    return c
+
+
+async def migrated_once(tmp_path: Path, connect: str) -> Cluster:
+    """A controller run to DUAL_WRITE and stopped: ready for what a restart does."""
+    async with dual_writing(tmp_path, connect) as c:
+        return c
 
 
 async def driver_reaches(cluster: Cluster, state: DriverState, timeout: float = 30.0) -> None:
@@ -577,12 +586,7 @@ async def test_zookeeper_session_expired_during_dual_write_converges(tmp_path: P
 
     connect, client = zk_root
     seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
-    c = migrating_cluster(tmp_path, connect)
-    await c.start()
-    try:
-        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
-        await unfenced_zk_brokers(c, [1])
-        await driver_reaches(c, DriverState.DUAL_WRITE)
+    async with dual_writing(tmp_path, connect) as c:
         runner = c.controller.migration
         assert runner is not None and runner.zk is not None
         session = runner.zk.client.client_id
@@ -601,8 +605,6 @@ async def test_zookeeper_session_expired_during_dual_write_converges(tmp_path: P
         assert zk_json(client, "/controller")["brokerid"] == 3000  # the claim is persistent, as Kafka's
         assert runner.driver.state == DriverState.DUAL_WRITE and not runner.stopped_reason
         assert c.controller.fatal is None
-    finally:
-        await c.stop()
 
 
 async def unfenced_zk_brokers(cluster: Cluster, ids: list[int]) -> dict[int, int]:
@@ -740,12 +742,7 @@ async def test_dual_write_of_delegation_tokens(tmp_path: Path, zk_root: tuple[st
     # ZooKeeper-mode brokers with tokens enabled create the parent at start-up; Kafka's dual-write
     # of a token does not (it retries until the parent exists), and neither does kraftsim's.
     client.ensure_path("/delegation_token/tokens")
-    c = migrating_cluster(tmp_path, connect, delegation_token_secret_key="the-secret")
-    await c.start()
-    try:
-        await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
-        await unfenced_zk_brokers(c, [1])
-        await driver_reaches(c, DriverState.DUAL_WRITE)
+    async with dual_writing(tmp_path, connect, delegation_token_secret_key="the-secret") as c:
         made = await forwarded(c, create(renewers=("User:bob@x",)), principal="User:alice@x")
         assert made.error_code == 0, made
         token_id = made.token_id
@@ -761,8 +758,6 @@ async def test_dual_write_of_delegation_tokens(tmp_path: Path, zk_root: tuple[st
         gone = await forwarded(c, expire(made.hmac, -1), principal="User:alice@x")
         assert gone.error_code == 0, gone
         await harness.poll_until(lambda: client.exists(path) is None, 10)
-    finally:
-        await c.stop()
 
 
 async def test_dual_write_of_configs_quotas_scram_and_acls(tmp_path: Path, zk_root: tuple[str, Any]) -> None:

@@ -21,7 +21,7 @@ from kraftsim.rpc.api_keys import ApiKey
 from tests import harness
 from tests.kafka.harness import java_command
 from tests.kafka.provision import kafka
-from tests.test_migration import driver_reaches, image_records, migrating_cluster, unfenced_zk_brokers
+from tests.test_migration import driver_reaches, dual_writing, image_records
 from tests.zookeeper import ZooKeeper, running
 
 pytestmark = pytest.mark.kafka
@@ -74,13 +74,7 @@ async def test_the_migration_decrypts_and_encrypts_dynamic_passwords(tmp_path: P
         client.ensure_path(path)
         client.set(path, L.encode_config({"listener.name.internal.ssl.truststore.password": encrypted,
                                           "log.cleaner.threads": "2"}))
-        cfg = {"password_encoder_secret": SECRET}
-        c = migrating_cluster(tmp_path, zookeeper.connect + "/passwords", **cfg)
-        await c.start()
-        try:
-            await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
-            await unfenced_zk_brokers(c, [1])
-            await driver_reaches(c, DriverState.DUAL_WRITE)
+        async with dual_writing(tmp_path, zookeeper.connect + "/passwords", password_encoder_secret=SECRET) as c:
             copied = {r.name: r.value for r in image_records(c)["ConfigRecord"] if r.resource_type == 4 and r.resource_name == "1"}
             assert copied == {"listener.name.internal.ssl.truststore.password": "truststore-secret",
                               "log.cleaner.threads": "2"}
@@ -101,8 +95,6 @@ async def test_the_migration_decrypts_and_encrypts_dynamic_passwords(tmp_path: P
                 ("decode", key), ("decode", props["listener.name.internal.ssl.truststore.password"])]) == [
                 "key-secret", "truststore-secret"]
             version = client.get(path)[1].version
-        finally:
-            await c.stop()
         await c.start()  # in MIGRATION: the reconcile compares the passwords in the clear
         try:
             await driver_reaches(c, DriverState.DUAL_WRITE)
