@@ -318,6 +318,16 @@ class Rehearsal:
         return state
 
 
+def create_topic(bootstrap: str, name: str) -> None:
+    """A topic created through the brokers (which forward it to the controller), as an
+    application's admin client would."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=3)], request_timeout=60)
+    futures[name].result(timeout=90)
+
+
 def main() -> int:
     """``make run-migration``: the rehearsal played once, in a temporary directory."""
     from tests.zookeeper import missing

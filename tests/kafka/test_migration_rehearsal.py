@@ -19,7 +19,7 @@ import pytest
 from tests.harness import poll_until
 from tests.kafka.conftest import PAIR_CONFIG
 from tests.kafka.harness import KafkaNode
-from tests.kafka.rehearsal import MESSAGE_TOPICS, TOPICS, Rehearsal
+from tests.kafka.rehearsal import MESSAGE_TOPICS, TOPICS, Rehearsal, create_topic
 from tests.kafka.test_migration import copied, copy_tree, migration_section, normalised, register_zk_brokers
 from tests.zookeeper import ZooKeeper, running
 
@@ -35,12 +35,13 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeper]:
 def settled(section: list[list[tuple[int, str, Any]]]) -> Any:
     """The copy's records with what the roll moves left out: partition leaders, ISRs and their
     epochs (the ZooKeeper controller elects as brokers restart; the oracle's copy is taken a moment
-    later than kraftsim's read) and partition epochs (zkVersions, which a copied znode restarts)."""
+    later than kraftsim's read) and partition epochs (zkVersions, which a copied znode restarts);
+    and NoOpRecords, which a controller writes on a timer, between the copy's batches too."""
     for batch in section:
         for _, name, record in batch:
             if name == "PartitionRecord":
                 record.leader, record.isr, record.leader_epoch, record.partition_epoch = -1, [], 0, 0
-    return normalised(section)
+    return normalised([[r for r in batch if r[1] != "NoOpRecord"] for batch in section])
 
 
 def records(dump: str) -> list[tuple[str, dict[str, Any]]]:
@@ -132,7 +133,11 @@ async def test_the_rehearsal_from_zookeeper_to_kraft(tmp_path: Path, zookeeper: 
         for t in MESSAGE_TOPICS:
             assert sorted(consumed.get(t, [])) == sorted(r.sent[t]), t
 
-        # 4. Finalized: POST_MIGRATION.
+        # 4. Finalized: POST_MIGRATION, and ZooKeeper is written no more.
         assert r.finalize() == {"enabled": False, "zkMigrationState": "POST_MIGRATION"}
+        create_topic(r.bootstrap, "after-finalization")
+        assert r.controller is not None
+        assert "after-finalization" in {d["name"] for t, d in records(r.dump_log()) if t == "TopicRecord"}
+        assert not r.exists("/brokers/topics/after-finalization")
     finally:
         r.close()
