@@ -41,6 +41,7 @@ from kraftsim.migration import zk_copy, zk_writer
 from kraftsim.migration import zk_layout as L
 from kraftsim.migration.broker_channels import Address, BrokerChannels
 from kraftsim.migration.driver import BACKOFF_MAX_MS, BrokerView, DriverState, MigrationDriver
+from kraftsim.migration.passwords import NoOpCodec, PasswordCodec, PasswordError, codec_from
 from kraftsim.migration.propagator import ControlRequest, Propagator, Snapshot
 from kraftsim.migration.zk_client import (
     ClaimFailedError,
@@ -83,10 +84,19 @@ class MigrationRunner:
         self.connect_timeout_ms: int = cfg.get("zookeeper.connection.timeout.ms")
         self.session_timeout_ms: int = cfg.get("zookeeper.session.timeout.ms")
         self.min_batch: int = cfg.get("zookeeper.metadata.migration.min.batch.size")
+        self.stopped_reason = ""
+        # Kafka's passwordEncoder: ZooKeeper's dynamic passwords are decrypted by the copy and
+        # encrypted by the dual-write with password.encoder.secret (no secret: stored as they are).
+        self.passwords: PasswordCodec = NoOpCodec()
+        try:
+            self.passwords = codec_from(cfg.get("password.encoder.secret"), cfg.get("password.encoder.keyfactory.algorithm"),
+                                        cfg.get("password.encoder.cipher.algorithm"),
+                                        cfg.get("password.encoder.key.length"), cfg.get("password.encoder.iterations"))
+        except PasswordError as e:
+            self.stopped_reason = str(e)  # the driver does not start (run() says why)
         self.driver = MigrationDriver(controller.node_id)
         self.zk: ZkSession | None = None
         self.manifest: zk_copy.Manifest | None = None
-        self.stopped_reason = ""
         # Called after each copy batch commits, with the batch count so far (tests: a kill mid-copy).
         self.after_batch: Callable[[int], Awaitable[None]] | None = None
         self._wake = asyncio.Event()
@@ -154,7 +164,8 @@ class MigrationRunner:
         image = self.controller.image
         kind = key[0]
         if kind == "config":
-            return zk_writer.config_znode(key[1], key[2], image.configs.resources.get((key[1], key[2]), {}))
+            return zk_writer.config_znode(key[1], key[2], image.configs.resources.get((key[1], key[2]), {}),
+                                          self.passwords)
         if kind == "quota":
             return zk_writer.quota_znode(dict(key[1]), image.quotas.entities.get(key[1], {}))
         if kind == "user":
@@ -213,6 +224,9 @@ class MigrationRunner:
             DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM: self._broker_comm,
             DriverState.DUAL_WRITE: self._dual_write,
         }
+        if self.stopped_reason:
+            log.error("Migration driver does not start: %s", self.stopped_reason)
+            return
         raft = self.controller.raft
         if raft is not None:
             raft.on_commit.append(self._committed)
@@ -372,7 +386,8 @@ class MigrationRunner:
         else:
             log.warning("Starting ZK Migration without metadata transactions enabled. This is not safe since a "
                         "controller failover or processing error may lead to partially migrated metadata.")
-        batches = zk_copy.merged(zk_copy.read_all_metadata(zk_copy.CountingReader(zk, manifest)), self.min_batch)
+        batches = zk_copy.merged(zk_copy.read_all_metadata(zk_copy.CountingReader(zk, manifest), self.passwords),
+                                 self.min_batch)
         last_progress = time.monotonic()
         while True:
             batch = await asyncio.to_thread(_next, batches)
@@ -501,7 +516,7 @@ class MigrationRunner:
         for ops in writes:  # topics first: a new topic's config znode is theirs to create
             await self._fenced(ops, offset)
         wants = [w for w in map(self._entity_znode, entities) if w is not None]
-        entity_ops, notifications = await asyncio.to_thread(_entity_ops, zk, wants)
+        entity_ops, notifications = await asyncio.to_thread(_entity_ops, zk, wants, self.passwords)
         for start in range(0, len(entity_ops), ENTITY_OPS_PER_MULTI):
             await self._fenced(entity_ops[start:start + ENTITY_OPS_PER_MULTI], offset)
         moved = (self.driver.leadership.kraft_metadata_offset, self.driver.leadership.kraft_metadata_epoch)
@@ -590,9 +605,11 @@ def _read_topic(zk: ZkSession, name: str, in_image: Iterable[int], only: set[int
 
 
 def _zk_only_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]:
-    """Topic and broker configs and ACL resources ZooKeeper holds and the image does not: the
-    reconcile deletes them (a config znode only if it holds something, as Kafka compares)."""
+    """Topic and broker configs, client quota entities (with users' SCRAM credentials) and ACL
+    resources ZooKeeper holds and the image does not: the reconcile empties them (a znode only if
+    it holds something, as Kafka compares)."""
     out: list[EntityKey] = []
+    out += _zk_only_quota_keys(zk, known)
     for rt, config_type in zk_writer.CONFIG_TYPE_OF_RESOURCE.items():
         parent = f"{L.CONFIG}/{config_type}"
         names = [n for n in zk.children(parent)
@@ -611,7 +628,33 @@ def _zk_only_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]:
     return out
 
 
-def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode]) -> tuple[list[ZkOp], list[tuple[str, bytes]]]:
+def _zk_only_quota_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]:
+    """Kafka's reconcile visits every user, client id, user and client id, and ip entity under
+    /config and rewrites, as the image holds it (nothing), each that has quotas or SCRAM
+    credentials the image lacks."""
+
+    def name(znode: str) -> str | None:
+        return None if znode == L.DEFAULT_ENTITY else L.desanitize(znode)
+
+    candidates: list[tuple[str, EntityKey]] = []
+    users = zk.children(f"{L.CONFIG}/{L.USER_CONFIG}")
+    for u in users:
+        candidates.append((L.config_path(L.USER_CONFIG, u), ("user", name(u))))
+    for u in users:
+        for c in zk.children(f"{L.CONFIG}/{L.USER_CONFIG}/{u}/clients"):
+            entity = tuple(sorted({"user": name(u), "client-id": name(c)}.items()))
+            candidates.append((L.config_path(L.USER_CONFIG, f"{u}/clients/{c}"), ("quota", entity)))
+    for config_type, kind in ((L.CLIENT_CONFIG, "client-id"), (L.IP_CONFIG, "ip")):
+        for z in zk.children(f"{L.CONFIG}/{config_type}"):
+            candidates.append((L.config_path(config_type, z), ("quota", ((kind, name(z)),))))
+    unknown = [(path, key) for path, key in candidates if key not in known]
+    got = zk.get_many([path for path, _ in unknown])
+    return [key for (path, key), data in zip(unknown, got, strict=True)
+            if data is not None and L.decode_config(path, data[0])]
+
+
+def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode],
+                codec: PasswordCodec) -> tuple[list[ZkOp], list[tuple[str, bytes]]]:
     """The entities' znodes read (pipelined) and compared; the operations that make them what
     the image says, and the change notifications to create once they are applied."""
     for parent in dict.fromkeys(p for w in wants for p in w.parents):
@@ -619,7 +662,7 @@ def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode]) -> tuple[list
     ops: list[ZkOp] = []
     notifications: list[tuple[str, bytes]] = []
     for want, got in zip(wants, zk.get_many([w.path for w in wants]), strict=True):
-        op = zk_writer.entity_op(want, got[0] if got else None, got is not None)
+        op = zk_writer.entity_op(want, got[0] if got else None, got is not None, codec)
         if op is not None:
             ops.append(op)
             if want.notification is not None:

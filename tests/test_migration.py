@@ -13,7 +13,8 @@ import asyncio
 import base64
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,18 +105,26 @@ async def status_lines(cluster: Cluster) -> list[str]:
     return r.stdout.splitlines()
 
 
-async def migrated_once(tmp_path: Path, connect: str) -> Cluster:
-    """A migrating controller started, its ZooKeeper-mode broker 1 unfenced, run to DUAL_WRITE
-    (the copy done), and stopped: ready for what a restart does."""
-    c = migrating_cluster(tmp_path, connect)
+@asynccontextmanager
+async def dual_writing(tmp_path: Path, connect: str, brokers: tuple[int, ...] = (1,),
+                       **cfg: object) -> AsyncIterator[Cluster]:
+    """A migrating controller started, its ZooKeeper-mode ``brokers`` unfenced, run to DUAL_WRITE
+    (the copy done); stopped on leaving."""
+    c = migrating_cluster(tmp_path, connect, **cfg)
     await c.start()
     try:
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
-        await unfenced_zk_brokers(c, [1])
+        await unfenced_zk_brokers(c, list(brokers))
         await driver_reaches(c, DriverState.DUAL_WRITE)
+        yield c
     finally:
         await c.stop()
-    return c
+
+
+async def migrated_once(tmp_path: Path, connect: str) -> Cluster:
+    """A controller run to DUAL_WRITE and stopped: ready for what a restart does."""
+    async with dual_writing(tmp_path, connect) as c:
+        return c
 
 
 async def driver_reaches(cluster: Cluster, state: DriverState, timeout: float = 30.0) -> None:
@@ -634,6 +643,36 @@ async def test_zookeeper_lost_while_waiting_is_retried(tmp_path: Path, zookeeper
         await c.stop()
 
 
+async def test_zookeeper_session_expired_during_dual_write_converges(tmp_path: Path, zookeeper: ZooKeeper,
+                                                                    zk_root: tuple[str, Any]) -> None:
+    """The driver's ZooKeeper session expires while it dual-writes (ZooKeeper closes it, as when a
+    partition outlasts the session timeout): the driver goes on with a new session, and what was
+    committed meanwhile reaches ZooKeeper."""
+    from kazoo.client import KazooClient
+
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
+    async with dual_writing(tmp_path, connect) as c:
+        runner = c.controller.migration
+        assert runner is not None and runner.zk is not None
+        session = runner.zk.client.client_id
+        # A second client on the same session id and password, closed: ZooKeeper expires the session.
+        thief = KazooClient(hosts=zookeeper.connect, client_id=session, timeout=10)
+        await asyncio.to_thread(thief.start, 10)
+        await asyncio.to_thread(thief.stop)
+        thief.close()
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="after-expiry", num_partitions=1, replication_factor=1)],
+                           timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0
+        created_at = c.controller.raft.committed_offset
+        await harness.poll_until(lambda: matches_image(c, client, "after-expiry"), 60, interval=0.05)
+        await harness.poll_until(lambda: zk_json(client, "/migration")["kraft_metadata_offset"] >= created_at, 30)
+        assert runner.zk.client.client_id[0] != session[0]  # a new session
+        assert zk_json(client, "/controller")["brokerid"] == 3000  # the claim is persistent, as Kafka's
+        assert runner.driver.state == DriverState.DUAL_WRITE and not runner.stopped_reason
+        assert c.controller.fatal is None
+
+
 async def unfenced_zk_brokers(cluster: Cluster, ids: list[int]) -> dict[int, int]:
     """ZooKeeper-mode brokers that register and heartbeat: unfenced, so topics can be placed.
     Returns their broker epochs."""
@@ -758,6 +797,35 @@ async def test_dual_write_of_topics_and_partitions(tmp_path: Path, zk_root: tupl
         await c.stop()
 
 
+async def test_dual_write_of_delegation_tokens(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    """Tokens created, renewed and expired through kraftsim (forwarded by a broker, as the API
+    requires) reach /delegation_token/tokens in Kafka's JSON (version 3, principals sanitized);
+    an expired one's znode goes."""
+    from tests.test_delegation_tokens import create, expire, forwarded, renew
+
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
+    # ZooKeeper-mode brokers with tokens enabled create the parent at start-up; Kafka's dual-write
+    # of a token does not (it retries until the parent exists), and neither does kraftsim's.
+    client.ensure_path("/delegation_token/tokens")
+    async with dual_writing(tmp_path, connect, delegation_token_secret_key="the-secret") as c:
+        made = await forwarded(c, create(renewers=("User:bob@x",)), principal="User:alice@x")
+        assert made.error_code == 0, made
+        token_id = made.token_id
+        path = f"/delegation_token/tokens/{token_id}"
+        await harness.poll_until(lambda: client.exists(path) is not None, 10)
+        assert zk_json(client, path) == {
+            "owner": "User%3Aalice%40x", "renewers": ["User%3Abob%40x"], "tokenRequester": "User%3Aalice%40x",
+            "issueTimestamp": made.issue_timestamp_ms, "maxTimestamp": made.max_timestamp_ms, "version": 3,
+            "expiryTimestamp": made.expiry_timestamp_ms, "tokenId": token_id}
+        renewed = await forwarded(c, renew(made.hmac, 3_600_000), principal="User:bob@x")
+        assert renewed.error_code == 0 and renewed.expiry_timestamp_ms != made.expiry_timestamp_ms
+        await harness.poll_until(lambda: zk_json(client, path)["expiryTimestamp"] == renewed.expiry_timestamp_ms, 10)
+        gone = await forwarded(c, expire(made.hmac, -1), principal="User:alice@x")
+        assert gone.error_code == 0, gone
+        await harness.poll_until(lambda: client.exists(path) is None, 10)
+
+
 async def test_dual_write_of_configs_quotas_scram_and_acls(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
     """Each kind once, in Kafka's layout: a topic config, client quotas (a user's beside its SCRAM
     credential, a client id's), ACLs literal and prefixed; each with its change notification."""
@@ -842,7 +910,8 @@ async def test_the_reconcile_after_a_restart_undoes_what_changed_in_zookeeper(tm
     changed behind its back and makes it what the image holds again: a topic only ZooKeeper has is
     deleted, a missing one and a changed partition state rewritten, a stray config and ACL
     resource deleted, a changed config restored, and one the image does not have deleted (Kafka
-    compares a topic's config with the image's, empty or not)."""
+    compares a topic's config with the image's, empty or not); client quotas and SCRAM credentials
+    only ZooKeeper holds are emptied."""
     connect, client = zk_root
     seed(client, SeedSpec(brokers=1, topics=3, partitions=1, replication_factor=1, users=0))
     c = await migrated_once(tmp_path, connect)
@@ -858,9 +927,20 @@ async def test_the_reconcile_after_a_restart_undoes_what_changed_in_zookeeper(tm
     client.set("/config/topics/topic-1", L.encode_config({"cleanup.policy": "compact"}))
     client.set("/config/topics/topic-2", L.encode_config({"retention.ms": "1"}))
     client.set("/brokers/topics/topic-1/partitions/0/state", L.PartitionState(1, 7, 1, [1]).encode())
+    scram = "salt=c2FsdA==,stored_key=c3RvcmVk,server_key=c2VydmVy,iterations=4096"
+    ghosts = {"/config/users/ghost%40x": {"producer_byte_rate": "1024", "SCRAM-SHA-256": scram},
+              "/config/users/ghost%40x/clients/app": {"request_percentage": "50.0"},
+              "/config/clients/empty-app": {},  # nothing to empty: left alone
+              "/config/clients/ghost-app": {"consumer_byte_rate": "2048"},
+              "/config/ips/10.0.0.9": {"connection_creation_rate": "10"}}
+    for path, props in ghosts.items():
+        client.create(path, L.encode_config(props), makepath=True)
     await c.start()
     try:
         await driver_reaches(c, DriverState.DUAL_WRITE)
+        for path in ghosts:  # quotas and SCRAM the image lacks: emptied, as Kafka writes them
+            assert L.decode_config(path, client.get(path)[0]) == {}, path
+        assert client.get("/config/clients/empty-app")[1].version == 0
         assert matches_image(c, client, "topic-0") and matches_image(c, client, "topic-1")
         assert zk_topic(client, "topic-0")[0] == topic0[0]  # type: ignore[index]  # the same id and assignment
         assert client.exists("/brokers/topics/ghost") is None and client.exists("/config/topics/ghost") is None

@@ -95,6 +95,29 @@ def run_tool(main_class: str, *args: str, timeout: float = 120, input: str | Non
     return ToolResult(r.returncode, r.stdout, r.stderr)
 
 
+TOOL_BATCH = Path(__file__).with_name("ToolBatch.java")
+
+
+def run_tools(commands: list[tuple[str, ...]], timeout: float = 300) -> list[ToolResult]:
+    """Many Kafka tools (each a main class then its arguments) run in order in one JVM
+    (``ToolBatch.java``): dozens of tool runs for the cost of one start. Each result has that
+    tool's exit code and standard output; standard error is the whole batch's."""
+    cmd = java_command(kafka(), str(TOOL_BATCH))
+    stdin = "".join("\t".join(c) + "\n" for c in commands)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=stdin)
+    assert r.returncode == 0, f"the tool batch failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    results: list[ToolResult] = []
+    out: list[str] = []
+    for line in r.stdout.splitlines(keepends=True):
+        if line.startswith("--- exit "):
+            results.append(ToolResult(int(line.split()[2]), "".join(out), r.stderr))
+            out = []
+        else:
+            out.append(line)
+    assert len(results) == len(commands), f"{len(results)} of {len(commands)} tools ran:\n{r.stderr[-3000:]}"
+    return results
+
+
 def kafka_topics(*args: str, timeout: float = 120) -> ToolResult:
     return run_tool("org.apache.kafka.tools.TopicCommand", *args, timeout=timeout)
 
