@@ -266,6 +266,12 @@ class Rehearsal:
         self.say(f"migrated: driver {state['driverState']}, /migration {self.znode('/migration')}")
         return state
 
+    def told_by_kraftsim(self) -> bool:
+        """Every broker took an UpdateMetadata from kraftsim (the line a ZooKeeper-mode broker's
+        state-change log writes for it names the sending controller)."""
+        return all(f"in response to UpdateMetadata request sent by controller {CONTROLLER_ID}" in b.log_tail(100_000)
+                   for b in self.brokers.values())
+
     def dump_log(self) -> str:
         assert self.controller is not None
         segments = sorted((self.controller.metadata_dir / "__cluster_metadata-0").glob("*.log"))
@@ -352,6 +358,11 @@ def main() -> int:
         r.start_controller()
         r.roll_with_migration_configs()
         r.wait_dual_write()
+        until("every broker told by kraftsim", r.told_by_kraftsim, 60)
+        say("every ZooKeeper-mode broker took UpdateMetadata and LeaderAndIsr from kraftsim")
+        create_topic(r.bootstrap, "during-dual-write")
+        until("the topic dual-written", lambda: r.exists("/brokers/topics/during-dual-write"), 60)
+        say("a topic created through the brokers is in ZooKeeper: /brokers/topics/during-dual-write")
         r.roll_to_kraft()
         got = r.consume()
         lost = {t: len(set(v) - set(got.get(t, []))) for t, v in r.sent.items()}

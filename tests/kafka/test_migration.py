@@ -34,6 +34,7 @@ from kraftsim.rpc.uuids import from_str
 from tests.harness import poll_until
 from tests.kafka.conftest import PAIR_CONFIG, PairNodes
 from tests.kafka.harness import KafkaNode, KraftsimNode, random_cluster_id
+from tests.kafka.rehearsal import MigratingZkBroker, ZkModeBroker
 from tests.test_controller import registration
 from tests.zookeeper import ZooKeeper, batches, record_versions, running
 
@@ -131,38 +132,6 @@ def normalised(section: list[list[tuple[int, str, Any]]]) -> Counter[str]:
                 record.id = NO_ID
             out[f"{name} {record!r}"] += 1
     return out
-
-
-class ZkModeBroker(KafkaNode):
-    """A real Kafka 3.9 broker in ZooKeeper mode (no process.roles): what builds the ZooKeeper
-    cluster in the second case, through Kafka's own tools."""
-
-    def properties(self) -> dict[str, str]:
-        return {
-            "broker.id": str(self.node_id), "zookeeper.connect": self.overrides["zookeeper.connect"],
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": str(self.data_dir),
-            "offsets.topic.replication.factor": "1", "num.network.threads": "2", "num.io.threads": "2",
-            "background.threads": "2", "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "super.users": "User:ANONYMOUS",
-        }
-
-    def ready_lines(self) -> list[str]:
-        return ["started (kafka.server.KafkaServer)"]
-
-
-class MigratingZkBroker(ZkModeBroker):
-    """The same broker rolled with the migration configs: it registers with the KRaft controller
-    (IsMigratingZkBroker) and keeps ZooKeeper for its metadata until the controller drives it."""
-
-    controller: str = ""
-
-    def properties(self) -> dict[str, str]:
-        props = super().properties()
-        props.update({"zookeeper.metadata.migration.enable": "true",
-                      "controller.quorum.voters": f"3000@{self.controller}", "controller.listener.names": "CONTROLLER",
-                      "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                      "inter.broker.protocol.version": "3.9"})
-        return props
 
 
 async def build_with_a_kafka_zk_broker(tmp_path: Path, connect: str) -> None:

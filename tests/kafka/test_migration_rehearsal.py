@@ -19,7 +19,7 @@ import pytest
 from tests.harness import poll_until
 from tests.kafka.conftest import PAIR_CONFIG
 from tests.kafka.harness import KafkaNode
-from tests.kafka.rehearsal import MESSAGE_TOPICS, TOPICS, Rehearsal, create_topic
+from tests.kafka.rehearsal import BROKER_IDS, MESSAGE_TOPICS, TOPICS, Rehearsal, create_topic, until
 from tests.kafka.test_migration import copied, copy_tree, migration_section, normalised, register_zk_brokers
 from tests.zookeeper import ZooKeeper, running
 
@@ -123,9 +123,19 @@ async def test_the_rehearsal_from_zookeeper_to_kraft(tmp_path: Path, zookeeper: 
         assert pids and pids[-1]["nextProducerId"] == int(r.znode("/latest_producer_id_block")["block_end"]) + 1
         assert [d["zkMigrationState"] for t, d in got if t == "ZkMigrationStateRecord"] == [2, 1]  # PRE, then MIGRATION
 
+        copy_for_the_oracle(r)  # ZooKeeper as kraftsim copied it, for the oracle below
+
+        # The brokers are driven by kraftsim (UpdateMetadata v8 naming it, LeaderAndIsr), so a topic
+        # created through them is forwarded to kraftsim, which dual-writes it to ZooKeeper.
+        until("every broker told by kraftsim", r.told_by_kraftsim, 60)
+        assert r.migration_state()["brokerRequests"] >= 2 * len(BROKER_IDS)
+        create_topic(r.bootstrap, "during-dual-write")
+        until("the topic dual-written", lambda: r.exists("/brokers/topics/during-dual-write"), 60)
+        assert r.znode("/brokers/topics/during-dual-write")["topic_id"] == next(
+            d["topicId"] for t, d in records(r.dump_log()) if t == "TopicRecord" and d["name"] == "during-dual-write")
+
         # 3. Rolled to KRaft mode, the brokers serve what was written before the migration. Meanwhile
         # the oracle: Kafka's controller copies the same content into the same records.
-        copy_for_the_oracle(r)
         oracle, _ = await asyncio.gather(oracle_copy(r, tmp_path, zookeeper), asyncio.to_thread(r.roll_to_kraft))
         assert r.controller is not None
         assert settled(migration_section(r.controller.metadata_dir)) == settled(migration_section(oracle.metadata_dir))
