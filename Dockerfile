@@ -17,9 +17,14 @@ WORKDIR /src
 COPY . .
 # The zk extra (kazoo): a controller with zookeeper.metadata.migration.enable (compose's
 # ZK_MIGRATION=true) talks to ZooKeeper through it.
+# The codecs generated from the schemas are compiled once here, into a cache the controller
+# reads at start-up instead of compiling them again (rpc/codegen.py).
+ENV KRAFTSIM_CODEC_CACHE=/opt/kraftsim/codec-cache
 RUN python -m venv /opt/kraftsim/venv \
     && /opt/kraftsim/venv/bin/pip install '.[zk]' \
-    && /opt/kraftsim/venv/bin/kraftsim --version
+    && /opt/kraftsim/venv/bin/kraftsim --version \
+    && /opt/kraftsim/venv/bin/python -c "from kraftsim.rpc import registry; from kraftsim.metadata import records; \
+[registry.message_class(n) for n in registry.names()]; [registry.message_class(n, records.SCHEMAS) for n in registry.names(records.SCHEMAS)]"
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="kraftsim" \
@@ -32,9 +37,11 @@ RUN groupadd --system --gid 1000 kraftsim \
     && mkdir -p /var/lib/kraftsim/data /opt/kraftsim/config /etc/kraftsim/docker /mnt/shared/config \
     && chown -R kraftsim:kraftsim /var/lib/kraftsim /opt/kraftsim/config
 COPY --from=build /opt/kraftsim/venv /opt/kraftsim/venv
+COPY --from=build /opt/kraftsim/codec-cache /opt/kraftsim/codec-cache
 COPY deploy/docker/server.properties /etc/kraftsim/docker/server.properties
 COPY deploy/docker/entrypoint.sh /etc/kraftsim/docker/run
 ENV PATH=/opt/kraftsim/venv/bin:$PATH \
+    KRAFTSIM_CODEC_CACHE=/opt/kraftsim/codec-cache \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1
 USER 1000:1000

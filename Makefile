@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DATA := kraft-data
 CONFIG := deploy/controller.properties
 
-.PHONY: run test test-fast lint bench image dist clean kafka
+.PHONY: run run-migration test test-fast lint bench image dist clean kafka
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ test: $(VENV)/.installed lint
 kafka: $(VENV)/.installed
 	./.ci/install-system-deps
 	$(PY) -m tests.kafka.provision
+
+# The ZooKeeper-to-KRaft migration rehearsed on real parts, printing each step: a real ZooKeeper
+# (Debian's zookeeper), three real Kafka 3.9 brokers in ZooKeeper mode, kraftsim as the KRaft
+# controller (tests/kafka/rehearsal.py). KEEP=1 keeps its directory (logs, data) afterwards.
+run-migration: kafka
+	$(PY) -m tests.kafka.rehearsal $(if $(KEEP),--keep)
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q -m "not slow"

@@ -22,6 +22,7 @@ from kraftsim.broker.latency import LatencyRecorder
 from kraftsim.broker.lifecycle import BrokerLifecycle, BrokerSpec, BrokerState, Shared
 from kraftsim.broker.observer import MetadataObserver
 from kraftsim.broker.status import StatusReporter
+from kraftsim.broker.zk_control import ZkControlState
 from kraftsim.metadata import versions
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.client import KafkaClient
@@ -101,6 +102,7 @@ class Fleet:
         self._signals = 0
         self._tasks: list[asyncio.Task[Any]] = []
         self.zk: Any = None  # the --zk-mode ZooKeeper session holding the brokers' /brokers/ids znodes
+        self.zk_control: dict[int, ZkControlState] = {}  # --zk-mode: what each broker's controller told it
 
     @property
     def ids(self) -> range:

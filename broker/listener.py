@@ -7,6 +7,9 @@ features and the finalized ones from the image), Metadata and DescribeCluster fr
 DescribeConfigs from the image, every forwardable API the controller takes (at the versions
 both sides speak) forwarded inside an Envelope, and Produce, Fetch and the group APIs answered
 with a "not simulated" error. One listener serves the whole fleet, or each broker has its own.
+With --zk-mode the listeners also take the controller's LeaderAndIsr, UpdateMetadata and
+StopReplica (broker/zk_control.py), which is how the KRaft controller drives the brokers during a
+migration: their registrations advertise these listeners.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from kraftsim.broker import configs_api, metadata_api
 from kraftsim.broker.forwarding import Forwarder
 from kraftsim.broker.not_simulated import NotSimulated
+from kraftsim.broker.zk_control import UNKNOWN_BROKER_EPOCH, ZkControlApis
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import Dispatcher, RequestContext
 from kraftsim.rpc.server import KafkaServer
@@ -56,7 +60,23 @@ class ClientListeners:
         self.servers: dict[int, KafkaServer] = {}  # broker id (or -1 for the shared one) -> server
         self.forwardable: dict[int, tuple[int, int]] = {}
 
-    def dispatcher(self, broker_id: int) -> Dispatcher:
+    def zk_control_apis(self, broker_id: int, shared: bool) -> ZkControlApis:
+        """--zk-mode: LeaderAndIsr, UpdateMetadata and StopReplica from the controller. On a
+        listener the fleet shares, the broker epoch in the request names the broker."""
+        fleet = self.fleet
+
+        def resolve(epoch: int) -> int | None:
+            if not shared or epoch == UNKNOWN_BROKER_EPOCH:
+                return broker_id
+            return next((b.broker_id for b in fleet.brokers.values() if b.broker_epoch == epoch), None)
+
+        def current_epoch(bid: int) -> int:
+            b = fleet.brokers.get(bid)
+            return b.broker_epoch if b is not None else -1
+
+        return ZkControlApis(fleet.zk_control, resolve, current_epoch)
+
+    def dispatcher(self, broker_id: int, shared: bool = False) -> Dispatcher:
         fleet = self.fleet
         d = Dispatcher(features=FleetFeatures(fleet))
 
@@ -75,6 +95,8 @@ class ClientListeners:
         d.register(ApiKey.METADATA, metadata)
         d.register(ApiKey.DESCRIBE_CLUSTER, describe_cluster)
         d.register(ApiKey.DESCRIBE_CONFIGS, describe_configs)
+        if fleet.options.zookeeper:
+            self.zk_control_apis(broker_id, shared).install(d)
         for key, (lo, hi) in self.forwardable.items():
             d.register(key, self.forwarder.forward, lo, hi)
         self.not_simulated.install(d)
@@ -101,7 +123,8 @@ class ClientListeners:
             log.info("client listeners: broker %d-%d on %s ports %s", fleet.ids[0], fleet.ids[-1], host,
                      ",".join(str(ports[b]) for b in fleet.ids))
         else:
-            server = KafkaServer(self.dispatcher(fleet.options.first_id), host, port, listener_name=LISTENER_NAME)
+            server = KafkaServer(self.dispatcher(fleet.options.first_id, shared=True), host, port,
+                                 listener_name=LISTENER_NAME)
             await server.start()
             self.servers[-1] = server
             ports = {bid: server.port for bid in fleet.ids}

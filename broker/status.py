@@ -59,6 +59,12 @@ class StatusReporter:
         if c["killed"]:
             text += f", killed {c['killed']}"
         text += f" | heartbeat p50 {_ms(p50)} p99 {_ms(p99)} | metadata offset {offset} (high watermark {hw})"
+        if fleet.zk_control:  # --zk-mode: who drives the brokers, and what they lead
+            states = fleet.zk_control.values()
+            controllers = sorted({(s.controller_id, s.kraft_controller) for s in states if s.controller_id >= 0})
+            names = ",".join(f"{c}{' (KRaft)' if k else ''}" for c, k in controllers) or "none yet"
+            text += (f" | controller {names}: {sum(len(s.led()) for s in states)} partitions led, "
+                     f"{sum(len(s.partitions) for s in states)} hosted")
         return text
 
     async def run(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from kraftsim.controller.audit import audit
 from kraftsim.controller.authorizer import AllowAll, authorize_cluster
+from kraftsim.controller.controlled_shutdown import controlled_shutdown
 from kraftsim.controller.delegation_tokens import describe_tokens
 from kraftsim.controller.envelope import EnvelopeHandler
 from kraftsim.controller.events import EventTimeoutError
@@ -55,8 +56,8 @@ class ControllerApis:
     def install(self, dispatcher: Dispatcher) -> None:
         """Serve every route; Envelope (api 58), which re-enters ``dispatcher`` with the request
         inside it, so whatever else is registered there (the Raft APIs) is forwardable too;
-        DescribeUserScramCredentials (api 50) and DescribeDelegationToken (api 41), which a Kafka
-        controller lists but always fails; and the two SASL APIs (``sasl.py``)."""
+        DescribeUserScramCredentials (api 50), DescribeDelegationToken (api 41) and
+        ControlledShutdown (api 7), which a Kafka controller lists but always fails; and the two SASL APIs (``sasl.py``)."""
         dispatcher.features = self.controller  # ApiVersions: supported/finalized features
         for route in self.routes():
             dispatcher.register(route.api_key, self.handler(route), check=route.check)
@@ -66,6 +67,7 @@ class ControllerApis:
         dispatcher.register(ApiKey.ENVELOPE, EnvelopeHandler(dispatcher, authorizer))
         dispatcher.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, describe_credentials)
         dispatcher.register(ApiKey.DESCRIBE_DELEGATION_TOKEN, describe_tokens)
+        dispatcher.register(ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown)
         dispatcher.register(ApiKey.SASL_HANDSHAKE, sasl_handshake)
         dispatcher.register(ApiKey.SASL_AUTHENTICATE, sasl_authenticate)
 

@@ -160,6 +160,12 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     Key("zookeeper.session.timeout.ms", _int(1), "18000"),
     Key("zookeeper.connection.timeout.ms", _int(1), "18000"),
     Key("zookeeper.metadata.migration.min.batch.size", _int(1), "200"),
+    # Kafka's passwordEncoder settings: the migration decrypts and encrypts ZooKeeper's dynamic passwords.
+    Key("password.encoder.secret", _str, ""),
+    Key("password.encoder.keyfactory.algorithm", _str, ""),
+    Key("password.encoder.cipher.algorithm", _str, "AES/CBC/PKCS5Padding"),
+    Key("password.encoder.key.length", _int(8), "128"),
+    Key("password.encoder.iterations", _int(1024), "4096"),
     Key("super.users", lambda v: [p.strip() for p in v.split(";") if p.strip()], ""),
     Key("authorizer.class.name", _str, ""),
     Key("allow.everyone.if.no.acl.found", _bool, "false"),

@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from kraftsim.metadata.crc import crc32c
 from kraftsim.rpc._runtime import read_varint, read_varlong
@@ -165,6 +166,14 @@ class Batch:
 
     def records(self) -> list[LogRecord]:
         """Decode every record (gunzipping first if needed); CorruptBatchError on malformed ones."""
+        return self._decode(False)  # type: ignore[return-value]
+
+    def values(self) -> list[bytes | None]:
+        """Only the records' values, checked exactly as :meth:`records` checks them: what a
+        snapshot load replays, without a record object per value."""
+        return self._decode(True)  # type: ignore[return-value]
+
+    def _decode(self, values_only: bool) -> list[LogRecord] | list[bytes | None]:
         comp = self.attributes & COMPRESSION_MASK
         raw = self.raw
         if type(raw) is not bytes:
@@ -179,7 +188,8 @@ class Batch:
             raise CorruptBatchError(f"invalid compression codec id {comp}")
         ts_override = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
         return _decode_records(
-            data, pos, self.records_count, self.base_offset, self.base_timestamp, ts_override, self.last_offset_delta
+            data, pos, self.records_count, self.base_offset, self.base_timestamp, ts_override, self.last_offset_delta,
+            values_only,
         )
 
 
@@ -313,13 +323,16 @@ def _decode_records(
     base_ts: int,
     ts_override: int | None,
     last_delta: int,
-) -> list[LogRecord]:
-    """Parse ``count`` records from data[pos:], which they must fill exactly.
+    values_only: bool = False,
+) -> list[Any]:
+    """Parse ``count`` records from data[pos:], which they must fill exactly: LogRecords, or
+    with ``values_only`` just their values (the same checks either way).
 
-    One-byte varints (the overwhelmingly common case in KRaft records) are decoded inline.
+    One- and two-byte varints (the overwhelmingly common cases in KRaft records: a
+    PartitionRecord's record and value lengths take two) are decoded inline.
     """
     n = len(data)
-    out: list[LogRecord] = []
+    out: list[Any] = []
     append = out.append
     prev = -1
     varint = _varint
@@ -330,6 +343,10 @@ def _decode_records(
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (raw >> 1) ^ -(raw & 1)
+                pos += 2
             else:
                 length, pos = varint(data, pos)
             end = pos + length
@@ -366,6 +383,13 @@ def _decode_records(
                 pos += 1
                 value: bytes | None = data[pos : pos + vlen]
                 pos += vlen
+            elif not b & 1 and data[pos + 1] < 0x80:  # two-byte, non-negative length
+                vlen = ((b & 0x7F) | (data[pos + 1] << 7)) >> 1
+                pos += 2
+                if pos + vlen > n:
+                    raise CorruptBatchError("field runs past the end of the records")
+                value = data[pos : pos + vlen]
+                pos += vlen
             else:
                 value, pos = _nullable_bytes(data, pos)
             if data[pos] == 0:
@@ -384,6 +408,9 @@ def _decode_records(
                     headers.append((hk.decode("utf-8"), hv))
             if pos != end:
                 raise CorruptBatchError(f"record at byte {start} declares {length} bytes but holds {pos - start}")
+            if values_only:
+                append(value)
+                continue
             append(
                 LogRecord(
                     base_offset + od,

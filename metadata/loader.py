@@ -8,13 +8,14 @@ a snapshot ahead of the log end truncates the log to it, as Kafka does.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from kraftsim.metadata.batch import ControlRecordType, decode_control_record
+from kraftsim.metadata.batch import Batch, ControlRecordType, decode_control_record
 from kraftsim.metadata.image.errors import ReplayError
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.legacy import decode_value
@@ -74,13 +75,37 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], ImageT], *, legacy: bo
         raise LoadError(f"the log starts at offset {mlog.start_offset} but no readable snapshot covers "
                         f"the offsets before it")
     result = LoadResult(chosen, start - 1, 0)
+    was_enabled = gc.isenabled()
+    gc.disable()  # a million records make no cycles: collections would only walk them again
+    try:
+        _replay_log(image, mlog, start, result, legacy, flushed_only)
+    finally:
+        if was_enabled:
+            gc.enable()
+    txn = getattr(image, "transaction", None)
+    if txn is not None and txn.open and open_transaction == "abort":
+        log.warning("metadata transaction %r begun at offset %d never ended; its records are not applied",
+                    txn.name, txn.start_offset)
+        image.revert_to(txn.start_offset - 1)  # type: ignore[attr-defined]
+    return image, result
+
+
+def _replay_log(image: object, mlog: MetadataLog, start: int, result: LoadResult, legacy: bool,
+                flushed_only: bool) -> None:
+    """The log from ``start`` on. A MetadataImage takes a data batch whose offsets run without a
+    gap (as KRaft writes them) in bulk, from its values alone; anything else record by record."""
     replay = image.replay  # type: ignore[attr-defined]
     fast: Callable[[MetadataImage, bytes, int, int], None] | None = None
-    if isinstance(image, MetadataImage):
-        from kraftsim.metadata.image.fast_replay import replay_framed
+    bulk: Callable[..., None] | None = None
+    if isinstance(image, MetadataImage) and not legacy:
+        from kraftsim.metadata.image.fast_replay import replay_framed, replay_framed_all
 
-        fast = replay_framed
+        fast, bulk = replay_framed, replay_framed_all
     for batch in mlog.batches(start, flushed_only=flushed_only):
+        if bulk is not None and not batch.is_control and batch.base_offset >= start \
+                and batch.records_count == batch.last_offset_delta + 1:
+            _replay_bulk(image, batch, bulk, result)
+            continue
         records = batch.records()
         if batch.is_control:
             for rec in records:
@@ -110,12 +135,31 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], ImageT], *, legacy: bo
             result.records_replayed += 1
         result.last_offset = batch.last_offset
         result.last_timestamp = ts
-    txn = getattr(image, "transaction", None)
-    if txn is not None and txn.open and open_transaction == "abort":
-        log.warning("metadata transaction %r begun at offset %d never ended; its records are not applied",
-                    txn.name, txn.start_offset)
-        image.revert_to(txn.start_offset - 1)  # type: ignore[attr-defined]
-    return image, result
+
+
+def _replay_bulk(image: object, batch: Batch, bulk: Callable[..., None], result: LoadResult) -> None:
+    """One data batch at consecutive offsets (checked by the caller: as many records as offsets),
+    with the per-record path's errors, each naming its record's offset."""
+    values = batch.values()
+    if None in values:
+        raise LoadError(f"record at offset {batch.base_offset + values.index(None)} has no value")
+    ts = batch.max_timestamp
+    before = image.offset  # type: ignore[attr-defined]
+    try:
+        bulk(image, values, batch.base_offset, ts, 1)
+    except DecodeError as e:
+        raise LoadError(f"record at offset {_failed_at(image, before, batch)} does not decode: {e}") from e
+    except ReplayError as e:
+        raise LoadError(f"record at offset {_failed_at(image, before, batch)} does not replay: {e}") from e
+    result.records_replayed += len(values)
+    result.last_offset = batch.last_offset
+    result.last_timestamp = ts
+
+
+def _failed_at(image: object, before: int, batch: Batch) -> int:
+    """The record a bulk replay stopped at: the one after the last it applied."""
+    done = image.offset  # type: ignore[attr-defined]
+    return batch.base_offset if done == before or done < batch.base_offset else done + 1
 
 
 def _load_snapshot(image: object, path: Path, last_offset: int, legacy: bool) -> None:

@@ -186,10 +186,11 @@ def iter_snapshot_values(path: Path) -> Iterator[bytes]:
                 continue
             if not saw_header:
                 raise SnapshotError(f"{path.name}: data before the snapshot header")
-            for rec in batch.records():
-                if rec.value is None:
-                    raise SnapshotError(f"{path.name}: record at offset {rec.offset} has no value")
-                yield rec.value
+            values = batch.values()
+            if None in values:
+                rec = next(r for r in batch.records() if r.value is None)
+                raise SnapshotError(f"{path.name}: record at offset {rec.offset} has no value")
+            yield from values  # type: ignore[misc]
     except BatchError as e:
         raise SnapshotError(f"{path.name}: {e}") from e
     except DecodeError as e:

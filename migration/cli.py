@@ -68,6 +68,9 @@ def _status(args: argparse.Namespace) -> int:
               f"LastCommittedOffset: {doc['lastCommittedOffset']}", f"ZkWriteBehindLag: {doc['zkWriteBehindLag']}"]
     if doc.get("copy"):
         lines.append(f"Copy: {doc['copy']}")
+    for b, st in sorted((doc.get("brokerChannels") or {}).items(), key=lambda kv: int(kv[0])):
+        lines.append(f"Broker {b}: sent {st['sent']} requests ({st['errors']} answered with errors), "
+                     f"{st['queued']} queued, {st['dropped']} dropped, {st['retries']} attempts retried")
     print("\n".join(lines))
     return 0
 

@@ -12,9 +12,11 @@ the offset and epoch of that last record. If the controller dies before the EndT
 next activation aborts the open transaction (activation's AbortTransactionRecord) and, since
 /migration still shows the copy as not done, the copy runs again from scratch.
 
-After the copy: SYNC_KRAFT_TO_ZK reconciles ZooKeeper with the whole image, then (broker RPCs not
-being simulated) DUAL_WRITE mirrors each committed change. The write path's listener notes which
-topics and entities the appended records touch; a Raft commit wakes the driver, which writes
+After the copy: SYNC_KRAFT_TO_ZK reconciles ZooKeeper with the whole image, then
+KRAFT_CONTROLLER_TO_BROKER_COMM sends every ZooKeeper-mode broker the full UpdateMetadata and
+LeaderAndIsr (migration.propagator computes them, migration.broker_channels sends them), and
+DUAL_WRITE mirrors each committed change to ZooKeeper and then to the brokers. The write path's
+listener notes which topics and entities the appended records touch; a Raft commit wakes the driver, which writes
 those whose records are committed, as the image holds them, each multi fenced by the zkVersions
 of /controller_epoch and /migration and moving /migration to the committed offset. A fenced
 write means another controller owns ZooKeeper: the driver stops for good.
@@ -37,7 +39,10 @@ from kraftsim.metadata.image.quotas import entity_of
 from kraftsim.metadata.messages import BeginTransactionRecord, EndTransactionRecord, ZkMigrationStateRecord
 from kraftsim.migration import zk_copy, zk_writer
 from kraftsim.migration import zk_layout as L
+from kraftsim.migration.broker_channels import Address, BrokerChannels
 from kraftsim.migration.driver import BACKOFF_MAX_MS, BrokerView, DriverState, MigrationDriver
+from kraftsim.migration.passwords import NoOpCodec, PasswordCodec, PasswordError, codec_from
+from kraftsim.migration.propagator import ControlRequest, Propagator, Snapshot
 from kraftsim.migration.zk_client import (
     ClaimFailedError,
     ControllerMovedError,
@@ -79,10 +84,19 @@ class MigrationRunner:
         self.connect_timeout_ms: int = cfg.get("zookeeper.connection.timeout.ms")
         self.session_timeout_ms: int = cfg.get("zookeeper.session.timeout.ms")
         self.min_batch: int = cfg.get("zookeeper.metadata.migration.min.batch.size")
+        self.stopped_reason = ""
+        # Kafka's passwordEncoder: ZooKeeper's dynamic passwords are decrypted by the copy and
+        # encrypted by the dual-write with password.encoder.secret (no secret: stored as they are).
+        self.passwords: PasswordCodec = NoOpCodec()
+        try:
+            self.passwords = codec_from(cfg.get("password.encoder.secret"), cfg.get("password.encoder.keyfactory.algorithm"),
+                                        cfg.get("password.encoder.cipher.algorithm"),
+                                        cfg.get("password.encoder.key.length"), cfg.get("password.encoder.iterations"))
+        except PasswordError as e:
+            self.stopped_reason = str(e)  # the driver does not start (run() says why)
         self.driver = MigrationDriver(controller.node_id)
         self.zk: ZkSession | None = None
         self.manifest: zk_copy.Manifest | None = None
-        self.stopped_reason = ""
         # Called after each copy batch commits, with the batch count so far (tests: a kill mid-copy).
         self.after_batch: Callable[[int], Awaitable[None]] | None = None
         self._wake = asyncio.Event()
@@ -94,7 +108,12 @@ class MigrationRunner:
         self.acl_patterns: dict[uuid.UUID, tuple[int, str, int]] = {}  # for RemoveAccessControlEntryRecord
         self.pending_entities: list[tuple[int, EntityKey]] = []
         self.zk_writes = 0  # fenced multi-ops applied (for tests and `migration status`)
+        # The ZooKeeper-mode brokers: what to tell them, and the connections that tell them.
+        self.listener: str = cfg.get("inter.broker.listener.name") or cfg.get("security.inter.broker.protocol")
+        self.propagator = Propagator(controller.node_id, self.listener)
+        self.channels = BrokerChannels(controller.node_id)
         self.dual_write_offset = 0  # the committed offset ZooKeeper last caught up with (Kafka's metric)
+        self.brokers_sent = 0  # requests handed to the broker channels
 
     def note_batch(self, records: list[RecordAndVersion], base: int) -> None:
         """A write-path listener: a change to the brokers or controllers wakes the driver at once
@@ -145,7 +164,8 @@ class MigrationRunner:
         image = self.controller.image
         kind = key[0]
         if kind == "config":
-            return zk_writer.config_znode(key[1], key[2], image.configs.resources.get((key[1], key[2]), {}))
+            return zk_writer.config_znode(key[1], key[2], image.configs.resources.get((key[1], key[2]), {}),
+                                          self.passwords)
         if kind == "quota":
             return zk_writer.quota_znode(dict(key[1]), image.quotas.entities.get(key[1], {}))
         if kind == "user":
@@ -204,6 +224,9 @@ class MigrationRunner:
             DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM: self._broker_comm,
             DriverState.DUAL_WRITE: self._dual_write,
         }
+        if self.stopped_reason:
+            log.error("Migration driver does not start: %s", self.stopped_reason)
+            return
         raft = self.controller.raft
         if raft is not None:
             raft.on_commit.append(self._committed)
@@ -248,6 +271,7 @@ class MigrationRunner:
             self.pending_entities.clear()
             if raft is not None and self._committed in raft.on_commit:
                 raft.on_commit.remove(self._committed)
+            await self.channels.close()
             await self.close()
 
     async def _backoff(self, delay_ms: int) -> None:
@@ -362,7 +386,8 @@ class MigrationRunner:
         else:
             log.warning("Starting ZK Migration without metadata transactions enabled. This is not safe since a "
                         "controller failover or processing error may lead to partially migrated metadata.")
-        batches = zk_copy.merged(zk_copy.read_all_metadata(zk_copy.CountingReader(zk, manifest)), self.min_batch)
+        batches = zk_copy.merged(zk_copy.read_all_metadata(zk_copy.CountingReader(zk, manifest), self.passwords),
+                                 self.min_batch)
         last_progress = time.monotonic()
         while True:
             batch = await asyncio.to_thread(_next, batches)
@@ -410,9 +435,30 @@ class MigrationRunner:
         self.driver.synced()
 
     async def _broker_comm(self) -> None:
-        """KRAFT_CONTROLLER_TO_BROKER_COMM: Kafka sends full UpdateMetadata and LeaderAndIsr to
-        the ZooKeeper-mode brokers here; kraftsim does not (see README), and goes on to DUAL_WRITE."""
+        """KRAFT_CONTROLLER_TO_BROKER_COMM: full UpdateMetadata and LeaderAndIsr to every
+        ZooKeeper-mode broker, once the image holds what ZooKeeper was last synced to."""
+        image = self.controller.image
+        if image.offset < self.driver.leadership.kraft_metadata_offset:
+            self.driver.waiting_for = "the image to reach the offset last written to ZooKeeper"
+            return
+        log.info("Sending RPCs to broker before moving to dual-write mode using at offset %d", image.offset)
+        # A copy of what the full sync reads, so that it is computed in a worker thread (a second
+        # or more at 100,000 partitions) while the controller goes on serving.
+        snapshot = Snapshot(image)
+        await self._propagate(await asyncio.to_thread(self.propagator.full, snapshot, self.controller.epoch,
+                                                      self.driver.leadership.zk_controller_epoch))
         self.driver.brokers_told()
+
+    async def _propagate(self, requests: list[ControlRequest]) -> None:
+        """The channels follow the image's unfenced ZooKeeper-mode brokers, then take the requests."""
+        brokers: dict[int, Address] = {}
+        for b in self.controller.image.cluster.brokers.values():
+            ep = b.listeners.get(self.listener)
+            if b.is_migrating_zk_broker and not b.fenced and ep is not None:
+                brokers[b.id] = (ep[0], ep[1])
+        await self.channels.update(brokers)
+        self.channels.send(requests)
+        self.brokers_sent += len(requests)
 
     async def _dual_write(self) -> None:
         """DUAL_WRITE: mirror every committed topic change, then advance /migration to the
@@ -431,6 +477,11 @@ class MigrationRunner:
         started = time.monotonic()
         if await self._mirror(dirty, committed, entities):  # as Kafka: only deltas that wrote something
             self.controller.metrics.zk_write_delta_time.observe((time.monotonic() - started) * 1000)
+        # Then the brokers (Kafka propagates each delta after its ZooKeeper writes), computed in a
+        # worker thread from a copy: a broker newly unfenced is told about every partition.
+        await self._propagate(await asyncio.to_thread(self.propagator.incremental, Snapshot(self.controller.image),
+                                                      self.controller.epoch,
+                                                      self.driver.leadership.zk_controller_epoch, list(dirty)))
         self.pending = [p for p in self.pending if p[0] > committed]
         self.pending_entities = [p for p in self.pending_entities if p[0] > committed]
         self.driver.waiting_for = ""
@@ -465,7 +516,7 @@ class MigrationRunner:
         for ops in writes:  # topics first: a new topic's config znode is theirs to create
             await self._fenced(ops, offset)
         wants = [w for w in map(self._entity_znode, entities) if w is not None]
-        entity_ops, notifications = await asyncio.to_thread(_entity_ops, zk, wants)
+        entity_ops, notifications = await asyncio.to_thread(_entity_ops, zk, wants, self.passwords)
         for start in range(0, len(entity_ops), ENTITY_OPS_PER_MULTI):
             await self._fenced(entity_ops[start:start + ENTITY_OPS_PER_MULTI], offset)
         moved = (self.driver.leadership.kraft_metadata_offset, self.driver.leadership.kraft_metadata_epoch)
@@ -521,7 +572,9 @@ class MigrationRunner:
                               "kraft_metadata_offset": z.kraft_metadata_offset,
                               "kraft_metadata_epoch": z.kraft_metadata_epoch},
                 "migrationZkVersion": lead.migration_zk_version, "zkControllerEpoch": lead.zk_controller_epoch,
-                "zkWriteBehindLag": self.write_behind_lag(), "copy": str(self.manifest) if self.manifest else None}
+                "zkWriteBehindLag": self.write_behind_lag(), "copy": str(self.manifest) if self.manifest else None,
+                "brokerRequests": self.brokers_sent,
+                "brokerChannels": {str(b): s for b, s in self.channels.stats().items()}}
 
 
 class CopyAbortedError(Exception):
@@ -552,9 +605,11 @@ def _read_topic(zk: ZkSession, name: str, in_image: Iterable[int], only: set[int
 
 
 def _zk_only_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]:
-    """Topic and broker configs and ACL resources ZooKeeper holds and the image does not: the
-    reconcile deletes them (a config znode only if it holds something, as Kafka compares)."""
+    """Topic and broker configs, client quota entities (with users' SCRAM credentials) and ACL
+    resources ZooKeeper holds and the image does not: the reconcile empties them (a znode only if
+    it holds something, as Kafka compares)."""
     out: list[EntityKey] = []
+    out += _zk_only_quota_keys(zk, known)
     for rt, config_type in zk_writer.CONFIG_TYPE_OF_RESOURCE.items():
         parent = f"{L.CONFIG}/{config_type}"
         names = [n for n in zk.children(parent)
@@ -573,7 +628,33 @@ def _zk_only_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]:
     return out
 
 
-def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode]) -> tuple[list[ZkOp], list[tuple[str, bytes]]]:
+def _zk_only_quota_keys(zk: ZkSession, known: set[EntityKey]) -> list[EntityKey]:
+    """Kafka's reconcile visits every user, client id, user and client id, and ip entity under
+    /config and rewrites, as the image holds it (nothing), each that has quotas or SCRAM
+    credentials the image lacks."""
+
+    def name(znode: str) -> str | None:
+        return None if znode == L.DEFAULT_ENTITY else L.desanitize(znode)
+
+    candidates: list[tuple[str, EntityKey]] = []
+    users = zk.children(f"{L.CONFIG}/{L.USER_CONFIG}")
+    for u in users:
+        candidates.append((L.config_path(L.USER_CONFIG, u), ("user", name(u))))
+    for u in users:
+        for c in zk.children(f"{L.CONFIG}/{L.USER_CONFIG}/{u}/clients"):
+            entity = tuple(sorted({"user": name(u), "client-id": name(c)}.items()))
+            candidates.append((L.config_path(L.USER_CONFIG, f"{u}/clients/{c}"), ("quota", entity)))
+    for config_type, kind in ((L.CLIENT_CONFIG, "client-id"), (L.IP_CONFIG, "ip")):
+        for z in zk.children(f"{L.CONFIG}/{config_type}"):
+            candidates.append((L.config_path(config_type, z), ("quota", ((kind, name(z)),))))
+    unknown = [(path, key) for path, key in candidates if key not in known]
+    got = zk.get_many([path for path, _ in unknown])
+    return [key for (path, key), data in zip(unknown, got, strict=True)
+            if data is not None and L.decode_config(path, data[0])]
+
+
+def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode],
+                codec: PasswordCodec) -> tuple[list[ZkOp], list[tuple[str, bytes]]]:
     """The entities' znodes read (pipelined) and compared; the operations that make them what
     the image says, and the change notifications to create once they are applied."""
     for parent in dict.fromkeys(p for w in wants for p in w.parents):
@@ -581,7 +662,7 @@ def _entity_ops(zk: ZkSession, wants: list[zk_writer.EntityZNode]) -> tuple[list
     ops: list[ZkOp] = []
     notifications: list[tuple[str, bytes]] = []
     for want, got in zip(wants, zk.get_many([w.path for w in wants]), strict=True):
-        op = zk_writer.entity_op(want, got[0] if got else None, got is not None)
+        op = zk_writer.entity_op(want, got[0] if got else None, got is not None, codec)
         if op is not None:
             ops.append(op)
             if want.notification is not None:

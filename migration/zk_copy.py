@@ -30,6 +30,7 @@ from kraftsim.metadata.messages import (
     UserScramCredentialRecord,
 )
 from kraftsim.migration import zk_layout as L
+from kraftsim.migration.passwords import NoOpCodec, PasswordCodec, decoded
 from kraftsim.rpc.uuids import random_uuid
 
 MAX_ACL_BATCH: Final = 100  # ZkMigrationClient.MaxBatchSize
@@ -123,7 +124,7 @@ def registered_broker_ids(zk: ZkReader) -> set[int]:
     return out
 
 
-def _topic_batches(zk: ZkReader, topics: list[str]) -> Iterator[list[RecordAndVersion]]:
+def _topic_batches(zk: ZkReader, topics: list[str], codec: PasswordCodec) -> Iterator[list[RecordAndVersion]]:
     """Per topic one batch: TopicRecord, its configs, its PartitionRecords. The znodes of a few
     topics at a time are read in two pipelined rounds (topics and configs, then the states)."""
     for start in range(0, len(topics), TOPICS_PER_READ):
@@ -144,8 +145,8 @@ def _topic_batches(zk: ZkReader, topics: list[str]) -> Iterator[list[RecordAndVe
                                     f"later)")
             batch: list[RecordAndVersion] = [(TopicRecord(name=topic, topic_id=t.topic_id), 0)]
             config = configs[topic]
-            for key, value in L.decode_config(L.config_path(L.TOPIC_CONFIG, topic),
-                                              config[0] if config else None).items():
+            for key, value in decoded(L.decode_config(L.config_path(L.TOPIC_CONFIG, topic),
+                                                      config[0] if config else None), codec).items():
                 batch.append((ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=key,
                                            value=value), 0))
             for p in sorted(t.partitions):
@@ -171,14 +172,14 @@ def _partition_record(topic: str, p: int, t: L.TopicZNode, state: tuple[bytes, i
 
 
 # ---- configs, quotas, SCRAM ----------------------------------------------------------------------
-def _broker_config_batches(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
+def _broker_config_batches(zk: ZkReader, codec: PasswordCodec) -> Iterator[list[RecordAndVersion]]:
     for entity in sorted(zk.children(f"{L.CONFIG}/{L.BROKER_CONFIG}")):
         path = L.config_path(L.BROKER_CONFIG, entity)
         got = zk.get(path)
         name = "" if entity == L.DEFAULT_ENTITY else entity
         batch: list[RecordAndVersion] = [
             (ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=name, name=k, value=v), 0)
-            for k, v in L.decode_config(path, got[0] if got else None).items()]
+            for k, v in decoded(L.decode_config(path, got[0] if got else None), codec).items()]
         if batch:
             yield batch
 
@@ -278,10 +279,12 @@ def _token_batches(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
         yield batch
 
 
-def read_all_metadata(zk: ZkReader) -> Iterator[list[RecordAndVersion]]:
-    """Every source's batches, in Kafka's order."""
-    yield from _topic_batches(zk, topics_to_migrate(zk))
-    yield from _broker_config_batches(zk)
+def read_all_metadata(zk: ZkReader, codec: PasswordCodec | None = None) -> Iterator[list[RecordAndVersion]]:
+    """Every source's batches, in Kafka's order; topic and broker password configs decrypted
+    with ``codec`` (Kafka's passwordEncoder)."""
+    codec = codec or NoOpCodec()
+    yield from _topic_batches(zk, topics_to_migrate(zk), codec)
+    yield from _broker_config_batches(zk, codec)
     yield from _quota_batches(zk)
     yield from _producer_id_batches(zk)
     yield from _acl_batches(zk)

@@ -22,6 +22,8 @@ from kraftsim.controller.acl_bindings import PatternType
 from kraftsim.controller.authorizer import ResourceType
 from kraftsim.metadata.image.topics import Topic
 from kraftsim.migration import zk_layout as L
+from kraftsim.migration.passwords import PasswordCodec, PasswordError, decoded, encoded
+from kraftsim.migration.passwords import names as password_names
 from kraftsim.migration.zk_client import ZkOp
 
 
@@ -108,15 +110,19 @@ class EntityZNode:
     parents: tuple[str, ...] = ()  # created beforehand when missing (Kafka's createRecursive)
 
 
-def entity_op(want: EntityZNode, have: bytes | None, exists: bool) -> ZkOp | None:
+def entity_op(want: EntityZNode, have: bytes | None, exists: bool, codec: PasswordCodec | None = None) -> ZkOp | None:
     if want.content is None:
         return ZkOp("delete", want.path) if exists else None
     if not exists:
         return ZkOp("create", want.path, want.data)
-    return None if _decoded(want.path, have) == want.content else ZkOp("set", want.path, want.data)
+    try:
+        same = _decoded(want.path, have, codec) == want.content
+    except PasswordError:  # encrypted under another secret: rewritten under ours
+        same = False
+    return None if same else ZkOp("set", want.path, want.data)
 
 
-def _decoded(path: str, data: bytes | None) -> object:
+def _decoded(path: str, data: bytes | None, codec: PasswordCodec | None = None) -> object:
     if path == L.PRODUCER_ID_BLOCK:  # compared as Kafka does: the next block's first id
         return L.ProducerIdBlock.decode(data).block_end + 1 if data else None
     if path.startswith(L.DELEGATION_TOKENS):
@@ -125,7 +131,8 @@ def _decoded(path: str, data: bytes | None) -> object:
         return frozenset(L.decode_acls(path, data)) if data else frozenset()
     if path.startswith(QUOTA_PATHS):
         return _quota_content(L.decode_config(path, data))
-    return L.decode_config(path, data)
+    props = L.decode_config(path, data)
+    return decoded(props, codec) if codec is not None and password_names(props) else props
 
 
 QUOTA_PATHS = tuple(f"{L.CONFIG}/{t}/" for t in (L.USER_CONFIG, L.CLIENT_CONFIG, L.IP_CONFIG))
@@ -147,10 +154,13 @@ def _config_change(path: str) -> tuple[str, bytes]:
     return CONFIG_CHANGE_PREFIX, L.dumps({"version": 2, "entity_path": path[len(L.CONFIG) + 1:]})
 
 
-def config_znode(resource_type: int, name: str, props: dict[str, str]) -> EntityZNode:
-    """A topic's or broker's configs (empty: the znode is deleted)."""
+def config_znode(resource_type: int, name: str, props: dict[str, str],
+                  codec: PasswordCodec | None = None) -> EntityZNode:
+    """A topic's or broker's configs (empty: the znode is deleted), passwords encrypted with
+    ``codec`` in what is written and compared in the clear."""
     path = L.config_path(CONFIG_TYPE_OF_RESOURCE[resource_type], name or L.DEFAULT_ENTITY)
-    return EntityZNode(path, dict(props) or None, L.encode_config(props), _config_change(path))
+    data = L.encode_config(encoded(props, codec) if codec is not None and password_names(props) else props)
+    return EntityZNode(path, dict(props) or None, data, _config_change(path))
 
 
 def java_double(v: float) -> str:

@@ -103,6 +103,17 @@ class KafkaClient:
         p.transport.write(frame)
         return fut
 
+    def send_frame(self, frame: bytes, codec: ApiCodec, correlation_id: int) -> asyncio.Future[Message]:
+        """A request already encoded (e.g. in a worker thread, for a large one) with ``codec``
+        and ``correlation_id``; the future resolves with its decoded response."""
+        p = self._p
+        if p.error is not None or p.transport is None or p.transport.is_closing():
+            raise ConnectionClosed(str(p.error or "connection is closed"))
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        p.waiting.append((correlation_id, codec, fut))
+        p.transport.write(frame)
+        return fut
+
     async def request(self, body: Message, version: int | None = None, timeout: float | None = 30.0) -> Any:
         return await asyncio.wait_for(self.send(body, version), timeout)
 

@@ -54,12 +54,14 @@ async def test_api_versions_lists_exactly_what_is_served_with_kafkas_ranges(c: C
     assert THIS_ISSUE <= served
     for key, rng in advertised.items():
         assert KAFKA_39_CONTROLLER_APIS.get(key) == rng, key
-    # Besides the routes: Envelope, ApiVersions, the Raft APIs, DescribeUserScramCredentials and
-    # DescribeDelegationToken, which a Kafka controller lists but answers with an error without an
-    # event (scram_credentials.py, delegation_tokens.py), and the SASL APIs (sasl.py).
+    # Besides the routes: Envelope, ApiVersions, the Raft APIs, DescribeUserScramCredentials,
+    # DescribeDelegationToken and ControlledShutdown, which a Kafka controller lists but answers
+    # with an error without an event (scram_credentials.py, delegation_tokens.py,
+    # controlled_shutdown.py), and the SASL APIs (sasl.py).
     assert {r.api_key for r in ControllerApis(c.controller).routes()} | {ApiKey.ENVELOPE, ApiKey.API_VERSIONS} | \
         set(RaftApis.API_KEYS) | {ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_DELEGATION_TOKEN,
-                                  ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE} == served
+                                  ApiKey.CONTROLLED_SHUTDOWN, ApiKey.SASL_HANDSHAKE,
+                                  ApiKey.SASL_AUTHENTICATE} == served
 
 
 async def test_create_partitions_and_incremental_alter_configs(c: Cluster) -> None:
@@ -231,3 +233,11 @@ async def test_a_failed_self_registration_is_retried_after_a_backoff(tmp_path: P
         assert len(calls) == 3
     finally:
         await running.stop()
+
+
+async def test_controlled_shutdown_is_listed_but_fails_as_on_a_kafka_controller(c: Cluster) -> None:
+    from kraftsim.rpc.messages import ControlledShutdownRequest
+
+    for version in range(4):
+        r = await c.req(ControlledShutdownRequest(broker_id=1, broker_epoch=2), version)
+        assert (r.error_code, r.remaining_partitions) == (E.UNKNOWN_SERVER_ERROR, [])

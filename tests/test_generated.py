@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+import pytest
+
 from kraftsim.metadata import messages as record_messages
 from kraftsim.metadata.record_types import RecordType
 from kraftsim.rpc import messages, registry, stubgen
@@ -29,3 +34,25 @@ def test_message_modules_resolve_classes_by_name() -> None:
     assert record_messages.PartitionRecord.api_key() == RecordType.PARTITION_RECORD
     stub = (stubgen.RPC_DIR / "messages.pyi").read_text()
     assert "    want_shut_down: bool\n" in stub and "class Listener(Struct):" in stub
+
+
+def test_compiled_codecs_are_kept_between_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled code of a generated codec is cached by its source's hash: a second process
+    (here, a second call) loads what the first wrote; a damaged entry is compiled again and
+    replaced; ``off`` keeps nothing."""
+    from kraftsim.rpc import codegen
+
+    monkeypatch.setenv("KRAFTSIM_CODEC_CACHE", str(tmp_path))
+    src, _ = codegen.source_for(registry.spec("BrokerHeartbeatRequest"))
+    first = codegen.compiled(src, "<codec>")
+    [entry] = (tmp_path / f"codec-{sys.implementation.cache_tag}").glob("*.bin")
+    assert codegen.compiled(src, "<codec>").co_code == first.co_code
+    entry.write_bytes(b"not marshal data")
+    assert codegen.compiled(src, "<codec>").co_code == first.co_code
+    assert entry.read_bytes() != b"not marshal data"
+    assert codegen.compiled(src + "\n", "<codec>") is not None
+    assert len(list(entry.parent.glob("*.bin"))) == 2  # another source, another entry
+    monkeypatch.setenv("KRAFTSIM_CODEC_CACHE", "off")
+    entry.unlink()
+    codegen.compiled(src, "<codec>")
+    assert not entry.exists()

@@ -64,6 +64,23 @@ def test_no_readable_snapshot_and_a_truncated_log_start_is_a_load_error(tmp_path
         load_image(mlog, MetadataImage)
 
 
+def test_a_bad_record_inside_a_batch_is_named_by_its_offset(tmp_path: Path) -> None:
+    """The loader replays a gapless data batch in bulk; a record in it that does not decode,
+    or does not replay, is still named by its own offset, and one without a value too."""
+    noop = b"\x01\x14\x00\x00"  # a framed NoOpRecord
+    unknown_topic = recs.frame(recs.by_name("PartitionRecord")(topic_id=uuid.UUID(int=9), partition_id=0,
+                                                              replicas=[1], isr=[1], leader=1), 0)
+    for bad, why in ((b"\x01\x02\x00\xff\xff", "does not decode"), (unknown_topic, "does not replay")):
+        d = tmp_path / why.replace(" ", "-")
+        mlog = MetadataLog.open(d, LogConfig(linger_ms=0))
+        mlog.append_values([noop] * 3, epoch=1, timestamp=1)
+        first, _ = mlog.append_values([noop, noop, bad, noop], epoch=1, timestamp=2)
+        mlog.flush_now()
+        with pytest.raises(LoadError, match=f"record at offset {first + 2} {why}"):
+            load_image(mlog, MetadataImage)
+        mlog.close()
+
+
 def test_snapshot_ahead_of_the_log_truncates_the_log_to_it(tmp_path: Path) -> None:
     """The log on disk is shorter than the newest snapshot (a follower that fetched a snapshot
     does this): the loader starts the log at the snapshot, as Kafka does, instead of replaying

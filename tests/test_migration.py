@@ -13,7 +13,8 @@ import asyncio
 import base64
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,18 +105,26 @@ async def status_lines(cluster: Cluster) -> list[str]:
     return r.stdout.splitlines()
 
 
-async def migrated_once(tmp_path: Path, connect: str) -> Cluster:
-    """A migrating controller started, its ZooKeeper-mode broker 1 unfenced, run to DUAL_WRITE
-    (the copy done), and stopped: ready for what a restart does."""
-    c = migrating_cluster(tmp_path, connect)
+@asynccontextmanager
+async def dual_writing(tmp_path: Path, connect: str, brokers: tuple[int, ...] = (1,),
+                       **cfg: object) -> AsyncIterator[Cluster]:
+    """A migrating controller started, its ZooKeeper-mode ``brokers`` unfenced, run to DUAL_WRITE
+    (the copy done); stopped on leaving."""
+    c = migrating_cluster(tmp_path, connect, **cfg)
     await c.start()
     try:
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
-        await unfenced_zk_brokers(c, [1])
+        await unfenced_zk_brokers(c, list(brokers))
         await driver_reaches(c, DriverState.DUAL_WRITE)
+        yield c
     finally:
         await c.stop()
-    return c
+
+
+async def migrated_once(tmp_path: Path, connect: str) -> Cluster:
+    """A controller run to DUAL_WRITE and stopped: ready for what a restart does."""
+    async with dual_writing(tmp_path, connect) as c:
+        return c
 
 
 async def driver_reaches(cluster: Cluster, state: DriverState, timeout: float = 30.0) -> None:
@@ -483,7 +492,11 @@ async def test_pre_migration_refuses_writes_until_the_copy(tmp_path: Path, zk_ro
 
 async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
     """``kraftsim brokers --zk-mode``: the fleet registers each broker in /brokers/ids (ephemeral,
-    on its session) and with the controller as IsMigratingZkBroker; the driver waits for them."""
+    on its session) and with the controller as IsMigratingZkBroker; the driver waits for them.
+    After the copy the controller drives them over their listeners: UpdateMetadata v8 naming it
+    and a full LeaderAndIsr; then a topic created reaches them by LeaderAndIsr and UpdateMetadata,
+    and its deletion by StopReplica; a broker's controlled shutdown (WantShutDown) moves its
+    leaderships, which the others are told."""
     from kraftsim.broker.fleet import Fleet, FleetOptions
 
     connect, client = zk_root
@@ -491,24 +504,86 @@ async def test_simulated_zk_mode_brokers_drive_the_migration(tmp_path: Path, zk_
     seed(client, spec)
     for b in spec.broker_ids:  # the brokers register themselves this time
         client.delete(f"/brokers/ids/{b}")
+    # Broker 4 (no replicas) holds the driver in WAIT_FOR_BROKERS until the fleet is unfenced, so
+    # that the full sync finds brokers 1-3 reachable.
+    client.create("/brokers/ids/4", L.BrokerZNode(4, "127.0.0.1", 9).encode())
     c = migrating_cluster(tmp_path, connect)
     await c.start()
     fleet = Fleet(FleetOptions(bootstrap=[("127.0.0.1", c.running.server.port)], count=3, cluster_id=c.cluster_id,
-                               start_rate=0, status_interval_s=3600, zookeeper=connect))
+                               start_rate=0, status_interval_s=3600, zookeeper=connect,
+                               listen=("127.0.0.1", 0), listen_per_broker=True, heartbeat_interval_ms=200))
     try:
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
         await fleet.start()
-        await driver_reaches(c, DriverState.DUAL_WRITE)
         brokers = c.controller.image.cluster.brokers
-        assert sorted(brokers) == [1, 2, 3] and all(brokers[b].is_migrating_zk_broker for b in brokers)
-        assert c.controller._metric_values()["MigratingZkBrokerCount"] == 3
+        await harness.poll_until(lambda: all(b in brokers and not brokers[b].fenced for b in (1, 2, 3)), 20)
+        assert c.controller.migration.driver.state == DriverState.WAIT_FOR_BROKERS  # broker 4 is missing
+        await register_zk_brokers(c, [4])  # registered, never unfenced: listed, but sent nothing
+        await driver_reaches(c, DriverState.DUAL_WRITE)
+        assert sorted(brokers) == [1, 2, 3, 4] and all(brokers[b].is_migrating_zk_broker for b in brokers)
+        assert c.controller._metric_values()["MigratingZkBrokerCount"] == 4
         data, stat = client.get("/brokers/ids/2")
         assert stat.ephemeralOwner != 0 and json.loads(data)["endpoints"][0].startswith("PLAINTEXT://")
         assert sorted(r.name for r in image_records(c)["TopicRecord"]) == spec.topic_names()
+
+        # The full sync: each broker hosts exactly its replicas, told by kraftsim as KRaft controller.
+        zk_epoch = c.controller.migration.driver.leadership.zk_controller_epoch
+        states = fleet.zk_control
+
+        def hosted(b: int) -> set[tuple[str, int]]:
+            return {(t.name, p) for t in c.controller.image.topics.by_id.values()
+                    for p, x in t.partitions.items() if b in x.replicas}
+
+        await harness.poll_until(lambda: all(b in states and set(states[b].partitions) == hosted(b)
+                                              and 2 in states[b].types.get("UpdateMetadata", ())
+                                              for b in (1, 2, 3)), 20)
+        for b in (1, 2, 3):
+            st = states[b]
+            assert (st.controller_id, st.kraft_controller, st.controller_epoch) == (c.controller.node_id, True, zk_epoch)
+            # v7 and v8 (metadata.version 3.9): an UpdateMetadata (Type unset), then LeaderAndIsr
+            # and UpdateMetadata of Type FULL.
+            assert st.versions["LeaderAndIsr"] == {7} and st.versions["UpdateMetadata"] == {8}
+            assert st.types == {"LeaderAndIsr": {2}, "UpdateMetadata": {0, 2}}
+            assert st.live_brokers == [1, 2, 3, 4] and len(st.metadata) == spec.topics * spec.partitions
+        assert "controller 3000 (KRaft)" in fleet.status.line()  # type: ignore[union-attr]
+
+        # A topic created on kraftsim: LeaderAndIsr to its replicas, UpdateMetadata to all.
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="driven", num_partitions=2, replication_factor=2)],
+                           timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0
+        await harness.poll_until(lambda: all(set(states[b].partitions) == hosted(b)
+                                              and ("driven", 1) in states[b].metadata for b in (1, 2, 3)), 20)
+        t = c.controller.image.topics.by_name["driven"]
+        for p, x in t.partitions.items():
+            assert states[x.leader].partitions[("driven", p)].leader == x.leader
+            assert states[x.leader].partitions[("driven", p)].topic_id == t.id
+        # Deleted: StopReplica (delete) to its replicas, and gone from every cache.
+        r = await c.req(DT(topic_names=["driven"], timeout_ms=5000), 4)
+        assert r.responses[0].error_code == 0
+        await harness.poll_until(lambda: all(not any(tp[0] == "driven" for tp in states[b].partitions)
+                                              and ("driven", 0) not in states[b].metadata for b in (1, 2, 3)), 20)
+        assert sum(states[b].requests.get("StopReplica", 0) for b in (1, 2, 3)) >= 2
+        assert all(states[b].versions.get("StopReplica", {4}) == {4} for b in (1, 2, 3))
+        channels = c.controller.migration.channels.stats()
+        assert sorted(channels) == [1, 2, 3] and all(s["errors"] == 0 and s["dropped"] == 0 for s in channels.values())
+        lines = await status_lines(c)
+        assert any(line.startswith("Broker 2: sent ") and "(0 answered with errors)" in line for line in lines), lines
+
+        # Broker 1 shuts down as a migrating ZooKeeper-mode broker does (BrokerHeartbeat with
+        # WantShutDown): its leaderships move, and the other brokers are told the new leaders.
+        led_by_1 = [tp for tp, p in states[2].partitions.items() if p.leader == 1]
+        assert led_by_1
+        fleet.brokers[1].begin_controlled_shutdown()
+        await asyncio.wait_for(asyncio.shield(fleet.brokers[1].done), 20)
+        assert fleet.brokers[1].controlled_shutdown_done
+        assert not any(x.leader == 1 for t in c.controller.image.topics.by_id.values() for x in t.partitions.values())
+        await harness.poll_until(lambda: all(states[2].partitions[tp].leader != 1 for tp in led_by_1
+                                              if tp in states[2].partitions), 20)
+        assert all(states[2].metadata[tp] != 1 for tp in led_by_1)
     finally:
         await fleet.shutdown(timeout_s=5)
         await c.stop()
-    assert client.get_children("/brokers/ids") == []  # gone with the fleet's session
+    assert client.get_children("/brokers/ids") == ["4"]  # the fleet's went with its session
 
 
 async def test_a_zookeeper_that_comes_up_late(tmp_path: Path) -> None:
@@ -566,6 +641,36 @@ async def test_zookeeper_lost_while_waiting_is_retried(tmp_path: Path, zookeeper
         assert sorted(r.name for r in image_records(c)["TopicRecord"]) == ["topic-0", "topic-1"]
     finally:
         await c.stop()
+
+
+async def test_zookeeper_session_expired_during_dual_write_converges(tmp_path: Path, zookeeper: ZooKeeper,
+                                                                    zk_root: tuple[str, Any]) -> None:
+    """The driver's ZooKeeper session expires while it dual-writes (ZooKeeper closes it, as when a
+    partition outlasts the session timeout): the driver goes on with a new session, and what was
+    committed meanwhile reaches ZooKeeper."""
+    from kazoo.client import KazooClient
+
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
+    async with dual_writing(tmp_path, connect) as c:
+        runner = c.controller.migration
+        assert runner is not None and runner.zk is not None
+        session = runner.zk.client.client_id
+        # A second client on the same session id and password, closed: ZooKeeper expires the session.
+        thief = KazooClient(hosts=zookeeper.connect, client_id=session, timeout=10)
+        await asyncio.to_thread(thief.start, 10)
+        await asyncio.to_thread(thief.stop)
+        thief.close()
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="after-expiry", num_partitions=1, replication_factor=1)],
+                           timeout_ms=30000), 7)
+        assert r.topics[0].error_code == 0
+        created_at = c.controller.raft.committed_offset
+        await harness.poll_until(lambda: matches_image(c, client, "after-expiry"), 60, interval=0.05)
+        await harness.poll_until(lambda: zk_json(client, "/migration")["kraft_metadata_offset"] >= created_at, 30)
+        assert runner.zk.client.client_id[0] != session[0]  # a new session
+        assert zk_json(client, "/controller")["brokerid"] == 3000  # the claim is persistent, as Kafka's
+        assert runner.driver.state == DriverState.DUAL_WRITE and not runner.stopped_reason
+        assert c.controller.fatal is None
 
 
 async def unfenced_zk_brokers(cluster: Cluster, ids: list[int]) -> dict[int, int]:
@@ -692,6 +797,35 @@ async def test_dual_write_of_topics_and_partitions(tmp_path: Path, zk_root: tupl
         await c.stop()
 
 
+async def test_dual_write_of_delegation_tokens(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
+    """Tokens created, renewed and expired through kraftsim (forwarded by a broker, as the API
+    requires) reach /delegation_token/tokens in Kafka's JSON (version 3, principals sanitized);
+    an expired one's znode goes."""
+    from tests.test_delegation_tokens import create, expire, forwarded, renew
+
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=1, topics=1, partitions=1, replication_factor=1, users=0))
+    # ZooKeeper-mode brokers with tokens enabled create the parent at start-up; Kafka's dual-write
+    # of a token does not (it retries until the parent exists), and neither does kraftsim's.
+    client.ensure_path("/delegation_token/tokens")
+    async with dual_writing(tmp_path, connect, delegation_token_secret_key="the-secret") as c:
+        made = await forwarded(c, create(renewers=("User:bob@x",)), principal="User:alice@x")
+        assert made.error_code == 0, made
+        token_id = made.token_id
+        path = f"/delegation_token/tokens/{token_id}"
+        await harness.poll_until(lambda: client.exists(path) is not None, 10)
+        assert zk_json(client, path) == {
+            "owner": "User%3Aalice%40x", "renewers": ["User%3Abob%40x"], "tokenRequester": "User%3Aalice%40x",
+            "issueTimestamp": made.issue_timestamp_ms, "maxTimestamp": made.max_timestamp_ms, "version": 3,
+            "expiryTimestamp": made.expiry_timestamp_ms, "tokenId": token_id}
+        renewed = await forwarded(c, renew(made.hmac, 3_600_000), principal="User:bob@x")
+        assert renewed.error_code == 0 and renewed.expiry_timestamp_ms != made.expiry_timestamp_ms
+        await harness.poll_until(lambda: zk_json(client, path)["expiryTimestamp"] == renewed.expiry_timestamp_ms, 10)
+        gone = await forwarded(c, expire(made.hmac, -1), principal="User:alice@x")
+        assert gone.error_code == 0, gone
+        await harness.poll_until(lambda: client.exists(path) is None, 10)
+
+
 async def test_dual_write_of_configs_quotas_scram_and_acls(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
     """Each kind once, in Kafka's layout: a topic config, client quotas (a user's beside its SCRAM
     credential, a client id's), ACLs literal and prefixed; each with its change notification."""
@@ -776,7 +910,8 @@ async def test_the_reconcile_after_a_restart_undoes_what_changed_in_zookeeper(tm
     changed behind its back and makes it what the image holds again: a topic only ZooKeeper has is
     deleted, a missing one and a changed partition state rewritten, a stray config and ACL
     resource deleted, a changed config restored, and one the image does not have deleted (Kafka
-    compares a topic's config with the image's, empty or not)."""
+    compares a topic's config with the image's, empty or not); client quotas and SCRAM credentials
+    only ZooKeeper holds are emptied."""
     connect, client = zk_root
     seed(client, SeedSpec(brokers=1, topics=3, partitions=1, replication_factor=1, users=0))
     c = await migrated_once(tmp_path, connect)
@@ -792,9 +927,20 @@ async def test_the_reconcile_after_a_restart_undoes_what_changed_in_zookeeper(tm
     client.set("/config/topics/topic-1", L.encode_config({"cleanup.policy": "compact"}))
     client.set("/config/topics/topic-2", L.encode_config({"retention.ms": "1"}))
     client.set("/brokers/topics/topic-1/partitions/0/state", L.PartitionState(1, 7, 1, [1]).encode())
+    scram = "salt=c2FsdA==,stored_key=c3RvcmVk,server_key=c2VydmVy,iterations=4096"
+    ghosts = {"/config/users/ghost%40x": {"producer_byte_rate": "1024", "SCRAM-SHA-256": scram},
+              "/config/users/ghost%40x/clients/app": {"request_percentage": "50.0"},
+              "/config/clients/empty-app": {},  # nothing to empty: left alone
+              "/config/clients/ghost-app": {"consumer_byte_rate": "2048"},
+              "/config/ips/10.0.0.9": {"connection_creation_rate": "10"}}
+    for path, props in ghosts.items():
+        client.create(path, L.encode_config(props), makepath=True)
     await c.start()
     try:
         await driver_reaches(c, DriverState.DUAL_WRITE)
+        for path in ghosts:  # quotas and SCRAM the image lacks: emptied, as Kafka writes them
+            assert L.decode_config(path, client.get(path)[0]) == {}, path
+        assert client.get("/config/clients/empty-app")[1].version == 0
         assert matches_image(c, client, "topic-0") and matches_image(c, client, "topic-1")
         assert zk_topic(client, "topic-0")[0] == topic0[0]  # type: ignore[index]  # the same id and assignment
         assert client.exists("/brokers/topics/ghost") is None and client.exists("/config/topics/ghost") is None

@@ -100,10 +100,12 @@ def _partition_fast(image: MetadataImage, buf: bytes, version: int) -> bool:
     return True
 
 
-def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int, timestamp_ms: int = 0) -> None:
-    """Replay many framed values, all at ``offset`` (a snapshot's records): what
-    ``replay_framed`` does for each, in one loop with its lookups hoisted and the common
-    PartitionRecord decoded in place, with no per-record object but the Partition kept.
+def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int, timestamp_ms: int = 0,
+                      step: int = 0) -> None:
+    """Replay many framed values, all at ``offset`` (a snapshot's records), or with ``step=1``
+    at consecutive offsets from ``offset`` (a log batch's): what ``replay_framed`` does for
+    each, in one loop with its lookups hoisted and the common PartitionRecord decoded in place,
+    with no per-record object but the Partition kept.
 
     A journaling image (one Start per record; also from a record that begins a transaction
     on) and every value the in-place decode is unsure about go through ``replay_framed``, so
@@ -111,6 +113,7 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     if image._undo is not None:
         for value in values:
             replay_framed(image, value, offset, timestamp_ms)
+            offset += step
         return
     topics = image.topics
     by_id_bytes = topics.by_id_bytes
@@ -123,7 +126,9 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     slow = replay_framed
     new_partition = Partition
     it = iter(values)
+    offset -= step
     for buf in it:
+        offset += step
         blen = len(buf)
         # Frame v1, PartitionRecord v0/v1, then the same checks as _partition_fast, in place.
         if blen < 40 or buf[0] != 1 or buf[1] != _PARTITION_RECORD or buf[2] > 1:
@@ -201,6 +206,7 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
         if timestamp_ms:
             image.last_timestamp_ms = timestamp_ms
     for buf in it:  # only after a break: the image journals now
+        offset += step
         slow(image, buf, offset, timestamp_ms)
 
 

@@ -247,13 +247,13 @@ class KnownDivergence:
 
 
 # The api keys a Kafka 3.9 controller serves that kraftsim does not serve yet (later issues add them).
-NOT_SERVED_YET = frozenset({7, 80, 81, 82})
+NOT_SERVED_YET = frozenset({80, 81, 82})
 
 CONTROLLER_APIS = KnownDivergence(
     "controller APIs not served yet",
     "ApiVersionsResponse.ApiKeys: a Kafka 3.9 controller also serves the api keys in NOT_SERVED_YET "
-    "(ControlledShutdown, which ZooKeeper-mode brokers send during a migration, issue 14, and the Raft voter "
-    "APIs of KIP-853, AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: kraftsim runs a single voter). Their "
+    "(the Raft voter APIs of KIP-853, AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: kraftsim runs a "
+    "single voter). Their "
     "entries are left out of the general comparison; every entry both serve is compared with its versions.",
     "tests/kafka/test_api_versions.py::test_api_versions_lists_every_controller_api",
     "ApiVersionsResponse", "api_keys",

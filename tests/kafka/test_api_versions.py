@@ -53,11 +53,27 @@ async def test_api_versions_every_version(shared_pair: d.Pair) -> None:
     assert t.response("api key 1000").startswith("<closed")
 
 
-@pytest.mark.xfail(strict=True, reason="divergence: kraftsim does not serve ControlledShutdown "
-                                       "(issue 14) or the Raft voter APIs yet (normalise.CONTROLLER_APIS)")
+@pytest.mark.xfail(strict=True, reason="divergence: kraftsim does not serve the Raft voter APIs yet "
+                                       "(normalise.CONTROLLER_APIS)")
 async def test_api_versions_lists_every_controller_api(shared_pair: d.Pair) -> None:
     a, b = await d.run(shared_pair, [Call("ApiVersions v4", d.api_versions(), 4)], mask=False)
     assert [k["api_key"] for k in b[0]["response"]["api_keys"]] == [k["api_key"] for k in a[0]["response"]["api_keys"]]
+
+
+async def test_controlled_shutdown_is_listed_but_fails(shared_pair: d.Pair) -> None:
+    """A 3.9 controller lists ControlledShutdown (api 7, v0-3) but its ControllerApis has no case
+    for it: UNKNOWN_SERVER_ERROR and no remaining partitions, at every version."""
+    from kraftsim.rpc.messages import ControlledShutdownRequest
+
+    steps = [Call(f"ControlledShutdown v{v}", lambda side: ControlledShutdownRequest(broker_id=1, broker_epoch=5), v)
+             for v in range(4)]
+    steps.append(Call("ApiVersions v4", d.api_versions(), 4))
+    t = await d.check(shared_pair, steps)
+    for v in range(4):
+        assert t.error(f"ControlledShutdown v{v}") == -1
+        assert t.response(f"ControlledShutdown v{v}")["remaining_partitions"] == []
+    (cs,) = [k for k in t.response("ApiVersions v4")["api_keys"] if k["api_key"] == 7]
+    assert (cs["min_version"], cs["max_version"]) == (0, 3)
 
 
 async def test_finalized_features_epoch(shared_pair: d.Pair) -> None:

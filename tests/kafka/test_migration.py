@@ -9,6 +9,7 @@ type and field (ACL ids are random on both sides, and the order of topics and re
 of Kafka's hash sets, so the records are compared as multisets), along with the transaction
 markers, the merged batches and what each wrote to /controller, /controller_epoch and /migration.
 After the copy, a topic created through each controller is dual-written by each to the same znodes.
+A real ZooKeeper-mode broker rolled onto kraftsim takes kraftsim's UpdateMetadata and LeaderAndIsr.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from kraftsim.rpc.uuids import from_str
 from tests.harness import poll_until
 from tests.kafka.conftest import PAIR_CONFIG, PairNodes
 from tests.kafka.harness import KafkaNode, KraftsimNode, random_cluster_id
+from tests.kafka.rehearsal import MigratingZkBroker, ZkModeBroker
 from tests.test_controller import registration
 from tests.zookeeper import ZooKeeper, batches, record_versions, running
 
@@ -130,38 +132,6 @@ def normalised(section: list[list[tuple[int, str, Any]]]) -> Counter[str]:
                 record.id = NO_ID
             out[f"{name} {record!r}"] += 1
     return out
-
-
-class ZkModeBroker(KafkaNode):
-    """A real Kafka 3.9 broker in ZooKeeper mode (no process.roles): what builds the ZooKeeper
-    cluster in the second case, through Kafka's own tools."""
-
-    def properties(self) -> dict[str, str]:
-        return {
-            "broker.id": str(self.node_id), "zookeeper.connect": self.overrides["zookeeper.connect"],
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": str(self.data_dir),
-            "offsets.topic.replication.factor": "1", "num.network.threads": "2", "num.io.threads": "2",
-            "background.threads": "2", "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "super.users": "User:ANONYMOUS",
-        }
-
-    def ready_lines(self) -> list[str]:
-        return ["started (kafka.server.KafkaServer)"]
-
-
-class MigratingZkBroker(ZkModeBroker):
-    """The same broker rolled with the migration configs: it registers with the KRaft controller
-    (IsMigratingZkBroker) and keeps ZooKeeper for its metadata until the controller drives it."""
-
-    controller: str = ""
-
-    def properties(self) -> dict[str, str]:
-        props = super().properties()
-        props.update({"zookeeper.metadata.migration.enable": "true",
-                      "controller.quorum.voters": f"3000@{self.controller}", "controller.listener.names": "CONTROLLER",
-                      "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                      "inter.broker.protocol.version": "3.9"})
-        return props
 
 
 async def build_with_a_kafka_zk_broker(tmp_path: Path, connect: str) -> None:
@@ -332,7 +302,8 @@ async def test_a_real_zk_mode_broker_rolled_with_the_migration_configs_is_migrat
     broker is its ZooKeeper controller), a kraftsim controller started with migration on and the
     cluster's id, then the broker rolled with the migration configs. It registers with kraftsim
     over its controller channel, kraftsim takes the ZooKeeper controllership over and copies what
-    the broker had written."""
+    the broker had written; then it drives the broker: a topic created through kraftsim is in the
+    broker's Metadata and led by it."""
     root: Any = zookeeper.client()
     try:
         base = "/rolled"
@@ -351,6 +322,13 @@ async def test_a_real_zk_mode_broker_rolled_with_the_migration_configs_is_migrat
         try:
             broker.start()
             await poll_until(lambda: copied(root, base), 90, interval=0.1)
+            # After the copy kraftsim drives the broker: a topic created through kraftsim reaches it
+            # by UpdateMetadata (its Metadata names the topic) and LeaderAndIsr (it leads it).
+            await create_led_topic(s.bootstrap)
+            deadline = time.monotonic() + 60
+            while not await broker_leads(broker.bootstrap):
+                assert time.monotonic() < deadline, "the broker never led the topic created through kraftsim"
+                await asyncio.sleep(0.2)  # the pace of the checks: each loop asks the broker again
         finally:
             broker.stop()
             s.stop()
@@ -359,7 +337,7 @@ async def test_a_real_zk_mode_broker_rolled_with_the_migration_configs_is_migrat
         assert regs and all(r.is_migrating_zk_broker for r in regs)
         topics = {r.name: r.topic_id for n, r in flat if n == "TopicRecord"}
         assert topics == {t: from_str(zk_json(root, f"{base}/brokers/topics/{t}")["topic_id"])
-                          for t in ("real-0", "real-1", "real-2")}
+                          for t in ("real-0", "real-1", "real-2", "driven")}  # driven: dual-written
         section = migration_section(s.metadata_dir)
         kinds = {n for b in section for _, n, _ in b}
         assert {"ConfigRecord", "ClientQuotaRecord", "UserScramCredentialRecord", "AccessControlEntryRecord"} <= kinds
@@ -375,6 +353,48 @@ async def test_a_real_zk_mode_broker_rolled_with_the_migration_configs_is_migrat
 
 
 HB = registry.request_class(ApiKey.BROKER_HEARTBEAT)
+MD = registry.request_class(ApiKey.METADATA)
+LO = registry.request_class(ApiKey.LIST_OFFSETS)
+
+
+async def create_led_topic(bootstrap: str) -> None:
+    """"driven" (one partition, one replica) created through kraftsim, once the migrating broker is
+    unfenced (until then there is no broker to place it on: INVALID_REPLICATION_FACTOR)."""
+    host, port = bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="admin")
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            r = await client.request(CT(topics=[CT.CreatableTopic(name="driven", num_partitions=1,
+                                                                  replication_factor=1)], timeout_ms=30000), 7)
+            if r.topics[0].error_code == 0:
+                return
+            assert r.topics[0].error_code == 38 and time.monotonic() < deadline, r
+            await asyncio.sleep(0.2)  # the broker's next heartbeat, not synchronisation: the loop asks again
+    finally:
+        await client.close()
+
+
+async def broker_leads(bootstrap: str) -> bool:
+    """The real broker's own answers: Metadata lists "driven" led by broker 1 (UpdateMetadata
+    accepted), and ListOffsets on it succeeds, which only the partition's leader answers
+    (LeaderAndIsr accepted: the broker made itself leader)."""
+    host, port = bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="check")
+    try:
+        md = await client.request(MD(topics=[MD.MetadataRequestTopic(name="driven")],
+                                     allow_auto_topic_creation=False), 12)
+        (t,) = md.topics
+        if t.error_code != 0 or [p.leader_id for p in t.partitions] != [1]:
+            return False
+        lo = await client.request(LO(replica_id=-1, isolation_level=0, topics=[LO.ListOffsetsTopic(
+            name="driven", partitions=[LO.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                               timestamp=-1)])]), 8)
+        return bool(lo.topics[0].partitions[0].error_code == 0 and lo.topics[0].partitions[0].offset == 0)
+    finally:
+        await client.close()
+
+
 DUAL_SPEC = SeedSpec(brokers=3, topics=4, partitions=2, replication_factor=2, users=1)
 
 
