@@ -28,7 +28,9 @@ pytestmark = pytest.mark.slow
 FRAMES = int(os.environ.get("KRAFTSIM_FUZZ_FRAMES", "200000"))
 MUTATIONS = 49
 KINDS = request_kinds()
-FAULT_LINE = re.compile(r"event failed with \w+ \(treated as UnknownServerException\) at epoch \d+: (.*); renouncing")
+# A fuzzed name in the message may hold a newline: the message runs to "; renouncing" across lines.
+FAULT_LINE = re.compile(r"event failed with \w+ \(treated as UnknownServerException\) at epoch \d+: (.*?); renouncing",
+                        re.S)
 # Inputs Kafka 3.9 itself treats as a fault of the event (a non-ApiException: the client gets
 # UNKNOWN_SERVER_ERROR, MetadataErrorCount counts it, the controller renounces and, as the only
 # voter, is elected again), checked against a real 3.9.2 controller when these APIs were built.

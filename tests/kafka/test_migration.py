@@ -414,6 +414,20 @@ def topic_znodes(client: Any, chroot: str, topic: str) -> dict[str, Any]:
     return out
 
 
+async def in_dual_write(node: KafkaNode | KraftsimNode) -> None:
+    """Kafka's driver logs its move to DUAL_WRITE; kraftsim's shows it on its /migration page."""
+    if isinstance(node, KafkaNode):
+        await asyncio.to_thread(node.wait_log, "to DUAL_WRITE state", 60)
+        return
+    import urllib.request
+
+    def state() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{node.http_port}/migration", timeout=5) as r:
+            return str(json.loads(r.read())["driverState"])
+
+    await poll_until(lambda: state() == "DUAL_WRITE", 60, interval=0.1)
+
+
 async def create_topic(bootstrap: str) -> Any:
     host, port = bootstrap.rsplit(":", 1)
     client = await KafkaClient.connect(host, int(port), client_id="admin")
@@ -463,6 +477,8 @@ async def test_a_topic_created_after_the_copy_is_dual_written_alike(tmp_path: Pa
                 await register_zk_brokers(node.bootstrap, cid, unfence=True)
                 await poll_until(lambda c=side: copied(root, c), 90, interval=0.1)
                 copy_end[side] = zk_json(root, f"{side}/migration")["kraft_metadata_offset"]
+            for node in nodes.nodes:  # a topic created before DUAL_WRITE is the reconcile's, not a delta
+                await in_dual_write(node)
             ids = {}
             for node, side in zip(nodes.nodes, sides, strict=True):
                 ids[side] = await create_topic(node.bootstrap)
