@@ -116,4 +116,5 @@ def error_response(request: Any, version: int, code: int, message: str | None) -
     results = [TopicResult(topic=t.topic, partition_result=[
         PartitionResult(partition_id=pid, error_code=code, error_message=message) for pid in t.partitions])
         for t in request.topic_partitions or ()]
-    return ElectLeadersResponse(error_code=code, replica_election_results=results)
+    # v0 has no top-level error code: Kafka sets it from v1 only (the partitions carry it).
+    return ElectLeadersResponse(error_code=code if version >= 1 else 0, replica_election_results=results)

@@ -241,3 +241,19 @@ async def test_controlled_shutdown_is_listed_but_fails_as_on_a_kafka_controller(
     for version in range(4):
         r = await c.req(ControlledShutdownRequest(broker_id=1, broker_epoch=2), version)
         assert (r.error_code, r.remaining_partitions) == (E.UNKNOWN_SERVER_ERROR, [])
+
+
+def test_an_elect_leaders_error_answer_at_v0_carries_its_code_on_the_partitions() -> None:
+    """ElectLeaders v0 has no top-level error code: Kafka sets it from v1 on, so a v0 error answer
+    (a fuzzed request found one that did not encode) has it on the partitions alone."""
+    from kraftsim.controller.elections import error_response
+    from kraftsim.rpc import frames
+    from kraftsim.rpc.messages import ElectLeadersRequest as EL
+
+    req = EL(topic_partitions=[EL.TopicPartitions(topic="t", partitions=[0, 1])], timeout_ms=1000)
+    for version in (0, 1):
+        answer = error_response(req, version, int(E.CLUSTER_AUTHORIZATION_FAILED), "denied")
+        _, body = frames.decode_response(frames.encode_response(answer, version, 7)[4:], 43, version)
+        assert body.error_code == (int(E.CLUSTER_AUTHORIZATION_FAILED) if version else 0)
+        assert [(p.partition_id, p.error_code) for p in body.replica_election_results[0].partition_result] == [
+            (0, E.CLUSTER_AUTHORIZATION_FAILED), (1, E.CLUSTER_AUTHORIZATION_FAILED)]
