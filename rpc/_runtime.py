@@ -35,34 +35,36 @@ def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     raise DecodeError("unsigned varint longer than 5 bytes")
 
 
-def read_compact_string(buf: bytes, pos: int, nullable: bool, where: str) -> tuple[str | None, int]:
-    """A compact string the generated code did not read inline: null, or a multi-byte length."""
+def _compact_bounds(buf: bytes, pos: int, nullable: bool, where: str, limit: int | None) -> tuple[int, int]:
+    """Where compact bytes or a compact string lie: (start, end), or (next position, -1) for null."""
     n, pos = read_uvarint(buf, pos)
     n -= 1
     if n < 0:
         if nullable:
-            return None, pos
+            return pos, -1
         raise DecodeError(f"{where}: null or negative length in a non-nullable field")
-    if n > MAX_STRING:
-        raise DecodeError(f"{where}: string longer than {MAX_STRING}")
+    if limit is not None and n > limit:
+        raise DecodeError(f"{where}: string longer than {limit}")
     end = pos + n
     if end > len(buf):
         raise DecodeError(f"{where}: runs past the end")
-    return buf[pos:end].decode("utf-8", "replace"), end
+    return pos, end
+
+
+def read_compact_string(buf: bytes, pos: int, nullable: bool, where: str) -> tuple[str | None, int]:
+    """A compact string the generated code did not read inline: null, or a multi-byte length."""
+    start, end = _compact_bounds(buf, pos, nullable, where, MAX_STRING)
+    if end < 0:
+        return None, start
+    return buf[start:end].decode("utf-8", "replace"), end
 
 
 def read_compact_bytes(buf: bytes, pos: int, nullable: bool, where: str) -> tuple[bytes | None, int]:
     """Compact bytes the generated code did not read inline: null, or a multi-byte length."""
-    n, pos = read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if nullable:
-            return None, pos
-        raise DecodeError(f"{where}: null or negative length in a non-nullable field")
-    end = pos + n
-    if end > len(buf):
-        raise DecodeError(f"{where}: runs past the end")
-    return buf[pos:end], end
+    start, end = _compact_bounds(buf, pos, nullable, where, None)
+    if end < 0:
+        return None, start
+    return buf[start:end], end
 
 
 def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
