@@ -4,6 +4,7 @@ compared, every version, topics and this node's broker config, with and without 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -122,7 +123,9 @@ def tool_output(side: d.Side, *args: str) -> list[str]:
     and directory written as placeholders and the harness's one-sided settings left out
     (normalise.NODE_CONFIG)."""
     r = kafka_configs("--bootstrap-controller", side.node.bootstrap, *args).check()
-    text = (r.stdout + r.stderr).replace(side.node.bootstrap.rsplit(":", 1)[1], "<port>")
+    # The port as a number on its own (not inside another, as in 1.7976931348623157E308).
+    port = side.node.bootstrap.rsplit(":", 1)[1]
+    text = re.sub(rf"(?<![0-9.]){port}(?![0-9])", "<port>", r.stdout + r.stderr)
     text = text.replace(str(side.node.data_dir), "<dir>")
     return [ln for ln in norm.tool_lines(text)
             if not any(ln.strip().startswith(f"{name}=") for name in norm.ONE_SIDED_CONFIGS)]
