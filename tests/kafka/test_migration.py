@@ -54,6 +54,19 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeper]:
     yield from running(tmp_path_factory.mktemp("zookeeper"))
 
 
+def seed_under(connect: str, spec: SeedSpec) -> None:
+    """``kraftsim zk seed``'s cluster written under a chroot (``connect`` names it)."""
+    from kazoo.client import KazooClient
+
+    seeder = KazooClient(hosts=connect, timeout=10)
+    seeder.start(timeout=10)
+    try:
+        seed(seeder, spec, 1_700_000_000_000)
+    finally:
+        seeder.stop()
+        seeder.close()
+
+
 def copy_tree(client: Any, src: str, dst: str) -> None:
     """Every znode under ``src`` recreated under ``dst``, parents first: the same data, and the
     same zkVersions where the source never changed (as a fresh seed's znodes)."""
@@ -215,15 +228,7 @@ async def test_kafka_and_kraftsim_copy_the_same_zookeeper_alike(tmp_path: Path, 
         base = f"/{source}"
         root.ensure_path(f"{base}/seed")
         if source == "seed":
-            from kazoo.client import KazooClient
-
-            seeder = KazooClient(hosts=zookeeper.connect + f"{base}/seed", timeout=10)
-            seeder.start(timeout=10)
-            try:
-                seed(seeder, SPEC, 1_700_000_000_000)
-            finally:
-                seeder.stop()
-                seeder.close()
+            seed_under(zookeeper.connect + f"{base}/seed", SPEC)
         else:
             await build_with_a_kafka_zk_broker(tmp_path, zookeeper.connect + f"{base}/seed")
             # Its registration went with its session: put one back for the drivers' readiness check.
@@ -448,17 +453,10 @@ async def test_a_topic_created_after_the_copy_is_dual_written_alike(tmp_path: Pa
     each /migration moves past the copy."""
     root: Any = zookeeper.client()
     try:
-        from kazoo.client import KazooClient
 
         base = "/dual"
         root.ensure_path(f"{base}/seed")
-        seeder = KazooClient(hosts=zookeeper.connect + f"{base}/seed", timeout=10)
-        seeder.start(timeout=10)
-        try:
-            seed(seeder, DUAL_SPEC, 1_700_000_000_000)
-        finally:
-            seeder.stop()
-            seeder.close()
+        seed_under(zookeeper.connect + f"{base}/seed", DUAL_SPEC)
         sides = (f"{base}/for-kafka", f"{base}/for-kraftsim")
         for side in sides:
             copy_tree(root, f"{base}/seed", side)
