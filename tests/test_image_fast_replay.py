@@ -169,3 +169,49 @@ def test_snapshot_replay_restores_the_collector_even_on_error() -> None:
         assert not gc.isenabled()  # left as the caller had it
     finally:
         gc.enable()
+
+
+def _part(pid: int, reps: list[int], tid: uuid.UUID = T, leader: int | None = None) -> bytes:
+    return frame(by_name("PartitionRecord")(partition_id=pid, topic_id=tid, replicas=reps, isr=list(reps),
+                                            leader=reps[0] if leader is None else leader, leader_epoch=0,
+                                            partition_epoch=0, directories=[DIRS[r % 4] for r in reps]), 1)
+
+
+def _state(img: MetadataImage) -> tuple:
+    t = img.topics
+    return (list(img.records()), img.offset, t.partition_count, set(t.leaderless), set(t.imbalanced),
+            {b: set(members) for b, members in t.isr_index.items()},
+            {b: len(members) for b, members in t.isr_index.items()})
+
+
+def test_bulk_replay_with_replacements_topic_changes_and_errors_equals_one_by_one() -> None:
+    """The deferred ISR index is complete before a replacement, a topic record, a removal and an
+    error; the bulk path gives the one-by-one state at consecutive offsets, error offset included."""
+    other = uuid.UUID(int=0xDEF)
+    values = [_part(0, [1, 2]), _part(1, [2, 3]), _part(4096, [1, 2]), _part(0, [3, 1], leader=-1),
+              frame(by_name("TopicRecord")(name="u", topic_id=other), 0), _part(0, [1, 2], other),
+              frame(by_name("RemoveTopicRecord")(topic_id=other), 0), _part(2, [1, 2], other), _part(3, [1])]
+    bulk, each = _base(), _base()
+    with pytest.raises(ReplayError):
+        replay_framed_all(bulk, values, 10, 42, 1)
+    with pytest.raises(ReplayError):
+        for i, v in enumerate(values):
+            replay_framed(each, v, 10 + i, 42)
+    assert _state(bulk) == _state(each)
+    assert bulk.offset == 16  # the failed record (no topic any more) is the one after
+    general = _base()
+    for i, v in enumerate(values[:7]):
+        general.replay(unframe(v)[0], 10 + i, 42)
+    assert _state(bulk) == _state(general)
+
+
+def test_partitions_sharing_a_shape_change_independently() -> None:
+    """Partitions of the same shape share one decoded Partition; a change to one must leave the
+    others as they were."""
+    img = _base()
+    replay_framed_all(img, [_part(0, [1, 2]), _part(1, [1, 2])], 5)
+    p0, p1 = img.topics.partition(T, 0), img.topics.partition(T, 1)
+    img.replay(by_name("PartitionChangeRecord")(partition_id=0, topic_id=T, isr=[1], leader=1), 6)
+    assert img.topics.partition(T, 0).isr == (1,)  # type: ignore[union-attr]
+    assert img.topics.partition(T, 1) is p1 and p1 is not None and p1.isr == (1, 2) and p0 is not None
+    assert p0.isr == (1, 2) and img.topics.isr_membership_count(2) == 1

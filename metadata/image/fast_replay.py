@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import struct
 from collections.abc import Iterable
+from typing import Any
 
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.image.interning import ints_from_raw, uuids_from_raw
@@ -27,85 +28,118 @@ from kraftsim.metadata.records import unframe
 _I32 = struct.Struct(">i")
 _I32x3 = struct.Struct(">iii")
 _PARTITION_RECORD = 3
+_HEAD_V0 = bytes((1, _PARTITION_RECORD, 0))
+_HEAD_V1 = bytes((1, _PARTITION_RECORD, 1))
+_LEADERLESS = 1
+_IMBALANCED = 2
+_CACHE_MAX = 1 << 17
+_MISSING: Any = object()
+
+# A PartitionRecord's bytes after its partition id and topic id (replicas, ISR, leader, epochs,
+# directories) - its "shape" - are the same for most partitions of a cluster: a few thousand
+# shapes cover a million partitions. Each shape is decoded once into a Partition that every
+# partition of that shape shares (Partitions are never mutated: replay replaces them), with its
+# ISR's number for the deferred ISR index below and its index flags. None: not the plain shape.
+_Shape = tuple[Partition, int, int]
+_shapes: tuple[dict[bytes, _Shape | None], dict[bytes, _Shape | None]] = ({}, {})
+_isr_ids: dict[tuple[int, ...], int] = {}
+_isr_by_id: list[tuple[int, ...]] = []
 
 
-def replay_framed(image: MetadataImage, value: bytes, offset: int, timestamp_ms: int = 0) -> None:
-    """Decode one framed metadata record value and replay it at ``offset``."""
-    if len(value) > 3 and value[0] == 1 and value[1] == _PARTITION_RECORD and value[2] <= 1:
-        prev_offset, prev_ts = image.offset, image.last_timestamp_ms
-        if _partition_fast(image, value, value[2]):
-            undo = image._undo
-            if undo is not None:  # its one entry is the last; journal its Start like replay() does
-                image._starts.append(Start(offset, image._base + len(undo) - 1, prev_offset, prev_ts))
-            image.offset = offset
-            if timestamp_ms:
-                image.last_timestamp_ms = timestamp_ms
-            return
-    image.replay(unframe(value)[0], offset, timestamp_ms)
+def _shape(tail: bytes, version: int) -> _Shape | None:
+    """Decode (and cache) a PartitionRecord's tail: None unless it is the plain shape (no
+    removing/adding replicas, no tagged fields, directories absent or one per replica)."""
+    cache = _shapes[version]
+    if len(cache) >= _CACHE_MAX:  # epochs vary in a long-lived cluster: keep the cache bounded
+        cache.clear()
+    cache[tail] = got = _decode_shape(tail, version)
+    return got
 
 
-def _partition_fast(image: MetadataImage, buf: bytes, version: int) -> bool:
-    """Apply a plain PartitionRecord; False (nothing changed) to fall back to the general path."""
-    topics = image.topics
+def _decode_shape(buf: bytes, version: int) -> _Shape | None:
     blen = len(buf)
     try:
-        pid = _I32.unpack_from(buf, 3)[0]
-        t = topics.by_id_bytes.get(buf[7:23])
-        if t is None or pid < 0:
-            return False
-        pos = 23
-        n = buf[pos] - 1
+        n = buf[0] - 1
         if n < 0 or n > 126:
-            return False
-        end = pos + 1 + 4 * n
+            return None
+        end = 1 + 4 * n
         if end > blen:
-            return False
-        replicas = ints_from_raw(buf[pos + 1:end])
+            return None
+        replicas = ints_from_raw(buf[1:end])
         pos = end
         m = buf[pos] - 1
         if m < 0 or m > 126:
-            return False
+            return None
         end = pos + 1 + 4 * m
         if end > blen:
-            return False
+            return None
         isr = ints_from_raw(buf[pos + 1:end])
         pos = end
         if buf[pos] != 1 or buf[pos + 1] != 1:  # removing / adding replicas present
-            return False
+            return None
         leader, leader_epoch, partition_epoch = _I32x3.unpack_from(buf, pos + 2)
         pos += 14
         if version == 1:
             d = buf[pos] - 1
             if d < 0 or d > 126 or (d and d != n):
-                return False
+                return None
             end = pos + 1 + 16 * d
             if end > blen:
-                return False
+                return None
             dirs = uuids_from_raw(buf[pos + 1:end]) if d else migrating_dirs(n)
             pos = end
         else:
             dirs = migrating_dirs(n)
         if pos + 1 != blen or buf[pos] != 0:  # tagged fields, or a length mismatch
-            return False
+            return None
     except (IndexError, struct.error):
-        return False
-    new = Partition(replicas, isr, dirs, leader, leader_epoch, partition_epoch)
-    parts = t.partitions
-    old = parts.get(pid)
-    topics._index(t.key, pid, old, new)  # TopicsImage.swap_partition, inlined for the load path
-    parts[pid] = new
-    undo = image._undo
-    if undo is not None:
-        undo.append((topics.swap_partition, (t.id, pid), old))
-    return True
+        return None
+    isr_id = _isr_ids.get(isr)
+    if isr_id is None:
+        isr_id = _isr_ids[isr] = len(_isr_by_id)
+        _isr_by_id.append(isr)
+    flags = (_LEADERLESS if leader == NO_LEADER else 0) \
+        | (_IMBALANCED if leader != (replicas[0] if replicas else NO_LEADER) else 0)
+    return Partition(replicas, isr, dirs, leader, leader_epoch, partition_epoch), isr_id, flags
+
+
+def replay_framed(image: MetadataImage, value: bytes, offset: int, timestamp_ms: int = 0) -> None:
+    """Decode one framed metadata record value and replay it at ``offset``."""
+    head = value[:3]
+    if head == _HEAD_V1 or head == _HEAD_V0:
+        tail = value[23:]
+        cache = _shapes[value[2]]
+        shape = cache[tail] if tail in cache else _shape(tail, value[2])
+        t = image.topics.by_id_bytes.get(value[7:23])
+        if shape is not None and t is not None:
+            pid = _I32.unpack_from(value, 3)[0]
+            if pid >= 0:
+                prev_offset, prev_ts = image.offset, image.last_timestamp_ms
+                new = shape[0]
+                topics = image.topics
+                parts = t.partitions
+                old = parts.get(pid)
+                topics._index(t.key, pid, old, new)  # TopicsImage.swap_partition, inlined
+                parts[pid] = new
+                undo = image._undo
+                if undo is not None:  # journal it, and its Start, as replay() does
+                    undo.append((topics.swap_partition, (t.id, pid), old))
+                    image._starts.append(Start(offset, image._base + len(undo) - 1, prev_offset, prev_ts))
+                image.offset = offset
+                if timestamp_ms:
+                    image.last_timestamp_ms = timestamp_ms
+                return
+    image.replay(unframe(value)[0], offset, timestamp_ms)
 
 
 def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int, timestamp_ms: int = 0,
                       step: int = 0) -> None:
     """Replay many framed values, all at ``offset`` (a snapshot's records), or with ``step=1``
     at consecutive offsets from ``offset`` (a log batch's): what ``replay_framed`` does for
-    each, in one loop with its lookups hoisted and the common PartitionRecord decoded in place,
-    with no per-record object but the Partition kept.
+    each, in one loop with its lookups hoisted. A plain PartitionRecord costs a few dict
+    lookups: its shape is shared (see ``_shape``), and a new partition's ISR-index entries are
+    gathered per (topic chunk, ISR) and written to the index in one go, before any other
+    record, at the end, and on error, so every other replay sees the indexes complete.
 
     A journaling image (one Start per record; also from a record that begins a transaction
     on) and every value the in-place decode is unsure about go through ``replay_framed``, so
@@ -118,93 +152,94 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     topics = image.topics
     by_id_bytes = topics.by_id_bytes
     index = topics._index
-    isr_index = topics.isr_index
     unpack_i32 = _I32.unpack_from
-    unpack_i32x3 = _I32x3.unpack_from
-    ints = ints_from_raw
-    uuids = uuids_from_raw
+    v0, v1 = _shapes[0].get, _shapes[1].get
+    shape_of = _shape
     slow = replay_framed
-    new_partition = Partition
+    head_v1, head_v0 = _HEAD_V1, _HEAD_V0
+    pending: dict[int, int] = {}  # (topic chunk << 32 | ISR number) -> bits of new partitions
+    pending_get = pending.get
+    added = 0  # new partitions not yet counted in topics.partition_count
+    last = None  # the offset of the last record applied here and not yet settled
+
+    def settle() -> None:
+        """Write what the loop deferred: the ISR index, the partition count, the offset."""
+        nonlocal added, last
+        if pending:
+            isr_index = topics.isr_index
+            isrs = _isr_by_id
+            for k, bits in pending.items():
+                ck = k >> 32
+                for b in isrs[k & 0xFFFFFFFF]:
+                    members = isr_index.get(b)
+                    if members is None:
+                        members = isr_index[b] = PartitionSet()
+                    chunks = members._chunks
+                    mask = chunks.get(ck, 0)
+                    merged = mask | bits
+                    if merged != mask:
+                        chunks[ck] = merged
+                        members._count += merged.bit_count() - mask.bit_count()
+            pending.clear()
+        topics.partition_count += added
+        added = 0
+        if last is not None:
+            image.offset = last
+            if timestamp_ms:
+                image.last_timestamp_ms = timestamp_ms
+            last = None
+
+    missing = _MISSING
+    last_tb = b""
+    t = None
     it = iter(values)
     offset -= step
-    for buf in it:
-        offset += step
-        blen = len(buf)
-        # Frame v1, PartitionRecord v0/v1, then the same checks as _partition_fast, in place.
-        if blen < 40 or buf[0] != 1 or buf[1] != _PARTITION_RECORD or buf[2] > 1:
+    try:
+        for buf in it:
+            offset += step
+            head = buf[:3]
+            if head == head_v1:
+                shape = v1(buf[23:], missing)
+                if shape is missing:
+                    shape = shape_of(buf[23:], 1)
+            elif head == head_v0:
+                shape = v0(buf[23:], missing)
+                if shape is missing:
+                    shape = shape_of(buf[23:], 0)
+            else:
+                shape = None
+            if shape is not None:
+                tb = buf[7:23]
+                if tb != last_tb:
+                    t = by_id_bytes.get(tb)
+                    last_tb = tb
+                pid = unpack_i32(buf, 3)[0]
+                if t is not None and pid >= 0:
+                    new, isr_id, flags = shape
+                    parts = t.partitions
+                    if pid in parts:  # a replacement: the index must be complete before it
+                        settle()
+                        index(t.key, pid, parts[pid], new)
+                    else:
+                        ck = (t.key << TOPIC_SHIFT) | (pid >> CHUNK_BITS)
+                        k = ck << 32 | isr_id
+                        pending[k] = pending_get(k, 0) | 1 << (pid & CHUNK_LOW)
+                        added += 1
+                        if flags:  # no ELR and no reassignment in this shape
+                            if flags & _LEADERLESS:
+                                topics.leaderless.add(t.key, pid)
+                            if flags & _IMBALANCED:
+                                topics.imbalanced.add(t.key, pid)
+                    parts[pid] = new
+                    last = offset
+                    continue
+            settle()
+            last_tb = b""  # it may add or remove a topic
             slow(image, buf, offset, timestamp_ms)
             if image._undo is not None:  # it began a transaction: journal from here on
                 break
-            continue
-        t = by_id_bytes.get(buf[7:23])
-        n = buf[23] - 1
-        end = 24 + 4 * n
-        if t is None or n < 0 or n > 126 or end >= blen:
-            slow(image, buf, offset, timestamp_ms)
-            if image._undo is not None:  # it began a transaction: journal from here on
-                break
-            continue
-        m = buf[end] - 1
-        pos = end + 1
-        end = pos + 4 * m
-        if m < 0 or m > 126 or end + 14 > blen or buf[end] != 1 or buf[end + 1] != 1:
-            slow(image, buf, offset, timestamp_ms)
-            if image._undo is not None:  # it began a transaction: journal from here on
-                break
-            continue
-        pid = unpack_i32(buf, 3)[0]
-        if pid < 0:
-            slow(image, buf, offset, timestamp_ms)
-            if image._undo is not None:  # it began a transaction: journal from here on
-                break
-            continue
-        replicas = ints(buf[24:24 + 4 * n])
-        isr = ints(buf[pos:end])
-        leader, leader_epoch, partition_epoch = unpack_i32x3(buf, end + 2)
-        pos = end + 14
-        if buf[2] == 1:
-            d = buf[pos] - 1 if pos < blen else -1
-            dend = pos + 1 + 16 * d
-            if d < 0 or d > 126 or (d and d != n) or dend > blen:
-                slow(image, buf, offset, timestamp_ms)
-                continue
-            dirs = uuids(buf[pos + 1:dend]) if d else migrating_dirs(n)
-            pos = dend
-        else:
-            dirs = migrating_dirs(n)
-        if pos + 1 != blen or buf[pos] != 0:  # tagged fields, or a length mismatch
-            slow(image, buf, offset, timestamp_ms)
-            if image._undo is not None:  # it began a transaction: journal from here on
-                break
-            continue
-        new = new_partition(replicas, isr, dirs, leader, leader_epoch, partition_epoch)
-        parts = t.partitions
-        old = parts.get(pid)
-        if old is None:  # TopicsImage._index of a new partition, written out (RF times per record)
-            key = t.key
-            topics.partition_count += 1
-            ck = (key << TOPIC_SHIFT) | (pid >> CHUNK_BITS)
-            bit = 1 << (pid & CHUNK_LOW)
-            for b in isr:
-                members = isr_index.get(b)
-                if members is None:
-                    members = isr_index[b] = PartitionSet()
-                chunks = members._chunks
-                mask = chunks.get(ck, 0)
-                if not mask & bit:
-                    chunks[ck] = mask | bit
-                    members._count += 1
-            # No ELR and no reassignment in this shape (the in-place decode requires both empty).
-            if leader == NO_LEADER:
-                topics.leaderless.add(key, pid)
-            if leader != (replicas[0] if replicas else NO_LEADER):
-                topics.imbalanced.add(key, pid)
-        else:
-            index(t.key, pid, old, new)
-        parts[pid] = new
-        image.offset = offset
-        if timestamp_ms:
-            image.last_timestamp_ms = timestamp_ms
+    finally:
+        settle()
     for buf in it:  # only after a break: the image journals now
         offset += step
         slow(image, buf, offset, timestamp_ms)
