@@ -116,24 +116,43 @@ async def bench_append(directory: Path, total: int) -> None:
     print(f"    from record objects (framing included): {total / t_obj:,.0f} records/s")
 
 
-def bench_replay(total: int) -> None:
+def bench_replay(total: int, directory: Path) -> None:
     from kraftsim.metadata.image import MetadataImage  # type: ignore[attr-defined]
+    from kraftsim.metadata.image.fast_replay import replay_framed, replay_framed_all, replay_snapshot_values
+    from kraftsim.metadata.loader import load_image
 
     items = partition_records(total // 100, 100)
     values = [recs.frame(r, v) for r, v in items]  # type: ignore[arg-type]
-    from kraftsim.metadata.image.fast_replay import replay_framed
 
     image = MetadataImage()
     t0 = time.perf_counter()
     for i, v in enumerate(values):
         replay_framed(image, v, i)
     dt = time.perf_counter() - t0
-    from kraftsim.metadata.image.fast_replay import replay_snapshot_values
+
+    # The log loader's path for a data batch (_replay_bulk): its values at consecutive offsets.
+    image = MetadataImage()
+    t0 = time.perf_counter()
+    for i in range(0, len(values), PER_COMMIT):
+        replay_framed_all(image, values[i:i + PER_COMMIT], i, 1, 1)
+    dt_batches = time.perf_counter() - t0
 
     image = MetadataImage()
     t0 = time.perf_counter()
     replay_snapshot_values(image, values, 1)
     dt_all = time.perf_counter() - t0
+
+    # The whole loader on a log of those records (read, CRC, Batch.values(), replay).
+    log = MetadataLog.open(directory / "replay", LogConfig(linger_ms=0))
+    for i in range(0, len(values), PER_COMMIT):
+        log.append_values(values[i:i + PER_COMMIT], epoch=1, timestamp=1)
+    log.flush_now()
+    t0 = time.perf_counter()
+    loaded, _ = load_image(log, MetadataImage)
+    dt_load = time.perf_counter() - t0
+    assert loaded.topics.partition_count == total  # type: ignore[attr-defined]
+    log.close()
+
     image = MetadataImage()
     t0 = time.perf_counter()
     unframe = recs.unframe
@@ -143,10 +162,12 @@ def bench_replay(total: int) -> None:
         replay(rec, i)
     dt_slow = time.perf_counter() - t0
     n_parts = sum(1 for r, _ in items if type(r).__name__ == "PartitionRecord")
-    print(f"(b) replay of {len(values):,} framed records ({n_parts:,} PartitionRecords): "
-          f"{len(values) / dt:,.0f} records/s as the log loader does it (replay_framed); "
-          f"{len(values) / dt_all:,.0f} records/s in bulk, as a snapshot load does it (replay_snapshot_values); "
-          f"{len(values) / dt_slow:,.0f} records/s through unframe() + replay()")
+    print(f"(b) replay of {len(values):,} framed records ({n_parts:,} PartitionRecords), records/s: "
+          f"{len(values) / dt_batches:,.0f} in batches of {PER_COMMIT:,} as the log loader does it "
+          f"(replay_framed_all); {len(values) / dt_all:,.0f} in bulk as a snapshot load does it "
+          f"(replay_snapshot_values); {len(values) / dt_load:,.0f} through load_image on a log of them "
+          f"(reading and CRC included); {len(values) / dt:,.0f} one by one (replay_framed); "
+          f"{len(values) / dt_slow:,.0f} through unframe() + replay()")
 
 
 def bench_snapshot(directory: Path) -> None:
@@ -195,7 +216,7 @@ def main() -> None:
         if args.only in (None, "a"):
             asyncio.run(bench_append(Path(d), args.records))
         if args.only in (None, "b"):
-            bench_replay(1_000_000)
+            bench_replay(1_000_000, Path(d))
         if args.only in (None, "c"):
             bench_snapshot(Path(d))
 
