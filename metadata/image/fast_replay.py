@@ -30,7 +30,6 @@ _I32x3 = struct.Struct(">iii")
 _PARTITION_RECORD = 3
 _HEAD_V0 = bytes((1, _PARTITION_RECORD, 0))
 _HEAD_V1 = bytes((1, _PARTITION_RECORD, 1))
-_HEAD_TOPIC = bytes((1, 2, 0))  # TopicRecord v0, the only version
 _LEADERLESS = 1
 _IMBALANCED = 2
 _CACHE_MAX = 1 << 17
@@ -157,7 +156,7 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     v0, v1 = _shapes[0].get, _shapes[1].get
     shape_of = _shape
     slow = replay_framed
-    head_v1, head_v0, head_topic = _HEAD_V1, _HEAD_V0, _HEAD_TOPIC
+    head_v1, head_v0 = _HEAD_V1, _HEAD_V0
     pending: dict[int, int] = {}  # (topic chunk << 32 | ISR number) -> bits of new partitions
     pending_get = pending.get
     added = 0  # new partitions not yet counted in topics.partition_count
@@ -234,14 +233,7 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
                     parts[pid] = new
                     last = offset
                     continue
-            if head == head_topic:  # a new topic reads no index: the deferred entries may wait
-                if last is not None:
-                    image.offset = last
-                    if timestamp_ms:
-                        image.last_timestamp_ms = timestamp_ms
-                    last = None
-            else:
-                settle()
+            settle()
             last_tb = b""  # it may add or remove a topic
             slow(image, buf, offset, timestamp_ms)
             if image._undo is not None:  # it began a transaction: journal from here on
