@@ -2,7 +2,7 @@
 created through CreateTopics against a ``kraftsim controller`` process; then the time from a
 restart to an active controller (snapshot + log), and the controller's resident memory.
 
-    .venv/bin/python benchmarks/scale.py [--topics 10000] [--partitions 100]
+    .venv/bin/python benchmarks/scale.py [--topics 10000] [--partitions 100] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -79,10 +79,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--topics", type=int, default=10_000)
     ap.add_argument("--partitions", type=int, default=100)
+    ap.add_argument("--dir", help="an empty directory to build in and keep (to profile restarts by hand: "
+                                  "kraftsim controller DIR/<config>); default: a temporary one")
     args = ap.parse_args()
     total = args.topics * args.partitions
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
+        tmp = Path(args.dir or d)
+        tmp.mkdir(parents=True, exist_ok=True)
         port, http_port = harness.free_port(), harness.free_port()
         cfg = harness.write_config(tmp, port=port, http_port=http_port, **{
             "metadata_max_idle_interval_ms": "500", "broker_session_timeout_ms": "3600000"})

@@ -4,7 +4,9 @@ Loading a snapshot or catching up on a log is dominated by PartitionRecords (a m
 for a large cluster). Building a generic record object per partition and then converting its
 lists into the image's interned tuples does the work twice; here the common shape of a
 PartitionRecord (frame v1, record v0/v1, no removing/adding replicas, no tagged fields) is read
-directly into the image, keying the interned replica and directory tuples by their raw bytes.
+directly into the image. Everything after the partition and topic ids is decoded once per
+distinct byte string into a Partition that all partitions with those bytes share (Partitions
+are never mutated in place; replay replaces them), so a record costs a few dict lookups.
 
 Anything else, including any byte sequence the fast path is unsure about, goes through
 ``unframe()`` and ``MetadataImage.replay``, so errors (DecodeError, ReplayError) are exactly
@@ -170,12 +172,18 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
             isrs = _isr_by_id
             for k, bits in pending.items():
                 ck = k >> 32
+                one = not bits & (bits - 1)  # one partition: the common case when ISRs vary
                 for b in isrs[k & 0xFFFFFFFF]:
                     members = isr_index.get(b)
                     if members is None:
                         members = isr_index[b] = PartitionSet()
                     chunks = members._chunks
                     mask = chunks.get(ck, 0)
+                    if one:
+                        if not mask & bits:
+                            chunks[ck] = mask | bits
+                            members._count += 1
+                        continue
                     merged = mask | bits
                     if merged != mask:
                         chunks[ck] = merged

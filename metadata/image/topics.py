@@ -64,7 +64,9 @@ def _dirs(dirs: list[uuid.UUID] | tuple[uuid.UUID, ...] | None, n: int) -> tuple
 
 @dataclass(slots=True)
 class Partition:
-    """One partition's registration. Lists are shared interned tuples: never mutate them."""
+    """One partition's registration. Lists are shared interned tuples, and the fast replay path
+    shares one Partition between partitions with the same registration (fast_replay.py): never
+    mutate one in place; replay replaces it."""
 
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
