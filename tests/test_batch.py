@@ -699,3 +699,31 @@ def test_kio_written_leader_change_control_batch_decodes_to_the_message() -> Non
     assert raw == encode_control_batch(40, [(ControlRecordType.LEADER_CHANGE, msg)], epoch=9, timestamp=TS)
     (rec,) = read_batch(raw).records()
     assert decode_control_record(rec) == (ControlRecordType.LEADER_CHANGE, msg)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(st.binary(max_size=300), min_size=1, max_size=40), data=st.data())
+def test_values_equal_the_records_values_even_on_corrupt_records(values: list[bytes], data: st.DataObject) -> None:
+    """Batch.values() has a fast path for batches as KRaft writes them; it must give what
+    records() gives, or the same error, whatever the record bytes."""
+    import dataclasses
+
+    batch = read_batch(encode_batch(7, values, epoch=1, timestamp=5))
+    raw = bytearray(batch.raw)
+    if data.draw(st.booleans()):
+        i = data.draw(st.integers(BATCH_OVERHEAD, len(raw) - 1))
+        raw[i] ^= data.draw(st.integers(1, 255))
+    corrupt = dataclasses.replace(batch, raw=bytes(raw))
+
+    def outcome(f):  # type: ignore[no-untyped-def]
+        try:
+            return f()
+        except CorruptBatchError as e:
+            return str(e)
+    assert outcome(corrupt.values) == outcome(lambda: [r.value for r in corrupt.records()])
+
+
+def test_values_of_a_big_batch_use_two_and_three_byte_offset_deltas() -> None:
+    values = [bytes([i % 251]) * (i % 200) for i in range(10_000)]
+    batch = read_batch(encode_batch(0, values, epoch=1, timestamp=5))
+    assert batch.values() == values == [r.value for r in batch.records()]
