@@ -113,7 +113,7 @@ class ClusterControlManager:
             Route(ApiKey.BROKER_REGISTRATION, "processBrokerRegistration", self.register_broker,
                   cluster_operation=AclOperation.CLUSTER_ACTION),
             Route(ApiKey.BROKER_HEARTBEAT, "processBrokerHeartbeat", self.heartbeat,
-                  timeout_ms=lambda _: half_interval, on_timeout=self._heartbeat_timed_out,
+                  timeout_ms=half_interval, on_timeout=self._heartbeat_timed_out,
                   cluster_operation=AclOperation.CLUSTER_ACTION,
                   mutating=False),  # every 2 s per broker: the broker's own lifecycle, not an audit event
             # ControllerApis.handleUnregisterBroker sets the error code only; ErrorMessage keeps its
