@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from kraftsim.controller.authorizer import AclOperation
@@ -53,7 +52,7 @@ from kraftsim.controller.heartbeats import (
     BrokerHeartbeatManager,
 )
 from kraftsim.controller.partition_change import Election, PartitionChangeBuilder
-from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
+from kraftsim.controller.result import ApiError, ControllerResult, HeartbeatResult, RecordAndVersion
 from kraftsim.controller.routes import Route
 from kraftsim.metadata import directories, versions
 from kraftsim.metadata.image.configs import BROKER, TOPIC
@@ -81,14 +80,6 @@ IN_CONTROLLED_SHUTDOWN: Final = 1
 
 
 UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
-
-
-@dataclass(slots=True)
-class HeartbeatResult(ControllerResult[Any]):
-    """A heartbeat's result. ``after_append`` is set only when the broker is (still) in
-    controlled shutdown: the core calls it with the last offset once the records are appended."""
-
-    after_append: Callable[[int], None] | None = None
 
 
 class ClusterControlManager:
