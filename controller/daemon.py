@@ -13,6 +13,7 @@ import signal
 import sys
 from dataclasses import dataclass
 
+from kraftsim import build_description
 from kraftsim.controller.apis import ControllerApis
 from kraftsim.controller.authorizer import AllowAll
 from kraftsim.controller.config import Config
@@ -102,8 +103,8 @@ async def start(config: Config, clock: Clock | None = None) -> RunningController
         await server.stop()
         await controller.stop()
         raise StartupError(f"cannot listen: {e.strerror or e}") from e
-    log.info("kraftsim controller %d is serving %s on %s:%d and HTTP on %s:%d", config.node_id, name, host,
-             server.port, hhost, hport)
+    log.info("kraftsim controller %d is serving %s on %s:%d and HTTP on %s:%d (%s)", config.node_id, name, host,
+             server.port, hhost, hport, build_description())
     return RunningController(controller, server, http)
 
 
