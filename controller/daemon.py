@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from kraftsim.controller.apis import ControllerApis
 from kraftsim.controller.authorizer import AllowAll
 from kraftsim.controller.config import Config
+from kraftsim.controller.gc_tuning import tune_collector
 from kraftsim.controller.http import start_http
 from kraftsim.controller.quorum import QuorumController
 from kraftsim.metadata.files import StorageError
@@ -109,6 +110,7 @@ async def start(config: Config, clock: Clock | None = None) -> RunningController
 
 async def run(config: Config) -> int:
     running = await start(config)
+    tune_collector()  # this process's heap is the image from now on
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
