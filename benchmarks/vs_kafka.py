@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -178,6 +179,7 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=5.0, help="seconds idle before the idle RSS")
     ap.add_argument("--kafka-heap", default="1G", help="Kafka's -Xmx/-Xms (kafka-server-start.sh: 1G)")
     args = ap.parse_args()
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start", flush=True)
     with tempfile.TemporaryDirectory() as d:
         results = []
         for node in controller_pair(Path(d), CONFIG, args.kafka_heap):
