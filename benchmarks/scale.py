@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import tempfile
@@ -80,6 +81,7 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=10_000)
     ap.add_argument("--partitions", type=int, default=100)
     args = ap.parse_args()
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start", flush=True)
     total = args.topics * args.partitions
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

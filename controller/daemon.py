@@ -17,6 +17,7 @@ from kraftsim import build_description
 from kraftsim.controller.apis import ControllerApis
 from kraftsim.controller.authorizer import AllowAll
 from kraftsim.controller.config import Config
+from kraftsim.controller.gc_tuning import tune_collector
 from kraftsim.controller.http import start_http
 from kraftsim.controller.quorum import QuorumController
 from kraftsim.metadata.files import StorageError
@@ -110,6 +111,7 @@ async def start(config: Config, clock: Clock | None = None) -> RunningController
 
 async def run(config: Config) -> int:
     running = await start(config)
+    tune_collector()  # this process's heap is the image from now on
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
