@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DATA := kraft-data
 CONFIG := deploy/controller.properties
 
-.PHONY: run run-migration test test-fast lint bench image dist clean kafka
+.PHONY: run run-migration test test-fast test-compiled compiled lint bench image dist clean kafka
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,28 @@ test: $(VENV)/.installed lint
 	./.ci/install-system-deps
 	$(PY) -m tests.kafka.provision --if-possible
 	$(PY) -m pytest -q
+	$(MAKE) --no-print-directory test-compiled
+
+# The optional mypyc build of the hot modules (kraftsim.COMPILED_MODULES; README "Compiled
+# build"): a copy of the package in build/compiled/ with those modules compiled, never beside
+# the sources (a .so next to its .py would shadow it in the pure install). Run it with
+# PYTHONPATH=build/compiled. Without a C compiler (or Python's headers, or mypyc) the copy stays
+# pure Python and one line says so.
+compiled: $(VENV)/.installed
+	./.ci/build-compiled $(PY) build/compiled
+
+# The compiled modules' tests again, on the compiled build: CI tests both builds. The pytest
+# script, not `python -m` (which would put the checkout's pure sources first on sys.path); the
+# conftest stops the run if the compiled modules are not the ones imported.
+COMPILED_TESTS := tests/test_build.py tests/test_batch.py tests/test_image.py tests/test_image_fast_replay.py \
+	tests/test_image_journal.py tests/test_image_property.py tests/test_image_versions.py \
+	tests/test_codec_vectors.py tests/test_log.py tests/test_loader_and_events.py
+test-compiled: compiled
+	@if [ -f build/compiled/.compiled ]; then \
+	    echo "the compiled build: $(COMPILED_TESTS)"; \
+	    KRAFTSIM_EXPECT_COMPILED=1 PYTHONPATH=build/compiled $(VENV)/bin/pytest -q -p no:cacheprovider \
+	        --import-mode=append $(COMPILED_TESTS); \
+	else echo "kraftsim: no compiled build here; its tests ran on pure Python only"; fi
 
 # Apache Kafka 3.9 for the tests, by its Maven coordinates (tests/kafka/pom.xml), into the
 # git-ignored .cache/kafka-<version>/; a second run finds it there and does nothing.

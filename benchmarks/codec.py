@@ -9,6 +9,7 @@ Each figure is the best of 7 timing runs, in µs per frame.
 from __future__ import annotations
 
 import io
+import os
 import sys
 import timeit
 import uuid
@@ -112,6 +113,7 @@ def kafka_python(api_key: int, version: int, value: dict[str, Any]) -> tuple[flo
 def main() -> None:
     rows = [("BrokerHeartbeat v1", heartbeat()), ("BrokerRegistration v3", registration()),
             ("CreateTopics v7, 100 topics", create_topics())]
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start", flush=True)
     print("| frame (with header) | op | kraftsim µs | kio 0.5.0 µs | kafka-python µs | vs kio | vs kafka-python |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for label, (key, version, value) in rows:

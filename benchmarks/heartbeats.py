@@ -226,6 +226,8 @@ def handler_only() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--py-spy", metavar="FILE", help="sample the controller with py-spy (installed by hand) during "
+                    "the pipelined run and write its top functions to FILE")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -239,7 +241,15 @@ def main() -> None:
             harness.wait_http(http_port)
             assert echo.stdout is not None and echo.stdout.readline().strip() == "ready"
             hb_frames = asyncio.run(setup_brokers(port, cid))
+            spy = None
+            if args.py_spy:
+                spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(ctl.pid),
+                                        "--format", "raw", "--output", args.py_spy, "--rate", "500",
+                                        "--duration", str(int(args.seconds) + 1), "--nonblocking"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             rate, sample, cpu_us = asyncio.run(drive(port, hb_frames, args.seconds, ctl.pid))
+            if spy is not None:
+                spy.wait()
             assert sample is not None
             _, resp = frames.decode_response(sample, ApiKey.BROKER_HEARTBEAT, 1)
             assert resp.error_code == 0 and resp.is_fenced is False, resp

@@ -212,6 +212,7 @@ def main() -> None:
     ap.add_argument("--dir", help="where to write (default: a temporary directory)")
     ap.add_argument("--records", type=int, default=500_000)
     args = ap.parse_args()
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start", flush=True)
     with tempfile.TemporaryDirectory(dir=args.dir) as d:
         if args.only in (None, "a"):
             asyncio.run(bench_append(Path(d), args.records))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import tempfile
@@ -82,6 +83,7 @@ def main() -> None:
     ap.add_argument("--dir", help="an empty directory to build in and keep (to profile restarts by hand: "
                                   "kraftsim controller DIR/<config>); default: a temporary one")
     args = ap.parse_args()
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start", flush=True)
     total = args.topics * args.partitions
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(args.dir or d)

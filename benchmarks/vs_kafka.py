@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -161,8 +162,10 @@ def measure(node: Node, partitions: int, seconds: float, idle_s: float) -> Resul
     res.figures[f"RSS with {partitions:,} partitions (MiB)"] = rss_mib(node.proc.pid)
     host, port = node.bootstrap.rsplit(":", 1)
     frames = asyncio.run(heartbeats.setup_brokers(int(port), node.cluster_id))
-    rate, _ = asyncio.run(heartbeats.drive(int(port), frames, seconds))
+    rate, _, cpu_us = asyncio.run(heartbeats.drive(int(port), frames, seconds, node.proc.pid))
     res.figures["heartbeats/s (200 brokers, 4 x 16 in flight)"] = rate
+    assert cpu_us is not None
+    res.figures["controller CPU per heartbeat (µs)"] = cpu_us
     node.stop(timeout=120)
     res.figures["restart to active on that log (s)"] = start_timed(node)
     node.stop(timeout=120)
@@ -176,6 +179,7 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=5.0, help="seconds idle before the idle RSS")
     ap.add_argument("--kafka-heap", default="1G", help="Kafka's -Xmx/-Xms (kafka-server-start.sh: 1G)")
     args = ap.parse_args()
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start", flush=True)
     with tempfile.TemporaryDirectory() as d:
         results = []
         for node in controller_pair(Path(d), CONFIG, args.kafka_heap):
@@ -191,9 +195,10 @@ def main() -> None:
     for key, a in ours.figures.items():
         b = theirs.figures[key]
         higher_is_better = key.startswith("heartbeats")
+        timed = "(s)" in key or "(µs)" in key or higher_is_better
         ratio = a / b if higher_is_better else b / a
-        verdict = f"{ratio:.1f}x {'faster' if '(s)' in key or higher_is_better else 'less'}" if ratio >= 1 \
-            else f"{1 / ratio:.1f}x {'slower' if '(s)' in key or higher_is_better else 'more'}"
+        verdict = f"{ratio:.1f}x {'faster' if timed else 'less'}" if ratio >= 1 \
+            else f"{1 / ratio:.1f}x {'slower' if timed else 'more'}"
         print(f"| {key} | {a:,.1f} | {b:,.1f} | {verdict} |")
 
 

@@ -75,11 +75,13 @@ class ControllerApis:
         """The dispatcher handler for one route. Built once per route, with what it needs bound
         as locals: this is the heartbeat hot path."""
         c = self.controller
-        queue, clock = c.queue, c.clock
+        queue = c.queue
         call, run_request, await_nested = queue.call, c.run_request, c.await_nested
         run, event, error = route.handler, route.event, route.error
         gated = event not in RUNS_IN_PREMIGRATION
         timeout_ms, on_timeout = route.timeout_ms, route.on_timeout
+        fixed_timeout = timeout_ms if isinstance(timeout_ms, int) else None
+        timeout_of = None if fixed_timeout is not None else timeout_ms
         operation = route.cluster_operation
 
         def handle(ctx: RequestContext, request: Message) -> Any:
@@ -88,7 +90,7 @@ class ControllerApis:
                     authorizer = c.ctx.authorizer
                     if authorizer.__class__ is not AllowAll:  # AllowAll allows everything
                         authorize_cluster(authorizer, ctx, operation)
-                t = None if timeout_ms is None else timeout_ms(request)
+                t = fixed_timeout if timeout_of is None else timeout_of(request)  # type: ignore[operator]
                 if t is not None and t <= 0:
                     # Kafka's queue finds such a deadline already passed, even when idle.
                     queue.expired(event)
@@ -97,11 +99,7 @@ class ControllerApis:
                     raise EventTimeoutError(f"{event} timed out in the controller queue")
                 # One event on the queue (QuorumController.submit, without a closure): run inline
                 # when the queue is idle (then it cannot time out), else queued with its deadline.
-                if t is None or queue.idle:
-                    r = call(event, run_request, (run, request, ctx, gated))
-                else:
-                    r = call(event, run_request, (run, request, ctx, gated), clock.monotonic_ms() + t,
-                             None if on_timeout is None else lambda: on_timeout(request))
+                r = call(event, run_request, (run, request, ctx, gated), t, on_timeout, request)
                 if r.__class__ is asyncio.Future:
                     r = await_nested(r)
             except BaseException as e:  # noqa: BLE001 - mapped to Kafka errors

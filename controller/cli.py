@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 
 class UsageError(Exception):
@@ -89,11 +90,23 @@ def _log_repair(args: argparse.Namespace) -> int:
     return 0
 
 
+class _VersionAction(argparse._VersionAction):
+    """``--version`` with the build (pure Python or mypyc-compiled): worked out only when asked,
+    as it imports the hot modules."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from kraftsim import build_description
+
+        self.version = f"{self.version} ({build_description()})"
+        super().__call__(parser, namespace, values, option_string)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from kraftsim import __version__
 
     p = _Parser(prog="kraftsim", description="A simulated Apache Kafka 3.9 KRaft controller")
-    p.add_argument("--version", action="version", version=__version__)
+    p.add_argument("--version", action=_VersionAction, version=__version__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("random-uuid", help="print a new base64 cluster id")
     r.set_defaults(func=_random_uuid)

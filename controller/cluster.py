@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from kraftsim.controller.authorizer import AclOperation
@@ -53,7 +52,7 @@ from kraftsim.controller.heartbeats import (
     BrokerHeartbeatManager,
 )
 from kraftsim.controller.partition_change import Election, PartitionChangeBuilder
-from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
+from kraftsim.controller.result import ApiError, ControllerResult, HeartbeatResult, RecordAndVersion
 from kraftsim.controller.routes import Route
 from kraftsim.metadata import directories, versions
 from kraftsim.metadata.image.configs import BROKER, TOPIC
@@ -83,14 +82,6 @@ IN_CONTROLLED_SHUTDOWN: Final = 1
 UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
 
 
-@dataclass(slots=True)
-class HeartbeatResult(ControllerResult[Any]):
-    """A heartbeat's result. ``after_append`` is set only when the broker is (still) in
-    controlled shutdown: the core calls it with the last offset once the records are appended."""
-
-    after_append: Callable[[int], None] | None = None
-
-
 class ClusterControlManager:
     """Registrations and the broker lifecycle on the active controller. See the module doc."""
 
@@ -113,7 +104,7 @@ class ClusterControlManager:
             Route(ApiKey.BROKER_REGISTRATION, "processBrokerRegistration", self.register_broker,
                   cluster_operation=AclOperation.CLUSTER_ACTION),
             Route(ApiKey.BROKER_HEARTBEAT, "processBrokerHeartbeat", self.heartbeat,
-                  timeout_ms=lambda _: half_interval, on_timeout=self._heartbeat_timed_out,
+                  timeout_ms=half_interval, on_timeout=self._heartbeat_timed_out,
                   cluster_operation=AclOperation.CLUSTER_ACTION,
                   mutating=False),  # every 2 s per broker: the broker's own lifecycle, not an audit event
             # ControllerApis.handleUnregisterBroker sets the error code only; ErrorMessage keeps its

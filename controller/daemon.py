@@ -13,9 +13,11 @@ import signal
 import sys
 from dataclasses import dataclass
 
+from kraftsim import build_description
 from kraftsim.controller.apis import ControllerApis
 from kraftsim.controller.authorizer import AllowAll
 from kraftsim.controller.config import Config
+from kraftsim.controller.gc_tuning import tune_collector
 from kraftsim.controller.http import start_http
 from kraftsim.controller.quorum import QuorumController
 from kraftsim.metadata.files import StorageError
@@ -102,13 +104,14 @@ async def start(config: Config, clock: Clock | None = None) -> RunningController
         await server.stop()
         await controller.stop()
         raise StartupError(f"cannot listen: {e.strerror or e}") from e
-    log.info("kraftsim controller %d is serving %s on %s:%d and HTTP on %s:%d", config.node_id, name, host,
-             server.port, hhost, hport)
+    log.info("kraftsim controller %d is serving %s on %s:%d and HTTP on %s:%d (%s)", config.node_id, name, host,
+             server.port, hhost, hport, build_description())
     return RunningController(controller, server, http)
 
 
 async def run(config: Config) -> int:
     running = await start(config)
+    tune_collector()  # this process's heap is the image from now on
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

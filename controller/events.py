@@ -92,12 +92,16 @@ class EventQueue:
         self._schedule()
         return fut
 
-    def call(self, name: str, run: Callable[..., T], args: tuple[Any, ...], deadline_ms: int | None = None,
-             on_timeout: Callable[[], None] | None = None) -> T | asyncio.Future[T]:
+    def call(self, name: str, run: Callable[..., T], args: tuple[Any, ...], timeout_ms: int | None = None,
+             on_timeout: Callable[[Any], None] | None = None, timeout_arg: Any = None) -> T | asyncio.Future[T]:
         """``submit(name, lambda: run(*args), ...)`` without building the lambda when the event
-        runs inline (the request path: most heartbeats)."""
+        runs inline (the request path: most heartbeats). ``timeout_ms`` is relative: it becomes
+        a deadline, and ``on_timeout(timeout_arg)`` its callback, only when the event has to
+        wait (inline, it cannot time out)."""
         if self._queue or self._running or self._paused or self.closed:
-            return self.submit(name, lambda: run(*args), deadline_ms, on_timeout)
+            deadline = None if timeout_ms is None else self.clock.monotonic_ms() + timeout_ms
+            told = None if on_timeout is None else lambda: on_timeout(timeout_arg)
+            return self.submit(name, lambda: run(*args), deadline, told)
         now = self._now
         t0 = now()
         self.queue_time.zeros += 1  # ran at once: no queue time

@@ -591,13 +591,17 @@ class _Placement:
         """PartitionRecords for partitions start, start+1, ...: leader the first ISR member,
         epochs 0, RECOVERED, each replica in its broker's default directory."""
         dirs, default_dir = self._dirs, self.image.cluster.default_dir
+        with_dirs, elr, version, append = self._with_dirs, self._elr, self._version, records.append
         for pid, (replicas, isr) in enumerate(parts, start):
             rec = PartitionRecord(partition_id=pid, topic_id=topic_id, replicas=replicas, isr=isr,
                                   removing_replicas=[], adding_replicas=[], leader=isr[0],
                                   leader_recovery_state=RECOVERED, leader_epoch=0, partition_epoch=0)
-            if self._with_dirs:
-                rec.directories = [dirs[b] if b in dirs else default_dir(b) for b in replicas]
-            if self._elr:
+            if with_dirs:
+                try:
+                    rec.directories = [dirs[b] for b in replicas]
+                except KeyError:
+                    rec.directories = [dirs[b] if b in dirs else default_dir(b) for b in replicas]
+            if elr:
                 rec.eligible_leader_replicas = []
                 rec.last_known_elr = []
-            records.append((rec, self._version))
+            append((rec, version))

@@ -7,8 +7,9 @@ Handlers never mutate state: they read the image and return a :class:`Controller
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
@@ -22,6 +23,16 @@ class ControllerResult(Generic[T]):
     records: list[RecordAndVersion] = field(default_factory=list)
     response: T | None = None
     atomic: bool = True  # all records in one batch (Kafka: at most 10,000 records)
+
+
+# Here rather than in controller/cluster.py, which the optional mypyc build compiles: a compiled
+# module cannot define a slotted dataclass, and this one must stay a plain ControllerResult.
+@dataclass(slots=True)
+class HeartbeatResult(ControllerResult[Any]):
+    """A heartbeat's result. ``after_append`` is set only when the broker is (still) in
+    controlled shutdown: the core calls it with the last offset once the records are appended."""
+
+    after_append: Callable[[int], None] | None = None
 
 
 class ApiError(Exception):

@@ -29,9 +29,10 @@ class Route:
     api_key: ApiKey
     event: str  # the event's name on the controller queue (Kafka's, for its logs and metrics)
     handler: Callable[[Any, RequestContext], ControllerResult[Any]]
-    # A deadline in the queue, from the request (CreateTopics' TimeoutMs) or fixed; past it the
-    # request fails with REQUEST_TIMED_OUT and ``on_timeout`` (if any) is told.
-    timeout_ms: Callable[[Any], int | None] | None = None
+    # A deadline in the queue, from the request (CreateTopics' TimeoutMs) or fixed (an int: no
+    # call per request); past it the request fails with REQUEST_TIMED_OUT and ``on_timeout``
+    # (if any) is told.
+    timeout_ms: Callable[[Any], int | None] | int | None = None
     on_timeout: Callable[[Any], None] | None = None
     error: ErrorBuilder = error_response
     # Requests that may change the cluster get one line on the audit log (``audit.py``); reads

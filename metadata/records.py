@@ -13,8 +13,8 @@ from typing import Any
 
 from kraftsim.metadata.record_types import SCHEMA_NAMES
 from kraftsim.rpc import _runtime, registry
-from kraftsim.rpc.errors import DecodeError
-from kraftsim.rpc.message import DECODE_FAILURES, Message
+from kraftsim.rpc.errors import CodecError, DecodeError, EncodeError
+from kraftsim.rpc.message import DECODE_FAILURES, ENCODE_FAILURES, Message
 
 SCHEMAS = Path(__file__).with_name("schemas")
 FRAME_VERSION = 1
@@ -50,9 +50,46 @@ def data_class(name: str) -> Any:
 
 def frame(record: Message, version: int | None = None) -> bytes:
     """The framed value of a metadata record, as written into a log record's value."""
+    if version is not None:
+        framers = _FRAMERS.get(record.__class__)
+        if framers is not None and version < len(framers):
+            framer = framers[version]
+            if framer is not None:
+                head, enc = framer
+                out = bytearray(head)
+                try:
+                    enc(record, out)
+                except CodecError:
+                    raise
+                except ENCODE_FAILURES as e:
+                    raise EncodeError(f"{type(record).__name__} v{version}: {e}") from e
+                return bytes(out)
     out = bytearray()
     frame_into(out, record, version)
+    if version is not None:
+        _learn_framer(record, version, out)
     return bytes(out)
+
+
+# class -> by version: (the frame's header bytes, that version's encoder). The write path frames
+# 10,000 records a commit; this skips frame_into's and encode_into's calls and checks after a
+# (class, version) was framed once through them.
+_FRAMERS: dict[type, list[tuple[bytes, Any] | None]] = {}
+
+
+def _learn_framer(record: Message, version: int, framed: bytearray) -> None:
+    encoders = record._encoders
+    api_key = record.api_key()
+    if api_key is None or not (0 <= version < len(encoders)) or encoders[version] is None:
+        return
+    head = bytearray([FRAME_VERSION])
+    _runtime.write_uvarint(head, api_key)
+    _runtime.write_uvarint(head, version)
+    if not framed.startswith(head):
+        return
+    framers = _FRAMERS.setdefault(record.__class__, [])
+    framers.extend([None] * (version + 1 - len(framers)))
+    framers[version] = (bytes(head), encoders[version])
 
 
 def frame_into(out: bytearray, record: Message, version: int | None = None) -> None:

@@ -40,6 +40,7 @@ MAX_IN_FLIGHT = 64
 # sent waits, unread past what is buffered, until the next turn of the event loop).
 FRAMES_PER_TURN = 16
 _HEAD = struct.Struct(">hhi")
+_API_VERSIONS = int(ApiKey.API_VERSIONS)  # a plain int: compared for every request
 
 
 def send_slice(transport: asyncio.Transport, s: FileSlice) -> None:
@@ -191,7 +192,7 @@ class Connection(asyncio.Protocol):
             return
         api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
         server = self.server
-        if api_key == ApiKey.API_VERSIONS:
+        if api_key == _API_VERSIONS:
             self._api_versions(frame, version, correlation_id)
             return
         hit = server.routes_cache.get((api_key << 16) | version)
@@ -232,7 +233,11 @@ class Connection(asyncio.Protocol):
             log.error("cannot encode response for api key %d v%d: %s", api_key, version, e)
             self.close("response encoding failed")
             return
-        self._send(data)
+        out = self._out
+        if out is not None and not self.pending and not self.closed:
+            out.append(data)  # _send's common case, inline: answered within this turn
+        else:
+            self._send(data)
 
     def _failure(self, api_key: int, version: int, e: BaseException) -> Message | None:
         """UNKNOWN_SERVER_ERROR where the response has a top-level error code, else close.

@@ -24,6 +24,15 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # `make test` runs the compiled modules' tests a second time on the mypyc build (PYTHONPATH
+    # pointing at it, KRAFTSIM_EXPECT_COMPILED=1): stop at once if the checkout's pure sources
+    # were imported instead, or the run would prove nothing about the compiled build.
+    if os.environ.get("KRAFTSIM_EXPECT_COMPILED") == "1":
+        import kraftsim
+
+        missing = set(kraftsim.COMPILED_MODULES) - set(kraftsim.compiled_modules())
+        if missing:
+            pytest.exit(f"KRAFTSIM_EXPECT_COMPILED=1 but these run as pure Python: {sorted(missing)}", returncode=3)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(hard, 8192)
     if soft < want:

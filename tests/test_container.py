@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kraftsim import __version__
+from kraftsim import __version__, build_description
 from kraftsim.controller.container import DEFAULT_CLUSTER_ID, properties_from_env, property_name, render
 from kraftsim.metadata.files import parse_java_properties
 from kraftsim.rpc.uuids import random_uuid, to_str
@@ -193,7 +193,7 @@ def test_entrypoint_takes_assignments_and_runs_other_commands(tmp_path: Path) ->
     assert (r.returncode, r.stdout) == (0, "hello world\n"), r.stderr
     r = subprocess.run([str(ENTRYPOINT), "kraftsim", "--version"], env=env, capture_output=True, text=True,
                        timeout=30)
-    assert (r.returncode, r.stdout.strip()) == (0, __version__), r.stderr
+    assert (r.returncode, r.stdout.strip()) == (0, f"{__version__} ({build_description()})"), r.stderr
     assert not (tmp_path / "config").exists()  # no setup, no format for a one-off command
 
 

@@ -59,7 +59,7 @@ def _wait(predicate: Callable[[], bool], what: str, timeout: float = 120) -> Non
 
 
 def test_image_runs_formats_once_and_stops_cleanly(image: str) -> None:
-    assert _docker("run", "--rm", image, "kraftsim", "--version") == __version__
+    assert _docker("run", "--rm", image, "kraftsim", "--version") == f"{__version__} (pure Python)"
     assert _docker("run", "--rm", "--entrypoint", "id", image, "-u") != "0"
     volume = _docker("volume", "create")
     env = ["-e", "CLUSTER_ID=MkU3OEVBNTcwNTJENDM2Qg", "-e", "KAFKA_NODE_ID=3000",

@@ -5,8 +5,10 @@ needs the controller to take Envelope."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,9 +190,16 @@ async def test_one_listener_per_broker(tmp_path: Path, kraftsim_fleet: tuple[Kra
         for port in ports:
             client = await connect(port)
             try:
-                r: Any = await client.request(MetadataRequest(topics=[]), 12)
-                by_id = {b.node_id: (b.port, b.rack) for b in r.brokers}
-                assert {i: by_id[i] for i in (101, 102, 103)} == dict(zip((101, 102, 103),
+                # The fleet's own observer may be a fetch behind the view above: poll until its
+                # image lists the three unfenced brokers, then check what it says of them.
+                deadline = time.monotonic() + 30
+                while True:
+                    r: Any = await client.request(MetadataRequest(topics=[]), 12)
+                    by_id = {b.node_id: (b.port, b.rack) for b in r.brokers}
+                    if all(i in by_id for i in (101, 102, 103)) or time.monotonic() > deadline:
+                        break
+                    await asyncio.sleep(0.05)  # the pace of a poll that asserts at its deadline
+                assert {i: by_id.get(i) for i in (101, 102, 103)} == dict(zip((101, 102, 103),
                                                                       zip(ports, ["r1", "r2", "r1"], strict=True),
                                                                       strict=True))
             finally:

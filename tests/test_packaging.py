@@ -82,7 +82,7 @@ def test_build_then_run_the_wheel_in_a_clean_venv(tmp_path: Path) -> None:
     _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
     bin_ = venv / "bin"
     _run(bin_ / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", wheel, cwd=tmp_path)
-    assert _run(bin_ / "kraftsim", "--version", cwd=tmp_path).stdout.strip() == __version__
+    assert _run(bin_ / "kraftsim", "--version", cwd=tmp_path).stdout.strip() == f"{__version__} (pure Python)"
     where = _run(bin_ / "python", "-c", "import kraftsim; print(kraftsim.__file__)", cwd=tmp_path).stdout.strip()
     assert Path(where).is_relative_to(venv), where  # the installed copy, not this checkout
 

@@ -146,7 +146,7 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     A journaling image (one Start per record; also from a record that begins a transaction
     on) and every value the in-place decode is unsure about go through ``replay_framed``, so
     errors and the resulting state are the same."""
-    if image._undo is not None:
+    if image.journaling:  # not `image._undo is not None`: mypy would narrow _undo to None below, and mypyc trusts it
         for value in values:
             replay_framed(image, value, offset, timestamp_ms)
             offset += step

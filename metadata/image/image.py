@@ -23,6 +23,7 @@ exactly what a snapshot round trip cannot or need not preserve.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,8 @@ from kraftsim.metadata.image.journal import Entry, Start, apply_entries, kind_of
 from kraftsim.metadata.record_types import RecordType
 from kraftsim.metadata.records import type_name
 from kraftsim.rpc.message import Message
+
+_start_offset = operator.attrgetter("offset")
 
 Handler = Callable[["MetadataImage", Message, int], None]
 
@@ -135,9 +138,7 @@ class MetadataImage:
         if self.transaction.open:
             limit = min(limit, self.transaction.start_offset - 1)
         starts = self._starts
-        n = 0
-        while n < len(starts) and starts[n].offset <= limit:
-            n += 1
+        n = bisect.bisect_right(starts, limit, key=_start_offset)  # a commit covers 10,000 records
         if n:
             cut = (starts[n].index if n < len(starts) else self._base + len(undo)) - self._base
             del undo[:cut]
