@@ -162,7 +162,7 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     pending: dict[int, int] = {}  # (topic chunk << 32 | ISR number) -> bits of new partitions
     pending_get = pending.get
     added = 0  # new partitions not yet counted in topics.partition_count
-    last = None  # the offset of the last record applied here and not yet settled
+    last: int | None = None  # the offset of the last record applied here and not yet settled
 
     def settle() -> None:
         """Write what the loop deferred: the ISR index, the partition count, the offset."""
