@@ -43,19 +43,13 @@ def child(root: str, records: int) -> dict[str, object]:
     assert kraftsim.__file__ and kraftsim.__file__.startswith(root), kraftsim.__file__
     compiled = kraftsim.compiled_modules()
     import asyncio
-    import tempfile
 
     import heartbeat_path
-    import heartbeats
     import log as log_bench
 
-    from kraftsim.controller.config import load
-    from kraftsim.controller.daemon import start
     from kraftsim.metadata import records as recs
     from kraftsim.metadata.image import MetadataImage  # type: ignore[attr-defined]
     from kraftsim.metadata.image.fast_replay import replay_framed, replay_snapshot_values
-    from kraftsim.rpc.server import Connection
-    from tests import harness
 
     out: dict[str, object] = {"compiled": compiled}
     values = [recs.frame(r, v) for r, v in log_bench.partition_records(records // 100, 100)]  # type: ignore[arg-type]
@@ -72,31 +66,14 @@ def child(root: str, records: int) -> dict[str, object]:
     out["replay_snapshot_values"] = _best(bulk, 3) / len(values) * 1e6
 
     async def heartbeat_path_us() -> float:
-        with tempfile.TemporaryDirectory() as d:
-            port = harness.free_port()
-            cfg = harness.write_config(Path(d), port=port, http_port=harness.free_port(),
-                                       metadata_max_idle_interval_ms="500", broker_session_timeout_ms="600000")
-            cid = harness.format_dir(cfg)
-            running = await start(load(cfg, []))
-            try:
-                deadline = time.monotonic() + 30
-                while not running.controller.active:
-                    assert time.monotonic() < deadline, "the controller did not become active"
-                    await asyncio.sleep(0.05)
-                hb_frames = await heartbeats.setup_brokers(port, cid)
-                conn = Connection(running.server)
-                conn.connection_made(heartbeat_path.NullTransport())  # type: ignore[arg-type]
-                chunks = [b"".join(hb_frames[i:i + 16]) for i in range(0, len(hb_frames), 16)]
+        async with heartbeat_path.fed_connection() as (conn, _, chunks, per_round):
+            def run() -> None:
+                for _ in range(100):
+                    for c in chunks:
+                        conn.data_received(c)
 
-                def run() -> None:
-                    for _ in range(100):
-                        for c in chunks:
-                            conn.data_received(c)
-
-                run()
-                return _best(run, 7) / (100 * len(hb_frames)) * 1e6
-            finally:
-                await running.stop()
+            run()
+            return _best(run, 7) / (100 * per_round) * 1e6
 
     out["heartbeat_path"] = asyncio.run(heartbeat_path_us())
     return out
