@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
+from kraftsim.metadata.image.fast_replay import replay_with_value
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.records import frame
 from kraftsim.rpc.clock import Clock
@@ -82,11 +83,10 @@ class WritePath:
         base = self.appender.end_offset
         now = self.clock.wall_ms()
         image.mark(before)  # revertible until committed
-        replay = image.replay
         i = 0
         try:
             for i, (record, _) in enumerate(records):  # noqa: B007 - i names the failing record
-                replay(record, base + i, now)
+                replay_with_value(image, record, values[i], base + i, now)
         except Exception as e:  # noqa: BLE001 - any refusal is the same fault
             image.revert_to(before)
             raise ReplayFailedError(base + i, e) from e

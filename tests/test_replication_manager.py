@@ -469,3 +469,33 @@ def test_delete_results_are_shuffled() -> None:
     assert [r.name for r in res.response.responses] != names
     for v in (1, 5, 6):
         assert res.response.encode(v)
+
+
+def test_the_write_path_image_equals_the_image_replayed_from_its_log() -> None:
+    """The write path replays a plain PartitionRecord from the bytes it has just framed, anything
+    else from the record object: what it builds must be what the loader builds from the log
+    (bytes) and what replaying the log's records as objects builds; and a revert takes it back."""
+    from kraftsim.metadata.image import MetadataImage
+    from kraftsim.metadata.loader import load_image
+
+    c = Cluster([1, 2, 3, 4], fenced=[4], racks={1: "a", 2: "b", 3: "a", 4: "b"})
+    c.apply(c.create(topic("a", 6, 3), topic("b", 3, 2, configs={"cleanup.policy": "compact"})))
+    c.apply(c.create(topic("m", -1, -1, assignments={0: [4, 1], 1: [2, 3]})))  # 4 is fenced: led by 1, imbalanced
+    t = c.image.topics
+    assert t.partition_count == 11 and len(set(t.imbalanced)) == 1
+    for legacy in (False, True):
+        loaded, _ = load_image(c.mlog, MetadataImage, legacy=legacy)
+        assert list(loaded.records()) == list(c.image.records())
+        o = loaded.topics
+        assert o.partition_count == t.partition_count
+        assert set(o.leaderless) == set(t.leaderless) and set(o.imbalanced) == set(t.imbalanced)
+        assert {b: set(m) for b, m in o.isr_index.items()} == {b: set(m) for b, m in t.isr_index.items()}
+
+    before, isr_before = list(c.image.records()), {b: set(m) for b, m in t.isr_index.items()}
+    mark = c.image.offset
+    c.image.mark(mark)
+    c.writer.append(c.create(topic("gone", 2, 2)))
+    assert t.by_name.get("gone") is not None and t.partition_count == 13
+    c.image.revert_to(mark)
+    assert list(c.image.records()) == before and t.partition_count == 11
+    assert {b: set(m) for b, m in t.isr_index.items()} == isr_before

@@ -107,6 +107,22 @@ def _decode_shape(buf: bytes, version: int) -> _Shape | None:
 
 def replay_framed(image: MetadataImage, value: bytes, offset: int, timestamp_ms: int = 0) -> None:
     """Decode one framed metadata record value and replay it at ``offset``."""
+    if not _partition_from_bytes(image, value, offset, timestamp_ms):
+        image.replay(unframe(value)[0], offset, timestamp_ms)
+
+
+def replay_with_value(image: MetadataImage, record: Any, value: bytes, offset: int, timestamp_ms: int = 0) -> None:
+    """Replay ``record``, whose framed value is ``value``, at ``offset``: a PartitionRecord of
+    the plain shape from its bytes (the write path has just framed it, and a shared Partition
+    costs a few lookups where the record object costs its lists' interning), anything else
+    from the object, as ``MetadataImage.replay`` does."""
+    if not _partition_from_bytes(image, value, offset, timestamp_ms):
+        image.replay(record, offset, timestamp_ms)
+
+
+def _partition_from_bytes(image: MetadataImage, value: bytes, offset: int, timestamp_ms: int) -> bool:
+    """Replay ``value`` if it is a PartitionRecord of the plain shape for a known topic (True);
+    else leave the image as it was (False) for the general path, which decides what is wrong."""
     head = value[:3]
     if head == _HEAD_V1 or head == _HEAD_V0:
         tail = value[23:]
@@ -130,8 +146,8 @@ def replay_framed(image: MetadataImage, value: bytes, offset: int, timestamp_ms:
                 image.offset = offset
                 if timestamp_ms:
                     image.last_timestamp_ms = timestamp_ms
-                return
-    image.replay(unframe(value)[0], offset, timestamp_ms)
+                return True
+    return False
 
 
 def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int, timestamp_ms: int = 0,
