@@ -52,7 +52,7 @@ def frame(record: Message, version: int | None = None) -> bytes:
     """The framed value of a metadata record, as written into a log record's value."""
     if version is not None:
         framers = _FRAMERS.get(record.__class__)
-        if framers is not None and version < len(framers):
+        if framers is not None and 0 <= version < len(framers):
             framer = framers[version]
             if framer is not None:
                 head, enc = framer

@@ -215,3 +215,18 @@ def test_partitions_sharing_a_shape_change_independently() -> None:
     assert img.topics.partition(T, 0).isr == (1,)  # type: ignore[union-attr]
     assert img.topics.partition(T, 1) is p1 and p1 is not None and p1.isr == (1, 2) and p0 is not None
     assert p0.isr == (1, 2) and img.topics.isr_membership_count(2) == 1
+
+
+def test_framing_reuses_an_encoder_only_for_the_version_it_learned() -> None:
+    """frame() keeps each (class, version)'s header and encoder after the first frame: the
+    bytes stay those of the general path, and a version it never learned (a negative one
+    included, which must not index from the end) still fails as the general path fails."""
+    from kraftsim.rpc.errors import EncodeError
+
+    rec = by_name("PartitionRecord")(partition_id=1, topic_id=T, replicas=[1, 2], isr=[1, 2], leader=1,
+                                     directories=[DIRS[1], DIRS[2]])
+    first, again = frame(rec, 1), frame(rec, 1)
+    assert first == again and unframe(again)[1] == 1
+    for bad in (-1, 99):
+        with pytest.raises(EncodeError, match=f"has no version {bad}"):
+            frame(rec, bad)
