@@ -81,7 +81,7 @@ class ControllerApis:
         gated = event not in RUNS_IN_PREMIGRATION
         timeout_ms, on_timeout = route.timeout_ms, route.on_timeout
         fixed_timeout = timeout_ms if isinstance(timeout_ms, int) else None
-        timeout_of = None if fixed_timeout is not None else timeout_ms
+        timeout_of = timeout_ms if callable(timeout_ms) else None
         operation = route.cluster_operation
 
         def handle(ctx: RequestContext, request: Message) -> Any:
@@ -90,7 +90,7 @@ class ControllerApis:
                     authorizer = c.ctx.authorizer
                     if authorizer.__class__ is not AllowAll:  # AllowAll allows everything
                         authorize_cluster(authorizer, ctx, operation)
-                t = fixed_timeout if timeout_of is None else timeout_of(request)  # type: ignore[operator]
+                t = fixed_timeout if timeout_of is None else timeout_of(request)
                 if t is not None and t <= 0:
                     # Kafka's queue finds such a deadline already passed, even when idle.
                     queue.expired(event)
