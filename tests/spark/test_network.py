@@ -55,14 +55,15 @@ def _wait_for(observer_addr: str, offset: int, timeout: float = 60) -> int:
 def test_observer_of_a_controller(spark: Any, tmp_path: Path, kind: str) -> None:
     with peers.controller(kind, tmp_path) as (addr, data):
         assert _wait_for(addr, 30) > 30
-        net = spark.read.format("kraft").option("bootstrap.controller", addr).load()
         # A read that lands just as a snapshot reaches the high watermark has no log after it (about
         # one read in 25 here: the log moves every 50 ms, a snapshot comes every second), so ask
         # again for one that has both. Bounded by reads, not time: a first read slowed by a cold
-        # Spark must not use up the retries.
+        # Spark must not use up the retries. Each read is a new DataFrame: Spark plans a Python
+        # source's partitions once per DataFrame, so collecting the same one again repeats its plan.
         reads = 0
         while reads < 20:
             reads += 1
+            net = spark.read.format("kraft").option("bootstrap.controller", addr).load()
             rows = net.select("source", *COLUMNS).orderBy("offset", "source_offset").collect()
             snap_rows = [r for r in rows if r["source"].endswith(".checkpoint")]
             log_rows = [r for r in rows if not r["source"].endswith(".checkpoint")]
