@@ -29,7 +29,7 @@ from typing import Any
 
 from kraftsim.controller.authorizer import AclOperation
 from kraftsim.controller.context import ControllerContext
-from kraftsim.controller.result import ApiError, ControllerResult
+from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
 from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata import versions
@@ -179,7 +179,7 @@ class FeatureControlManager:
             updates[fu.feature] = (fu.max_version_level, self._upgrade_type(fu, version))
         validate_only = bool(getattr(request, "validate_only", False)) if version >= 1 else False
 
-        records: list[tuple[Message, int]] = []
+        records: list[RecordAndVersion] = []
         errors: dict[str, ApiError | None] = {}
         for name in sorted(updates):
             level, utype = updates[name]
@@ -220,7 +220,7 @@ class FeatureControlManager:
         return UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, results=results)
 
     def _update_feature(self, name: str, level: int, utype: UpgradeType,
-                        records: list[tuple[Message, int]]) -> ApiError | None:
+                        records: list[RecordAndVersion]) -> ApiError | None:
         """FeatureControlManager.updateFeature: the checks of reference §4.2, in order."""
         if utype == UpgradeType.UNKNOWN:
             return _invalid_update_version(name, level, "The controller does not support the given upgrade type.")
@@ -286,7 +286,7 @@ class FeatureControlManager:
         return list(self.ctx.voters)
 
     def _update_metadata_version(self, level: int, current: int, allow_unsafe: bool,
-                                 records: list[tuple[Message, int]]) -> ApiError | None:
+                                 records: list[RecordAndVersion]) -> ApiError | None:
         """FeatureControlManager.updateMetadataVersion: the extra rules of reference §4.3."""
         if not versions.is_known(level):
             return _invalid_metadata_version(level, "Unknown metadata.version.")

@@ -27,6 +27,7 @@ Topic-config validation and the effective configs a v5+ response carries are in
 from __future__ import annotations
 
 import random
+import struct
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,8 @@ from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_
 from kraftsim.metadata import topic_names, versions
 from kraftsim.metadata.image.configs import TOPIC
 from kraftsim.metadata.messages import ConfigRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
+from kraftsim.metadata.record_types import RecordType
+from kraftsim.metadata.records import FRAME_VERSION, FramedRecord, frame
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
@@ -87,6 +90,7 @@ class ReplicationControlManager:
         self.placer = StripedReplicaPlacer(self.rng)
         self.new_topic_id = new_topic_id
         self.shutting_down = shutting_down
+        self._tails: tuple[tuple[Any, ...], Tails] | None = None  # PartitionRecord tails (see _Placement)
 
     def routes(self) -> list[Route]:
         return [
@@ -322,7 +326,9 @@ class ReplicationControlManager:
         image = self.ctx.image
         shutting = self.shutting_down
         active_ids = frozenset(b.id for b in image.cluster.brokers.values() if b.active)
-        return _Placement(image, list(usable_brokers(image, shutting)), active_ids.__contains__)
+        placement = _Placement(image, list(usable_brokers(image, shutting)), active_ids.__contains__, self._tails)
+        self._tails = (placement.context, placement.tails)
+        return placement
 
     # ==== CreatePartitions ================================================================
 
@@ -569,13 +575,31 @@ def validate_manual_assignment(replicas: list[int], replication_factor: int | No
                               f"{replication_factor} replica(s).")
 
 
+# A PartitionRecord's framed value: the 3-byte frame header, partition id, topic id, then a tail
+# (replicas, ISR, leader, epochs, directories, tagged fields) that a new partition's replicas and
+# ISR decide once the request's metadata.version and the brokers' directories are known.
+_I32 = struct.Struct(">i")
+_TAIL_OFFSET = 3 + 4 + 16
+_TAILS_MAX = 1 << 16
+Tails = dict[tuple[tuple[int, ...], tuple[int, ...]], bytes]
+
+
 class _Placement:
     """What one request's replica placement needs, computed once: usable brokers, the ISR test,
-    and the image's metadata.version rules for PartitionRecords (directories, ELR fields)."""
+    and the image's metadata.version rules for PartitionRecords (directories, ELR fields).
 
-    __slots__ = ("image", "usable", "active", "_dirs", "_version", "_elr", "_with_dirs")
+    ``tails`` caches the framed tail of a new partition's PartitionRecord by (replicas, ISR):
+    a million partitions over 30 brokers have a few thousand of them, so each record is its
+    header, ids and a cached tail (``FramedRecord``), not an object encoded and dropped. The
+    tail comes from the general encoder the first time, so the bytes are the same by
+    construction; ``context`` says what a tail depends on besides (replicas, ISR), and the
+    manager keeps ``tails`` across requests only while that is unchanged."""
 
-    def __init__(self, image: Any, usable: list[Any], active: Callable[[int], bool]) -> None:
+    __slots__ = ("image", "usable", "active", "_dirs", "_version", "_elr", "_with_dirs", "_head", "context",
+                 "tails")
+
+    def __init__(self, image: Any, usable: list[Any], active: Callable[[int], bool],
+                 tails: tuple[tuple[Any, ...], Tails] | None = None) -> None:
         self.image = image
         self.usable = usable
         self.active = active
@@ -585,23 +609,42 @@ class _Placement:
         self._with_dirs = versions.directory_assignment_supported(mv)
         cluster = image.cluster
         self._dirs: dict[int, uuid.UUID] = {b: cluster.default_dir(b) for b in cluster.brokers} if self._with_dirs else {}
+        self._head = bytes((FRAME_VERSION, RecordType.PARTITION_RECORD, self._version))
+        self.context: tuple[Any, ...] = (self._version, self._elr, self._with_dirs, tuple(self._dirs.items()))
+        self.tails: Tails = tails[1] if tails is not None and tails[0] == self.context else {}
 
     def partition_records(self, topic_id: uuid.UUID, start: int, parts: list[tuple[list[int], list[int]]],
                           records: list[RecordAndVersion]) -> None:
         """PartitionRecords for partitions start, start+1, ...: leader the first ISR member,
-        epochs 0, RECOVERED, each replica in its broker's default directory."""
-        dirs, default_dir = self._dirs, self.image.cluster.default_dir
-        with_dirs, elr, version, append = self._with_dirs, self._elr, self._version, records.append
+        epochs 0, RECOVERED, each replica in its broker's default directory; framed (see the
+        class)."""
+        tails, version, append = self.tails, self._version, records.append
+        prefix = self._head
+        tid = topic_id.bytes
+        pack = _I32.pack
         for pid, (replicas, isr) in enumerate(parts, start):
-            rec = PartitionRecord(partition_id=pid, topic_id=topic_id, replicas=replicas, isr=isr,
-                                  removing_replicas=[], adding_replicas=[], leader=isr[0],
-                                  leader_recovery_state=RECOVERED, leader_epoch=0, partition_epoch=0)
-            if with_dirs:
-                try:
-                    rec.directories = [dirs[b] for b in replicas]
-                except KeyError:
-                    rec.directories = [dirs[b] if b in dirs else default_dir(b) for b in replicas]
-            if elr:
-                rec.eligible_leader_replicas = []
-                rec.last_known_elr = []
-            append((rec, version))
+            key = (tuple(replicas), tuple(isr))
+            tail = tails.get(key)
+            if tail is None:
+                rec = self.partition_record(topic_id, pid, replicas, isr)
+                value = frame(rec, version)
+                if value[:_TAIL_OFFSET] != prefix + pack(pid) + tid:  # not the layout above: as it is
+                    append((rec, version))
+                    continue
+                if len(tails) >= _TAILS_MAX:
+                    tails.clear()
+                tail = tails[key] = value[_TAIL_OFFSET:]
+            append((FramedRecord(prefix + pack(pid) + tid + tail), version))
+
+    def partition_record(self, topic_id: uuid.UUID, pid: int, replicas: list[int], isr: list[int]) -> Message:
+        """One new partition's PartitionRecord as an object, from which the tails are framed."""
+        rec = PartitionRecord(partition_id=pid, topic_id=topic_id, replicas=replicas, isr=isr,
+                              removing_replicas=[], adding_replicas=[], leader=isr[0],
+                              leader_recovery_state=RECOVERED, leader_epoch=0, partition_epoch=0)
+        if self._with_dirs:
+            dirs = self._dirs
+            rec.directories = [dirs[b] if b in dirs else self.image.cluster.default_dir(b) for b in replicas]
+        if self._elr:
+            rec.eligible_leader_replicas = []
+            rec.last_known_elr = []
+        return rec

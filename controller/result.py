@@ -11,11 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from kraftsim.metadata.records import FramedRecord
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
 
 T = TypeVar("T")
-RecordAndVersion = tuple[Message, int]
+# A record is a message, or already framed (CreateTopics' PartitionRecords, see FramedRecord).
+RecordAndVersion = tuple[Message | FramedRecord, int]
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ from typing import Final, Protocol
 from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
 from kraftsim.metadata.image.fast_replay import replay_with_value
 from kraftsim.metadata.image.image import MetadataImage
-from kraftsim.metadata.records import frame
+from kraftsim.metadata.records import FramedRecord, frame
 from kraftsim.rpc.clock import Clock
 from kraftsim.rpc.error_codes import ErrorCode
 
@@ -77,7 +77,7 @@ class WritePath:
         records = result.records
         if result.atomic:
             check_record_count(len(records))
-        values = [frame(r, v) for r, v in records]
+        values = [r.value if isinstance(r, FramedRecord) else frame(r, v) for r, v in records]
         image = self.image
         before = image.offset
         base = self.appender.end_offset

@@ -152,5 +152,48 @@ def unframe(value: bytes) -> tuple[Message, int]:
     return rec, version
 
 
+class FramedRecord:
+    """A metadata record carried as its framed value, the bytes the log stores, where a handler
+    builds those bytes from a template rather than building an object to encode (CreateTopics'
+    PartitionRecords: a record object and its encoding cost more than the partition itself,
+    and the write path only needs the bytes). ``WritePath`` appends ``value`` as it is.
+
+    It reads as the record it frames: ``api_key()`` from the header, every other attribute from
+    the record decoded on first use, and it equals that record. ``type(r)`` is FramedRecord, so
+    a reader that tests types (``FeatureControlManager.note_batch``) must not meet one framing
+    a record it looks for: only PartitionRecords are framed so far."""
+
+    __slots__ = ("value", "_record")
+
+    def __init__(self, value: bytes) -> None:
+        self.value = value
+        self._record: Message | None = None
+
+    def api_key(self) -> int | None:
+        key = self.value[1]
+        return key if key < 0x80 else self.record().api_key()  # one byte of the uvarint
+
+    def record(self) -> Any:
+        """The record this frames (decoded once)."""
+        rec = self._record
+        if rec is None:
+            rec = self._record = unframe(self.value)[0]
+        return rec
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names that are not slots of this class: the record's fields and methods.
+        return getattr(self.record(), name)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FramedRecord):
+            return self.value == other.value
+        return bool(self.record() == other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self.record())
+
+
 def type_name(api_key: int) -> str:
     return RECORD_NAMES.get(api_key, f"Unknown({api_key})")

@@ -12,7 +12,7 @@ import pytest
 from kraftsim.controller.result import ApiError
 from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE
 from kraftsim.metadata.directories import UNASSIGNED
-from kraftsim.metadata.records import by_name
+from kraftsim.metadata.records import by_name, type_name
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode as E
 from kraftsim.rpc.messages import CreatePartitionsRequest as CP
@@ -44,7 +44,7 @@ def c() -> Any:
 
 def test_new_partitions_are_placed_after_the_existing_ones(c: Cluster) -> None:
     res = add(c, grow("t", 5))
-    assert res.atomic and [type(r).__name__ for r, _ in res.records] == ["PartitionRecord"] * 3
+    assert res.atomic and [type_name(r.api_key()) for r, _ in res.records] == ["PartitionRecord"] * 3
     assert results(c.apply(res)) == [("t", 0, None)]
     parts = c.image.topics.by_name["t"].partitions
     assert sorted(parts) == [0, 1, 2, 3, 4]

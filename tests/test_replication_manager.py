@@ -19,8 +19,9 @@ from kraftsim.controller.topic_configs import (
     TOPIC_CONFIGS,
 )
 from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE as EXCESSIVE_BATCH
+from kraftsim.metadata import versions
 from kraftsim.metadata.directories import MIGRATING, UNASSIGNED
-from kraftsim.metadata.records import by_name
+from kraftsim.metadata.records import FramedRecord, by_name, frame, type_name, unframe
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode as E
@@ -42,7 +43,7 @@ class Cluster(WriteHarness):
                  fenced: Iterable[int] = (), shutdown: Iterable[int] = (), level: int = 21,
                  dirs: dict[int, list[uuid.UUID]] | None = None, seed: int = 7,
                  config: dict[str, str] | None = None) -> None:
-        super().__init__(level, config)
+        super().__init__(level, config, supported_features=versions.supported_features(enable_unstable=level > 21))
         brc = R("BrokerRegistrationChangeRecord")
         for b in brokers:
             d = (dirs or {}).get(b, [DIR[b]])
@@ -99,8 +100,8 @@ def err(result: ControllerResult[Any], name: str) -> tuple[int, str | None]:
 def test_create_replays_into_image_with_leaders_isr_and_directories() -> None:
     c = Cluster([1, 2, 3])
     res = c.create(topic("foo", 6, 3))
-    assert [type(r).__name__ for r, _ in res.records] == ["TopicRecord"] + ["PartitionRecord"] * 6
-    assert all(v == 1 for r, v in res.records if type(r).__name__ == "PartitionRecord")  # MV 3.9: v1
+    assert [type_name(r.api_key()) for r, _ in res.records] == ["TopicRecord"] + ["PartitionRecord"] * 6
+    assert all(v == 1 for r, v in res.records if type_name(r.api_key()) == "PartitionRecord")  # MV 3.9: v1
     resp = c.apply(res)
     t = resp.topics[0]
     assert (t.error_code, t.error_message, t.num_partitions, t.replication_factor) == (0, None, 6, 3)
@@ -138,7 +139,7 @@ def test_directories_by_metadata_version() -> None:
         assert dict(zip(p.replicas, p.directories, strict=True)) == {1: UNASSIGNED, 2: MIGRATING}
     old = Cluster([1, 2], level=14)  # 3.6-IV2: no directory assignment, PartitionRecord v0
     res = old.create(topic("foo", 1, 2))
-    assert [v for r, v in res.records if type(r).__name__ == "PartitionRecord"] == [0]
+    assert [v for r, v in res.records if type_name(r.api_key()) == "PartitionRecord"] == [0]
     old.apply(res)
     assert old.image.topics.by_name["foo"].partitions[0].directories == (MIGRATING, MIGRATING)
 
@@ -154,7 +155,7 @@ def test_configs_become_config_records_and_effective_configs_are_reported() -> N
     c = Cluster([1], config={"log.retention.hours": "5"})
     c.replay(R("ConfigRecord")(resource_type=4, resource_name="", name="compression.type", value="lz4"))
     res = c.create(topic("foo", configs={"cleanup.policy": "compact", "segment.ms": "1000"}))
-    kinds = [type(r).__name__ for r, _ in res.records]
+    kinds = [type_name(r.api_key()) for r, _ in res.records]
     assert kinds == ["TopicRecord", "ConfigRecord", "ConfigRecord", "PartitionRecord"]
     resp = c.apply(res)
     assert c.image.configs.topic_configs("foo") == {"cleanup.policy": "compact", "segment.ms": "1000"}
@@ -401,7 +402,7 @@ def test_delete_by_name_and_id_removes_topics_and_configs() -> None:
     c = Cluster([1, 2])
     ids = _setup_topics(c, "a", "b", "keep", configs={"retention.ms": "10"})
     res = c.delete(names=["a"], ids=[ids["b"]])
-    assert sorted(type(r).__name__ for r, _ in res.records) == ["RemoveTopicRecord"] * 2
+    assert sorted(type_name(r.api_key()) for r, _ in res.records) == ["RemoveTopicRecord"] * 2
     assert _results(res) == {("a", ids["a"]): (0, None), ("b", ids["b"]): (0, None)}
     c.apply(res)
     assert set(c.image.topics.by_name) == {"keep"}
@@ -499,3 +500,48 @@ def test_the_write_path_image_equals_the_image_replayed_from_its_log() -> None:
     c.image.revert_to(mark)
     assert list(c.image.records()) == before and t.partition_count == 11
     assert {b: set(m) for b, m in t.isr_index.items()} == isr_before
+
+
+@pytest.mark.parametrize("level", [7, 14, 17, 21, 22])  # PartitionRecord v0, v0, v1, v1, v2 (ELR)
+def test_framed_partition_records_are_the_general_encoders_bytes(level: int) -> None:
+    """CreateTopics and CreatePartitions frame new PartitionRecords from cached tails
+    (FramedRecord): each must be byte for byte what the general encoder writes for the record
+    object the placement describes, read back as that record, and replay to the image the
+    objects build. Fenced brokers (ISR shorter than replicas), racks, manual assignments, a
+    second request that hits the cache, and a directory that changes between requests."""
+    from kraftsim.metadata.image import MetadataImage
+    from kraftsim.metadata.loader import load_image
+
+    c = Cluster(range(1, 8), fenced=[6], racks={b: f"r{b % 3}" for b in range(1, 8)}, level=level)
+    cp = registry.request_class(ApiKey.CREATE_PARTITIONS)
+    results: list[tuple[ControllerResult[Any], Any]] = []  # with the placement each was made with
+
+    def made(res: ControllerResult[Any]) -> None:
+        results.append((res, c.mgr._placement()))
+        c.apply(res)
+
+    made(c.create(topic("a", 40, 3), topic("b", 7, 2), topic("m", -1, -1, assignments={0: [6, 1], 1: [2, 3]})))
+    made(c.create(topic("c", 40, 3)))
+    if level >= 17:  # broker 2 moves to another directory: the tails of its replicas change
+        c.replay(R("BrokerRegistrationChangeRecord")(broker_id=2, broker_epoch=102, log_dirs=[DIR[40]]))
+    made(c.create(topic("d", 20, 3)))
+    made(c.mgr.create_partitions(
+        cp(topics=[cp.CreatePartitionsTopic(name="d", count=30, assignments=None)], timeout_ms=1000,
+           validate_only=False), request_context(ApiKey.CREATE_PARTITIONS, 3)))
+    version = versions.partition_record_version(level)
+    framed = shorter_isr = 0
+    for res, placement in results:
+        for r, v in res.records:
+            if not isinstance(r, FramedRecord):
+                continue
+            framed += 1
+            rec = r.record()
+            assert v == version and type_name(r.api_key()) == "PartitionRecord"
+            general = placement.partition_record(rec.topic_id, rec.partition_id, rec.replicas, rec.isr)
+            assert r.value == frame(general, v) and unframe(r.value) == (general, v) and r == general
+            assert (rec.leader, rec.leader_epoch, rec.partition_epoch) == (rec.isr[0], 0, 0)
+            shorter_isr += len(rec.isr) < len(rec.replicas)
+    assert framed == 40 + 7 + 2 + 40 + 20 + 10 and shorter_isr
+    for legacy in (False, True):  # the log's records as bytes and as objects
+        loaded, _ = load_image(c.mlog, lambda: MetadataImage(versions.supported_features(True)), legacy=legacy)
+        assert list(loaded.records()) == list(c.image.records())

@@ -26,9 +26,13 @@ Swap = Callable[[Any, Any], Any]
 Entry = tuple[Swap, Any, Any]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Start:
-    """Where one replayed record's entries begin, and the image position before it."""
+    """Where one replayed record's entries begin, and the image position before it.
+
+    Not frozen, though nothing changes one: a frozen dataclass sets its fields through
+    ``object.__setattr__``, 0.5 µs against 0.15, and the write path makes one per record (a
+    million for a 1M-partition create)."""
 
     offset: int
     index: int
