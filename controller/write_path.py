@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
-from kraftsim.metadata.image.fast_replay import replay_with_value
+from kraftsim.metadata.image.fast_replay import replay_at_append
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.records import FramedRecord, frame
 from kraftsim.rpc.clock import Clock
@@ -83,13 +83,12 @@ class WritePath:
         base = self.appender.end_offset
         now = self.clock.wall_ms()
         image.mark(before)  # revertible until committed
-        i = 0
         try:
-            for i, (record, _) in enumerate(records):  # noqa: B007 - i names the failing record
-                replay_with_value(image, record, values[i], base + i, now)
+            replay_at_append(image, records, values, base, now)
         except Exception as e:  # noqa: BLE001 - any refusal is the same fault
+            failed = base if image.offset == before else image.offset + 1  # the records before it replayed
             image.revert_to(before)
-            raise ReplayFailedError(base + i, e) from e
+            raise ReplayFailedError(failed, e) from e
         try:
             for start in range(0, len(values), MAX_RECORDS_PER_BATCH):
                 last = self.appender.append(values[start:start + MAX_RECORDS_PER_BATCH], now)

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftsim.metadata.image import MetadataImage, ReplayError
-from kraftsim.metadata.image.fast_replay import replay_framed, replay_framed_all
-from kraftsim.metadata.records import by_name, frame, unframe
+from kraftsim.metadata.image.fast_replay import replay_at_append, replay_framed, replay_framed_all, replay_with_value
+from kraftsim.metadata.records import FramedRecord, by_name, frame, unframe
 from kraftsim.rpc.errors import DecodeError
 
 T = uuid.UUID(int=0xABC)
@@ -230,3 +230,72 @@ def test_framing_reuses_an_encoder_only_for_the_version_it_learned() -> None:
     for bad in (-1, 99):
         with pytest.raises(EncodeError, match=f"has no version {bad}"):
             frame(rec, bad)
+
+
+U = uuid.UUID(int=5)  # a topic the batch itself creates (partition_records draw it too)
+
+
+def _at_append_outcome(apply, rvs: list, revert_by: int) -> tuple:  # type: ignore[no-untyped-def]
+    """What the write path's replay leaves: on a marked image, records at consecutive offsets
+    from 10 (a TopicRecord for U among them), then a revert of the last ``revert_by``."""
+    img = _base()
+    img.mark()
+    records = [(r, v) for r, v in rvs]
+    values = [frame(r, v) for r, v in records]
+    try:
+        apply(img, records, values)
+        err = "ok"
+    except ReplayError as e:
+        err = str(e)
+    t = img.topics
+
+    def state() -> tuple:
+        return (list(img.records()), img.offset, img.last_timestamp_ms, t.partition_count, set(t.leaderless),
+                set(t.imbalanced), {b: set(m) for b, m in t.isr_index.items() if m})
+
+    journal = [(getattr(swap, "__name__", swap), key, old) for swap, key, old in img._undo or []]
+    after = state()
+    img.revert_to(max(img.offset - revert_by, img.revertible_from()))
+    return err, after, journal, list(img._starts), state()
+
+
+def _each_with_value(img: MetadataImage, records: list, values: list[bytes]) -> None:
+    for i, (r, _) in enumerate(records):
+        replay_with_value(img, r, values[i], 10 + i, 42)
+
+
+# Few partition ids, so that a batch often replaces a partition it has just added.
+few_partitions = st.builds(
+    lambda pid, reps, isr_n, leader, v, tid: (by_name("PartitionRecord")(
+        partition_id=pid, topic_id=tid, replicas=reps, isr=reps[:isr_n], leader=leader, leader_epoch=0,
+        partition_epoch=0, directories=[DIRS[r % 4] for r in reps] if v else []), v),
+    st.integers(-1, 4), st.lists(st.integers(0, 5), max_size=4, unique=True), st.integers(0, 4),
+    st.integers(-1, 5), st.sampled_from([0, 1]), st.sampled_from([T, U]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(partition_records, few_partitions), max_size=14), st.integers(0, 15), st.data())
+def test_replay_at_append_equals_replay_with_value_one_by_one(rvs: list, revert_by: int,
+                                                              data: st.DataObject) -> None:
+    """The write path's batch replay: the same image, indexes, journal (entries and Starts),
+    offset and first error as ``replay_with_value`` of each record in turn, and the same image
+    after a revert into the batch. Partitions of an existing topic, of one the batch creates,
+    of a topic it does not know (refused), replacements, and records of other kinds."""
+    rvs = list(rvs)
+    rvs.insert(data.draw(st.integers(0, len(rvs))), (by_name("TopicRecord")(name="u", topic_id=U), 0))
+    rvs.insert(data.draw(st.integers(0, len(rvs))), (by_name("NoOpRecord")(), 0))
+    assert (_at_append_outcome(lambda img, rs, vs: replay_at_append(img, rs, vs, 10, 42), rvs, revert_by)
+            == _at_append_outcome(_each_with_value, rvs, revert_by))
+
+
+def test_replay_at_append_of_framed_records_and_without_a_journal() -> None:
+    """FramedRecords replay from their bytes; an image not journaling replays record by record."""
+    rec = by_name("PartitionRecord")(partition_id=3, topic_id=T, replicas=[1, 2], isr=[2], leader=2,
+                                     leader_epoch=0, partition_epoch=0)
+    for journal in (True, False):
+        img = _base()
+        if journal:
+            img.mark()
+        replay_at_append(img, [(FramedRecord(frame(rec, 0)), 0)], [frame(rec, 0)], 10, 42)
+        assert img.topics.partition(T, 3) is not None and img.offset == 10 and img.journaling == journal
+        assert set(img.topics.imbalanced) == {(img.topics.by_id[T].key, 3)}

@@ -545,3 +545,26 @@ def test_framed_partition_records_are_the_general_encoders_bytes(level: int) -> 
     for legacy in (False, True):  # the log's records as bytes and as objects
         loaded, _ = load_image(c.mlog, lambda: MetadataImage(versions.supported_features(True)), legacy=legacy)
         assert list(loaded.records()) == list(c.image.records())
+
+
+def test_a_refused_record_names_its_offset_and_leaves_the_image_as_it_was() -> None:
+    """The write path replays a batch in one go (fast_replay.replay_at_append): a record the
+    image refuses still fails the whole batch with its own offset, and nothing of it stays."""
+    from kraftsim.controller.write_path import ReplayFailedError
+
+    c = Cluster([1, 2])
+    before = list(c.image.records())
+    tid = uuid.UUID(int=77 << 64)
+    part = R("PartitionRecord")(partition_id=0, topic_id=tid, replicas=[1], isr=[1], leader=1, leader_epoch=0,
+                                partition_epoch=0)
+    good = [(R("TopicRecord")(name="t", topic_id=tid), 0), (part, 0), (FramedRecord(frame(part.replace(
+        partition_id=1), 0)), 0)]
+    for bad_at in (0, 1, 3):
+        records = list(good)
+        records.insert(bad_at, (R("RemoveTopicRecord")(topic_id=uuid.UUID(int=78 << 64)), 0))  # no such topic
+        base = c.next_offset
+        with pytest.raises(ReplayFailedError) as e:
+            c.writer.append(ControllerResult(records, None))
+        assert e.value.offset == base + bad_at
+        assert list(c.image.records()) == before and c.image.topics.partition_count == 0
+        assert not c.image.topics.isr_index.get(1) and c.next_offset == base

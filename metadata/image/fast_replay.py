@@ -120,6 +120,147 @@ def replay_with_value(image: MetadataImage, record: Any, value: bytes, offset: i
         image.replay(record, offset, timestamp_ms)
 
 
+def replay_at_append(image: MetadataImage, records: list[tuple[Any, int]], values: list[bytes], offset: int,
+                     timestamp_ms: int = 0) -> None:
+    """The write path's replay of a batch it is about to append: ``replay_with_value`` of each
+    record (``values`` are their framed bytes) at consecutive offsets from ``offset``, in one
+    loop with its lookups hoisted, on an image journaling since the write path's mark.
+
+    Each plain PartitionRecord is journaled as ``_partition_from_bytes`` journals it (its swap
+    entry and its Start), so a revert, a commit or a delta sees the same journal; a new
+    partition's ISR-index entries are gathered per (topic chunk, ISR), as ``replay_framed_all``
+    gathers them, and written before any other record, before a replacement, at the end, and on
+    error, so every other replay, and any revert after this returns or raises, sees the indexes
+    complete. A 10,000-partition CreateTopics batch spends a third of what replaying each
+    record on its own cost. On error the image holds the records before the failing one (its
+    offset says which), as after ``replay_with_value`` of each in turn."""
+    undo = image._undo
+    if undo is None:  # nothing to journal: the general path decides
+        for i, value in enumerate(values):
+            replay_with_value(image, records[i][0], value, offset + i, timestamp_ms)
+        return
+    starts = image._starts
+    base = image._base
+    topics = image.topics
+    by_id_bytes = topics.by_id_bytes
+    index = topics._index
+    swap = topics.swap_partition
+    unpack_i32 = _I32.unpack_from
+    v0, v1 = _shapes[0].get, _shapes[1].get
+    shape_of = _shape
+    head_v1, head_v0 = _HEAD_V1, _HEAD_V0
+    pending: dict[int, int] = {}  # (topic chunk << 32 | ISR number) -> bits of new partitions
+    pending_get = pending.get
+    added = 0  # new partitions not yet counted in topics.partition_count
+    prev_offset, prev_ts = image.offset, image.last_timestamp_ms  # the image's, record by record
+    last: int | None = None  # the offset of the last record applied here and not yet settled
+
+    def settle() -> None:
+        """Write what the loop deferred: the ISR index, the partition count, the offset."""
+        nonlocal added, last
+        if pending:
+            _write_isr_pending(topics, pending)
+            pending.clear()
+        topics.partition_count += added
+        added = 0
+        if last is not None:
+            image.offset = last
+            if timestamp_ms:
+                image.last_timestamp_ms = timestamp_ms
+            last = None
+
+    missing = _MISSING
+    last_tb = b""
+    t = None
+    n = len(values)
+    i = 0
+    try:
+        while i < n:
+            buf = values[i]
+            at = offset + i
+            head = buf[:3]
+            if head == head_v1:
+                shape = v1(buf[23:], missing)
+                if shape is missing:
+                    shape = shape_of(buf[23:], 1)
+            elif head == head_v0:
+                shape = v0(buf[23:], missing)
+                if shape is missing:
+                    shape = shape_of(buf[23:], 0)
+            else:
+                shape = None
+            if shape is not None:
+                tb = buf[7:23]
+                if tb != last_tb:
+                    t = by_id_bytes.get(tb)
+                    last_tb = tb
+                pid = unpack_i32(buf, 3)[0]
+                if t is not None and pid >= 0:
+                    new, isr_id, flags = shape
+                    parts = t.partitions
+                    old = parts.get(pid)
+                    if old is not None:  # a replacement: the index must be complete before it
+                        settle()
+                        index(t.key, pid, old, new)
+                    else:
+                        ck = (t.key << TOPIC_SHIFT) | (pid >> CHUNK_BITS)
+                        k = ck << 32 | isr_id
+                        pending[k] = pending_get(k, 0) | 1 << (pid & CHUNK_LOW)
+                        added += 1
+                        if flags:  # no ELR and no reassignment in this shape
+                            if flags & _LEADERLESS:
+                                topics.leaderless.add(t.key, pid)
+                            if flags & _IMBALANCED:
+                                topics.imbalanced.add(t.key, pid)
+                    parts[pid] = new
+                    undo.append((swap, (t.id, pid), old))
+                    starts.append(Start(at, base + len(undo) - 1, prev_offset, prev_ts))
+                    prev_offset = last = at
+                    if timestamp_ms:
+                        prev_ts = timestamp_ms
+                    i += 1
+                    continue
+            settle()
+            last_tb = b""  # it may add or remove a topic
+            replay_with_value(image, records[i][0], buf, at, timestamp_ms)
+            i += 1
+            prev_offset, prev_ts = image.offset, image.last_timestamp_ms
+            journal = image._undo
+            if journal is None:  # the journal stopped (no caller does that): the general path
+                break
+            undo, starts, base = journal, image._starts, image._base
+    finally:
+        settle()
+    while i < n:
+        replay_with_value(image, records[i][0], values[i], offset + i, timestamp_ms)
+        i += 1
+
+
+def _write_isr_pending(topics: Any, pending: dict[int, int]) -> None:
+    """Add the new partitions gathered in ``pending`` ((topic chunk << 32 | ISR number) -> bits
+    of partitions in that chunk) to the ISR index."""
+    isr_index = topics.isr_index
+    isrs = _isr_by_id
+    for k, bits in pending.items():
+        ck = k >> 32
+        one = not bits & (bits - 1)  # one partition: the common case when ISRs vary
+        for b in isrs[k & 0xFFFFFFFF]:
+            members = isr_index.get(b)
+            if members is None:
+                members = isr_index[b] = PartitionSet()
+            chunks = members._chunks
+            mask = chunks.get(ck, 0)
+            if one:
+                if not mask & bits:
+                    chunks[ck] = mask | bits
+                    members._count += 1
+                continue
+            merged = mask | bits
+            if merged != mask:
+                chunks[ck] = merged
+                members._count += merged.bit_count() - mask.bit_count()
+
+
 def _partition_from_bytes(image: MetadataImage, value: bytes, offset: int, timestamp_ms: int) -> bool:
     """Replay ``value`` if it is a PartitionRecord of the plain shape for a known topic (True);
     else leave the image as it was (False) for the general path, which decides what is wrong."""
@@ -184,26 +325,7 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
         """Write what the loop deferred: the ISR index, the partition count, the offset."""
         nonlocal added, last
         if pending:
-            isr_index = topics.isr_index
-            isrs = _isr_by_id
-            for k, bits in pending.items():
-                ck = k >> 32
-                one = not bits & (bits - 1)  # one partition: the common case when ISRs vary
-                for b in isrs[k & 0xFFFFFFFF]:
-                    members = isr_index.get(b)
-                    if members is None:
-                        members = isr_index[b] = PartitionSet()
-                    chunks = members._chunks
-                    mask = chunks.get(ck, 0)
-                    if one:
-                        if not mask & bits:
-                            chunks[ck] = mask | bits
-                            members._count += 1
-                        continue
-                    merged = mask | bits
-                    if merged != mask:
-                        chunks[ck] = merged
-                        members._count += merged.bit_count() - mask.bit_count()
+            _write_isr_pending(topics, pending)
             pending.clear()
         topics.partition_count += added
         added = 0
