@@ -282,6 +282,8 @@ class ReplicationControlManager:
         except InvalidReplicationFactor as e:
             raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
                            f"Unable to replicate the partition {rf} time(s): {e.message}") from None
+        if all(active(b.id) for b in usable):  # every replica in the ISR: the same list serves as both
+            return [(replicas, replicas) for replicas in placed]
         out = []
         for replicas in placed:
             isr = [b for b in replicas if active(b)]
@@ -623,7 +625,8 @@ class _Placement:
         tid = topic_id.bytes
         pack = _I32.pack
         for pid, (replicas, isr) in enumerate(parts, start):
-            key = (tuple(replicas), tuple(isr))
+            r = tuple(replicas)
+            key = (r, r) if isr is replicas else (r, tuple(isr))
             tail = tails.get(key)
             if tail is None:
                 rec = self.partition_record(topic_id, pid, replicas, isr)

@@ -6,6 +6,8 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kraftsim.controller.placement import InvalidReplicationFactor, StripedReplicaPlacer, UsableBroker
 from kraftsim.rpc.error_codes import ErrorCode
@@ -83,3 +85,30 @@ def test_no_rack_sorts_first_and_mixed_racks_work() -> None:
     bs = [UsableBroker(1, None, False), UsableBroker(2, "a", False), UsableBroker(3, "b", False)]
     for p in place(30, 3, bs):
         assert sorted(p) == [1, 2, 3]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 4), st.sets(st.integers(0, 11)), st.integers(1, 5), st.integers(0, 60),
+       st.integers(0, 2**32))
+def test_place_many_is_place_one_at_a_time(n: int, racks: int, fenced: set[int], rf: int, count: int,
+                                           seed: int) -> None:
+    """The placer's loop (_RackList.place_many, _BrokerList.next inlined) hands out the same
+    replica lists, from the same random draws, as _RackList.place called once per partition:
+    racks or none, fenced brokers, replication factors over the rack count, reshuffles, and
+    the same refusals."""
+    from kraftsim.controller.placement import _RackList
+
+    bs = [UsableBroker(i, f"r{i % racks}" if racks and i % 5 else None, i in fenced) for i in range(n)]
+
+    def outcome(many: bool) -> tuple[object, object]:
+        rng = random.Random(seed)
+        rl = _RackList(rng, bs)
+        try:
+            got = rl.place_many(count, rf) if many else [rl.place(rf) for _ in range(count)]
+        except InvalidReplicationFactor as e:
+            got = e.message if many or count else None
+        return got, rng.getstate()
+
+    many, single = outcome(True), outcome(False)
+    assert many[1] == single[1]
+    assert many[0] == single[0] or (count == 0 and isinstance(many[0], str))
