@@ -69,14 +69,14 @@ class Snapshotter:
                 queue.pause()
                 try:
                     await raft.wait_committed(raft.end_offset - 1)
-                    items, offset = img.frozen_records(), img.offset
+                    items, offset = img.frozen_snapshot_records(), img.offset
                     clean = not img.journaling
                 finally:
                     queue.resume()
                 if not clean:  # a transaction began meanwhile: not now
                     return None
             else:
-                items, offset = img.frozen_records(), img.offset
+                items, offset = img.frozen_snapshot_records(), img.offset
             appended, t0 = self.appended_bytes(), self.clock.monotonic_ms()
             try:
                 sid = await self.mlog.write_snapshot_async(items, offset, self.clock.wall_ms(), img.last_timestamp_ms)

@@ -281,8 +281,8 @@ class MetadataLog:
     def snapshot_path(self, sid: SnapshotId) -> Path:
         return self.directory / sid.file_name
 
-    def write_snapshot(self, items: Iterator[tuple[Message, int]] | Sequence[tuple[Message, int]], last_offset: int,
-                       timestamp: int, last_contained_timestamp: int) -> SnapshotId:
+    def write_snapshot(self, items: Iterator[tuple[Message | recs.FramedRecord, int]] | Sequence[tuple[Message, int]],
+                       last_offset: int, timestamp: int, last_contained_timestamp: int) -> SnapshotId:
         """Write the image at ``last_offset`` (committed, so flushed) as a snapshot; returns its id."""
         if last_offset > self.flushed_offset:
             raise ValueError(f"snapshot at {last_offset} beyond the flushed offset {self.flushed_offset}")
@@ -292,8 +292,8 @@ class MetadataLog:
         log.info("wrote snapshot %s with %d records", sid.file_name, n)
         return sid
 
-    async def write_snapshot_async(self, items: Iterator[tuple[Message, int]], last_offset: int, timestamp: int,
-                                   last_contained_timestamp: int) -> SnapshotId:
+    async def write_snapshot_async(self, items: Iterator[tuple[Message | recs.FramedRecord, int]], last_offset: int,
+                                   timestamp: int, last_contained_timestamp: int) -> SnapshotId:
         """:meth:`write_snapshot`, yielding to the event loop between batches; ``items`` must
         not change meanwhile (``MetadataImage.frozen_records``)."""
         if last_offset > self.flushed_offset:

@@ -66,7 +66,7 @@ def remove_partial(directory: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-def write_snapshot_file(path: Path, items: Iterable[tuple[Message, int]], *, epoch: int, timestamp: int,
+def write_snapshot_file(path: Path, items: Iterable[tuple[Message | recs.FramedRecord, int]], *, epoch: int, timestamp: int,
                         last_contained_timestamp: int) -> int:
     """Write a checkpoint atomically; returns the number of metadata records written."""
     steps = _snapshot_steps(path, items, epoch=epoch, timestamp=timestamp,
@@ -77,7 +77,7 @@ def write_snapshot_file(path: Path, items: Iterable[tuple[Message, int]], *, epo
     return count
 
 
-async def write_snapshot_file_async(path: Path, items: Iterable[tuple[Message, int]], *, epoch: int,
+async def write_snapshot_file_async(path: Path, items: Iterable[tuple[Message | recs.FramedRecord, int]], *, epoch: int,
                                     timestamp: int, last_contained_timestamp: int) -> int:
     """The same, yielding to the event loop after every batch of records, so a controller
     keeps serving while it writes a large snapshot."""
@@ -94,7 +94,7 @@ async def write_snapshot_file_async(path: Path, items: Iterable[tuple[Message, i
     return count
 
 
-def _snapshot_steps(path: Path, items: Iterable[tuple[Message, int]], *, epoch: int, timestamp: int,
+def _snapshot_steps(path: Path, items: Iterable[tuple[Message | recs.FramedRecord, int]], *, epoch: int, timestamp: int,
                     last_contained_timestamp: int) -> Generator[int, None, None]:
     """Write the checkpoint, yielding the record count after each batch; renames the
     ``.checkpoint.part`` into place only once everything is written and fsynced."""
@@ -115,7 +115,7 @@ def _snapshot_steps(path: Path, items: Iterable[tuple[Message, int]], *, epoch: 
         offset = 1
         values: list[bytes] = []
         for record, version in items:
-            values.append(recs.frame(record, version))
+            values.append(record.value if isinstance(record, recs.FramedRecord) else recs.frame(record, version))
             count += 1
             if len(values) >= RECORDS_PER_BATCH:
                 encode_batch_into(out, offset, values, epoch=epoch, timestamp=timestamp)

@@ -299,3 +299,32 @@ def test_replay_at_append_of_framed_records_and_without_a_journal() -> None:
         replay_at_append(img, [(FramedRecord(frame(rec, 0)), 0)], [frame(rec, 0)], 10, 42)
         assert img.topics.partition(T, 3) is not None and img.offset == 10 and img.journaling == journal
         assert set(img.topics.imbalanced) == {(img.topics.by_id[T].key, 3)}
+
+
+@pytest.mark.parametrize("level", [7, 17, 21, 22])  # PartitionRecord v0, v1, v1, v2 (ELR)
+def test_snapshot_records_frame_partitions_as_the_general_encoder_does(level: int) -> None:
+    """The snapshot writer's records (PartitionRecords framed from a tail cached per shared
+    Partition) are byte for byte the records' general encoding, in the same order, with the
+    same versions: shared Partitions (bytes replay), one-off ones (object replay, a change)."""
+    from kraftsim.metadata import versions
+    from kraftsim.metadata.image.topics import _TAILS_MAX
+
+    img = MetadataImage(versions.supported_features(True))
+    img.replay(by_name("FeatureLevelRecord")(name="metadata.version", feature_level=level), 0)
+    tids = [uuid.UUID(int=(i + 1) << 70) for i in range(3)]
+    for i, tid in enumerate(tids):
+        img.replay(by_name("TopicRecord")(name=f"t{i}", topic_id=tid), 1 + i)
+    version = versions.partition_record_version(level)
+    shared = [frame(by_name("PartitionRecord")(
+        partition_id=p, topic_id=tids[p % 2], replicas=[p % 3, 3], isr=[3] if p % 5 else [p % 3, 3], leader=3,
+        leader_epoch=p % 2, partition_epoch=0, directories=[DIRS[p % 3], DIRS[3]] if version else []), version)
+        for p in range(60)]
+    replay_framed_all(img, shared, 10, 0, 1)
+    for p in range(5):  # one-off Partitions
+        img.replay(by_name("PartitionRecord")(partition_id=100 + p, topic_id=tids[2], replicas=[p, 4], isr=[4],
+                                              leader=4, leader_epoch=p, partition_epoch=p), 100 + p)
+    img.replay(by_name("PartitionChangeRecord")(partition_id=3, topic_id=tids[1], isr=[1, 3]), 200)
+    general = [(frame(r, v), v) for r, v in img.frozen_records()]
+    framed = [(r.value if isinstance(r, FramedRecord) else frame(r, v), v) for r, v in img.frozen_snapshot_records()]
+    assert framed == general and _TAILS_MAX > len(general)
+    assert sum(isinstance(r, FramedRecord) for r, _ in img.frozen_snapshot_records()) == 60 + 5

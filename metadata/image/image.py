@@ -26,7 +26,7 @@ import bisect
 import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kraftsim.metadata import versions
 from kraftsim.metadata.image import acls as _acls
@@ -43,10 +43,11 @@ from kraftsim.metadata.image import transactions as _txn
 from kraftsim.metadata.image.errors import ReplayError
 from kraftsim.metadata.image.journal import Entry, Start, apply_entries, kind_of
 from kraftsim.metadata.record_types import RecordType
-from kraftsim.metadata.records import type_name
+from kraftsim.metadata.records import FramedRecord, type_name
 from kraftsim.rpc.message import Message
 
 _start_offset = operator.attrgetter("offset")
+_R = TypeVar("_R")
 
 Handler = Callable[["MetadataImage", Message, int], None]
 
@@ -273,12 +274,20 @@ class MetadataImage:
         because replay replaces Partition objects and never mutates them.
         """
         mv = self.features.effective_metadata_version()
+        return self._frozen(mv, self.topics.frozen_records(mv))
+
+    def frozen_snapshot_records(self) -> Iterator[tuple[Message | FramedRecord, int]]:
+        """:meth:`frozen_records` with the PartitionRecords framed (FramedRecord: the same
+        bytes, see ``topics._framed_records``), for the snapshot writer."""
+        mv = self.features.effective_metadata_version()
+        return self._frozen(mv, self.topics.frozen_framed_records(mv))
+
+    def _frozen(self, mv: int, topics: Iterator[_R]) -> Iterator[_R | tuple[Message, int]]:
         head = [*self.features.records(mv), *self.migration.records(mv), *self.cluster.records(mv)]
-        topics = self.topics.frozen_records(mv)
         tail = [*self.configs.records(), *self.quotas.records(), *self.producer_ids.records(),
                 *self.acls.records(), *self.scram.records(mv), *self.tokens.records(mv)]
 
-        def generate() -> Iterator[tuple[Message, int]]:
+        def generate() -> Iterator[_R | tuple[Message, int]]:
             yield from head
             yield from topics
             yield from tail

@@ -20,6 +20,7 @@ per-topic int key instead of (uuid, partition) tuples to stay compact.
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from kraftsim.metadata.image import interning
 from kraftsim.metadata.image.errors import ReplayError, UnwritableMetadataError
 from kraftsim.metadata.image.partition_sets import CHUNK_BITS, CHUNK_LOW, TOPIC_SHIFT, PartitionSet
 from kraftsim.metadata.messages import PartitionRecord, TopicRecord
+from kraftsim.metadata.records import FramedRecord, frame
 from kraftsim.metadata.topic_names import has_collision_chars, unify_collision_chars
 from kraftsim.rpc.message import Message
 
@@ -42,6 +44,8 @@ LRS_NO_CHANGE = -1
 
 
 _EMPTY: tuple = interning.EMPTY
+_I32 = struct.Struct(">i")
+_TAIL_OFFSET = 3 + 4 + 16  # a PartitionRecord's frame header, partition id and topic id
 _migrating: list[tuple[uuid.UUID, ...]] = []
 
 
@@ -118,6 +122,41 @@ class Partition:
         elif any(d != MIGRATING for d in self.directories):
             raise UnwritableMetadataError("the directory assignment state of one or more replicas")
         return rec, versions.partition_record_version(mv)
+
+
+_TAILS_MAX = 1 << 16
+
+
+def _framed_records(frozen: list[tuple[uuid.UUID, str, dict[int, Partition]]],
+                    mv: int) -> Iterator[tuple[Message | FramedRecord, int]]:
+    """The topics' records, each PartitionRecord framed: its 3-byte header, partition id and
+    topic id, then the tail (replicas onwards) that its Partition decides. Partitions replayed
+    from the log share one Partition per shape (fast_replay), a few thousand for a million
+    partitions, so a tail is framed once per shape by the general encoder (the bytes are the
+    same by construction, and so are the errors: to_record refuses what it refused) and a
+    snapshot of the create benchmark's million partitions spends a fraction of what a record
+    object per partition, encoded, cost. The cache holds each Partition it names (an id is not
+    reused while it is held) and is bounded (partitions changed one by one share nothing)."""
+    tails: dict[int, tuple[Partition, bytes, bytes, int]] = {}
+    pack = _I32.pack
+    for tid, name, parts in frozen:
+        yield TopicRecord(name=name, topic_id=tid), 0
+        tb = tid.bytes
+        for pid in sorted(parts):
+            p = parts[pid]
+            hit = tails.get(id(p))
+            if hit is not None and hit[0] is p:
+                yield FramedRecord(hit[1] + pack(pid) + tb + hit[2]), hit[3]
+                continue
+            rec, version = p.to_record(tid, pid, mv)
+            value = frame(rec, version)
+            if value[3:_TAIL_OFFSET] != pack(pid) + tb:  # not that layout (a 3-byte header): as it is
+                yield rec, version
+                continue
+            if len(tails) >= _TAILS_MAX:
+                tails.clear()
+            tails[id(p)] = (p, value[:3], value[_TAIL_OFFSET:], version)
+            yield FramedRecord(value), version
 
 
 @dataclass(slots=True, eq=False)
@@ -213,6 +252,10 @@ class TopicsImage:
 
     def records(self, mv: int) -> Iterator[tuple[Message, int]]:
         return self.frozen_records(mv)
+
+    def frozen_framed_records(self, mv: int) -> Iterator[tuple[Message | FramedRecord, int]]:
+        """:meth:`frozen_records` with each PartitionRecord framed (see ``_framed_records``)."""
+        return _framed_records([(t.id, t.name, dict(t.partitions)) for t in self.by_id.values()], mv)
 
     def frozen_records(self, mv: int) -> Iterator[tuple[Message, int]]:
         """Like :meth:`records`, over copies of the partition dicts taken now."""
