@@ -23,6 +23,7 @@ Behaviour worth knowing (reference §4, §11.8):
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Iterable
 from enum import IntEnum
 from typing import Any
@@ -43,7 +44,8 @@ from kraftsim.rpc.messages import UpdateFeaturesResponse
 
 log = logging.getLogger("kraftsim.controller.features")
 
-_FEATURE_RECORDS = (FeatureLevelRecord, ZkMigrationStateRecord)  # what a FeaturesDelta holds
+_FEATURE_RECORDS = frozenset((FeatureLevelRecord, ZkMigrationStateRecord))  # what a FeaturesDelta holds
+_first = operator.itemgetter(0)
 
 # Generated classes: their fields exist only at run time, so type checkers see them as Any.
 
@@ -142,7 +144,7 @@ class FeatureControlManager:
         the last offset of the image published with a features change (FeatureLevelRecord or
         ZkMigrationStateRecord), where a change inside a metadata transaction is published with
         the batch that ends the transaction."""
-        if any(type(r) in _FEATURE_RECORDS for r, _ in records):
+        if not _FEATURE_RECORDS.isdisjoint(map(type, map(_first, records))):  # a C loop: 10,000 records a batch
             self._epoch_pending = True
         if self._epoch_pending and not self.ctx.image.transaction.open:
             self.epoch = base_offset + len(records) - 1

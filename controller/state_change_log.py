@@ -12,6 +12,7 @@ from typing import Any
 
 from kraftsim.controller.result import RecordAndVersion
 from kraftsim.metadata.record_types import RecordType
+from kraftsim.metadata.records import FramedRecord
 
 log = logging.getLogger("kraftsim.controller")
 
@@ -46,6 +47,8 @@ LINES: dict[int, Callable[[Any], str]] = {
 
 def log_state_changes(records: list[RecordAndVersion], base_offset: int) -> None:
     for i, (record, _) in enumerate(records):
-        describe = LINES.get(record.api_key() or -1)
+        # A FramedRecord's api key is its value's second byte when below 0x80 (every key in
+        # LINES is; a longer uvarint matches none): a method call saved per new partition.
+        describe = LINES.get(record.value[1] if type(record) is FramedRecord else (record.api_key() or -1))
         if describe is not None:
             log.info("%s (offset %d)", describe(record), base_offset + i)

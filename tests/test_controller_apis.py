@@ -257,3 +257,29 @@ def test_an_elect_leaders_error_answer_at_v0_carries_its_code_on_the_partitions(
         assert body.error_code == (int(E.CLUSTER_AUTHORIZATION_FAILED) if version else 0)
         assert [(p.partition_id, p.error_code) for p in body.replica_election_results[0].partition_result] == [
             (0, E.CLUSTER_AUTHORIZATION_FAILED), (1, E.CLUSTER_AUTHORIZATION_FAILED)]
+
+
+def test_error_counts_reads_what_every_slot_would_give() -> None:
+    """audit._count reads only the schema's error code and struct fields of a struct: the same
+    counts, first seen in the same order, as looking at every slot of every struct."""
+    from collections import Counter
+
+    from kraftsim.controller import audit
+    from kraftsim.rpc.messages import AlterPartitionResponse, CreateTopicsResponse, DeleteTopicsResponse
+
+    def every_slot(obj: Any, counts: Counter[int]) -> None:
+        audit._count_slots(obj, counts, every_slot)
+
+    ct, ap = CreateTopicsResponse, AlterPartitionResponse
+    responses = [
+        ct(topics=[ct.CreatableTopicResult(name=f"t{i}", error_code=i % 3, topic_config_error_code=29,
+                                           configs=[ct.CreatableTopicConfigs(name="a", value="b")])
+                   for i in range(7)]),
+        DeleteTopicsResponse(responses=[DeleteTopicsResponse.DeletableTopicResult(name="x", error_code=3)]),
+        ap(error_code=41, topics=[ap.TopicData(partitions=[ap.PartitionData(error_code=c) for c in (0, 6, 6)])]),
+        ct(),
+    ]
+    for r in responses:
+        expected: Counter[int] = Counter()
+        every_slot(r, expected)
+        assert list(audit.error_counts(r).items()) == list(expected.items())
