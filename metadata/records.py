@@ -159,9 +159,10 @@ class FramedRecord:
     and the write path only needs the bytes). ``WritePath`` appends ``value`` as it is.
 
     It reads as the record it frames: ``api_key()`` from the header, every other attribute from
-    the record decoded on first use, and it equals that record. ``type(r)`` is FramedRecord, so
-    a reader that tests types (``FeatureControlManager.note_batch``) must not meet one framing
-    a record it looks for: only PartitionRecords are framed so far."""
+    the record decoded on first use, and it equals that record. ``type(r)`` is FramedRecord: a
+    reader that goes by a record's class name asks :func:`record_name` (the migration's
+    dual-write listener); one that tests classes (``FeatureControlManager.note_batch``) must
+    not look for PartitionRecords, the only records framed so far."""
 
     __slots__ = ("value", "_record")
 
@@ -197,3 +198,12 @@ class FramedRecord:
 
 def type_name(api_key: int) -> str:
     return RECORD_NAMES.get(api_key, f"Unknown({api_key})")
+
+
+def record_name(record: Any) -> str:
+    """A record's schema name ("PartitionRecord"): its class's name, or for a FramedRecord
+    the name of the record it frames."""
+    if type(record) is FramedRecord:
+        key = record.api_key()
+        return "" if key is None else type_name(key)
+    return type(record).__name__

@@ -37,6 +37,7 @@ from kraftsim.metadata import versions
 from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.image.quotas import entity_of
 from kraftsim.metadata.messages import BeginTransactionRecord, EndTransactionRecord, ZkMigrationStateRecord
+from kraftsim.metadata.records import record_name
 from kraftsim.migration import zk_copy, zk_writer
 from kraftsim.migration import zk_layout as L
 from kraftsim.migration.broker_channels import Address, BrokerChannels
@@ -119,13 +120,13 @@ class MigrationRunner:
         """A write-path listener: a change to the brokers or controllers wakes the driver at once
         (Kafka's driver polls again when a metadata delta touches the cluster before dual-write),
         rather than at the end of its backoff."""
-        if not self.driver.state.allows_dual_write and any(type(r).__name__ in CLUSTER_RECORDS for r, _ in records):
+        if not self.driver.state.allows_dual_write and any(record_name(r) in CLUSTER_RECORDS for r, _ in records):
             self._wake.set()
         if not self.collecting:
             return
         for i, (rec, _) in enumerate(records):
             r: Any = rec
-            kind = type(r).__name__
+            kind = record_name(r)  # a FramedRecord (CreateTopics' PartitionRecords) by what it frames
             if kind in ENTITY_RECORDS:
                 key = self._entity_key(kind, r)
                 if key is not None:

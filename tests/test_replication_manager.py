@@ -21,7 +21,7 @@ from kraftsim.controller.topic_configs import (
 from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE as EXCESSIVE_BATCH
 from kraftsim.metadata import versions
 from kraftsim.metadata.directories import MIGRATING, UNASSIGNED
-from kraftsim.metadata.records import FramedRecord, by_name, frame, type_name, unframe
+from kraftsim.metadata.records import FramedRecord, by_name, frame, record_name, type_name, unframe
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode as E
@@ -536,7 +536,7 @@ def test_framed_partition_records_are_the_general_encoders_bytes(level: int) -> 
                 continue
             framed += 1
             rec = r.record()
-            assert v == version and type_name(r.api_key()) == "PartitionRecord"
+            assert v == version and type_name(r.api_key()) == record_name(r) == record_name(rec) == "PartitionRecord"
             general = placement.partition_record(rec.topic_id, rec.partition_id, rec.replicas, rec.isr)
             assert r.value == frame(general, v) and unframe(r.value) == (general, v) and r == general
             assert (rec.leader, rec.leader_epoch, rec.partition_epoch) == (rec.isr[0], 0, 0)
