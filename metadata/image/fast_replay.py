@@ -23,8 +23,8 @@ from typing import Any
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.image.interning import ints_from_raw, uuids_from_raw
 from kraftsim.metadata.image.journal import Start
-from kraftsim.metadata.image.partition_sets import CHUNK_BITS, CHUNK_LOW, TOPIC_SHIFT, PartitionSet
-from kraftsim.metadata.image.topics import NO_LEADER, Partition, migrating_dirs
+from kraftsim.metadata.image.partition_sets import CHUNK_BITS, CHUNK_LOW, TOPIC_SHIFT
+from kraftsim.metadata.image.topics import NO_LEADER, Partition, isr_number, migrating_dirs
 from kraftsim.metadata.records import unframe
 
 _I32 = struct.Struct(">i")
@@ -41,11 +41,10 @@ _MISSING: Any = object()
 # directories) - its "shape" - are the same for most partitions of a cluster: a few thousand
 # shapes cover a million partitions. Each shape is decoded once into a Partition that every
 # partition of that shape shares (Partitions are never mutated: replay replaces them), with its
-# ISR's number for the deferred ISR index below and its index flags. None: not the plain shape.
+# ISR's number for the deferred ISR index (TopicsImage.defer_isr) and its index flags. None: not
+# the plain shape.
 _Shape = tuple[Partition, int, int]
 _shapes: tuple[dict[bytes, _Shape | None], dict[bytes, _Shape | None]] = ({}, {})
-_isr_ids: dict[tuple[int, ...], int] = {}
-_isr_by_id: list[tuple[int, ...]] = []
 
 
 def _shape(tail: bytes, version: int) -> _Shape | None:
@@ -96,10 +95,7 @@ def _decode_shape(buf: bytes, version: int) -> _Shape | None:
             return None
     except (IndexError, struct.error):
         return None
-    isr_id = _isr_ids.get(isr)
-    if isr_id is None:
-        isr_id = _isr_ids[isr] = len(_isr_by_id)
-        _isr_by_id.append(isr)
+    isr_id = isr_number(isr)
     flags = (_LEADERLESS if leader == NO_LEADER else 0) \
         | (_IMBALANCED if leader != (replicas[0] if replicas else NO_LEADER) else 0)
     return Partition(replicas, isr, dirs, leader, leader_epoch, partition_epoch), isr_id, flags
@@ -156,8 +152,9 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     at consecutive offsets from ``offset`` (a log batch's): what ``replay_framed`` does for
     each, in one loop with its lookups hoisted. A plain PartitionRecord costs a few dict
     lookups: its shape is shared (see ``_shape``), and a new partition's ISR-index entries are
-    gathered per (topic chunk, ISR) and written to the index in one go, before any other
-    record, at the end, and on error, so every other replay sees the indexes complete.
+    gathered per (topic chunk, ISR) for ``TopicsImage.defer_isr``, which the index writes
+    before anything reads or changes it. Those, the partition count and the offset are handed
+    over before any other record, at the end, and on error, so every other replay sees them.
 
     A journaling image (one Start per record; also from a record that begins a transaction
     on) and every value the in-place decode is unsure about go through ``replay_framed``, so
@@ -175,36 +172,21 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     shape_of = _shape
     slow = replay_framed
     head_v1, head_v0 = _HEAD_V1, _HEAD_V0
+    deferred = topics.defer_isr
     pending: dict[int, int] = {}  # (topic chunk << 32 | ISR number) -> bits of new partitions
     pending_get = pending.get
     added = 0  # new partitions not yet counted in topics.partition_count
     last: int | None = None  # the offset of the last record applied here and not yet settled
 
     def settle() -> None:
-        """Write what the loop deferred: the ISR index, the partition count, the offset."""
-        nonlocal added, last
+        """Write what the loop deferred: the partition count, the offset, and the ISR index
+        entries to TopicsImage.defer_isr (a dict per run of new partitions: one dict of a million
+        entries would cost more to grow than the index it stands for)."""
+        nonlocal added, last, pending, pending_get
         if pending:
-            isr_index = topics.isr_index
-            isrs = _isr_by_id
-            for k, bits in pending.items():
-                ck = k >> 32
-                one = not bits & (bits - 1)  # one partition: the common case when ISRs vary
-                for b in isrs[k & 0xFFFFFFFF]:
-                    members = isr_index.get(b)
-                    if members is None:
-                        members = isr_index[b] = PartitionSet()
-                    chunks = members._chunks
-                    mask = chunks.get(ck, 0)
-                    if one:
-                        if not mask & bits:
-                            chunks[ck] = mask | bits
-                            members._count += 1
-                        continue
-                    merged = mask | bits
-                    if merged != mask:
-                        chunks[ck] = merged
-                        members._count += merged.bit_count() - mask.bit_count()
-            pending.clear()
+            deferred.append(pending)
+            pending = {}
+            pending_get = pending.get
         topics.partition_count += added
         added = 0
         if last is not None:
@@ -241,7 +223,7 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
                 if t is not None and pid >= 0:
                     new, isr_id, flags = shape
                     parts = t.partitions
-                    if pid in parts:  # a replacement: the index must be complete before it
+                    if pid in parts:  # a replacement (the index writes deferred entries first if it must)
                         settle()
                         index(t.key, pid, parts[pid], new)
                     else:
