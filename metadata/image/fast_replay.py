@@ -198,6 +198,8 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     missing = _MISSING
     last_tb = b""
     t = None
+    parts: dict[int, Partition] = {}
+    tkey = tbase = 0
     it = iter(values)
     offset -= step
     try:
@@ -216,26 +218,27 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
                 shape = None
             if shape is not None:
                 tb = buf[7:23]
-                if tb != last_tb:
-                    t = by_id_bytes.get(tb)
+                if tb != last_tb:  # a new topic: its lookups once, not per partition
                     last_tb = tb
+                    t = by_id_bytes.get(tb)
+                    if t is not None:
+                        parts, tkey = t.partitions, t.key
+                        tbase = tkey << TOPIC_SHIFT
                 pid = unpack_i32(buf, 3)[0]
                 if t is not None and pid >= 0:
                     new, isr_id, flags = shape
-                    parts = t.partitions
                     if pid in parts:  # a replacement (the index writes deferred entries first if it must)
                         settle()
-                        index(t.key, pid, parts[pid], new)
+                        index(tkey, pid, parts[pid], new)
                     else:
-                        ck = (t.key << TOPIC_SHIFT) | (pid >> CHUNK_BITS)
-                        k = ck << 32 | isr_id
+                        k = (tbase | (pid >> CHUNK_BITS)) << 32 | isr_id
                         pending[k] = pending_get(k, 0) | 1 << (pid & CHUNK_LOW)
                         added += 1
                         if flags:  # no ELR and no reassignment in this shape
                             if flags & _LEADERLESS:
-                                topics.leaderless.add(t.key, pid)
+                                topics.leaderless.add(tkey, pid)
                             if flags & _IMBALANCED:
-                                topics.imbalanced.add(t.key, pid)
+                                topics.imbalanced.add(tkey, pid)
                     parts[pid] = new
                     last = offset
                     continue
