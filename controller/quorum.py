@@ -307,8 +307,12 @@ class QuorumController:
         partitions) in slices of about a millisecond, between requests: the controller is active
         and answering meanwhile, and whatever needs the index first writes the rest at once."""
         topics = self.image.topics
+        entries, slices, t0 = sum(map(len, topics.defer_isr)), 1, self.clock.monotonic_ms()
         while not topics.settle_isr_index(_ISR_INDEX_SLICE):
+            slices += 1
             await asyncio.sleep(0)
+        log.info("wrote the ISR index the load deferred (%d entries) in %d ms, %d slices", entries,
+                 self.clock.monotonic_ms() - t0, slices)
 
     async def _periodic(self, period_ms: int, tick: Callable[[], Awaitable[None] | None]) -> None:
         while True:
