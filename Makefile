@@ -40,9 +40,10 @@ compiled: $(VENV)/.installed
 # The compiled modules' tests again, on the compiled build: CI tests both builds. The pytest
 # script, not `python -m` (which would put the checkout's pure sources first on sys.path); the
 # conftest stops the run if the compiled modules are not the ones imported.
-COMPILED_TESTS := tests/test_build.py tests/test_batch.py tests/test_image.py tests/test_image_fast_replay.py \
+COMPILED_TESTS := tests/test_build.py tests/test_batch.py tests/test_codec_views.py tests/test_image.py tests/test_image_fast_replay.py \
 	tests/test_image_journal.py tests/test_image_property.py tests/test_image_versions.py \
-	tests/test_codec_vectors.py tests/test_log.py tests/test_loader_and_events.py
+	tests/test_codec_vectors.py tests/test_log.py tests/test_loader_and_events.py tests/test_controller.py \
+	tests/test_replication_manager.py
 test-compiled: compiled
 	@if [ -f build/compiled/.compiled ]; then \
 	    echo "the compiled build: $(COMPILED_TESTS)"; \

@@ -46,6 +46,9 @@ log = logging.getLogger("kraftsim.controller")
 
 T = TypeVar("T")
 
+# (topic chunk, ISR) entries of a deferred ISR index written per slice: about a millisecond.
+_ISR_INDEX_SLICE = 2_000
+
 # Kafka's RUNS_IN_PREMIGRATION: while the persisted migration state is PRE_MIGRATION (the
 # ZooKeeper metadata is not copied yet), every other write event fails with NOT_CONTROLLER.
 RUNS_IN_PREMIGRATION = frozenset({
@@ -296,6 +299,20 @@ class QuorumController:
         self._tasks.append(asyncio.create_task(self._periodic(1000, self._snapshot_tick), name="kraftsim-snapshots"))
         if self.tokens.sweep_enabled():  # decided at activation, as Kafka schedules it
             self._tasks.append(asyncio.create_task(self._token_sweeps(), name="kraftsim-token-sweep"))
+        if self.image.topics.defer_isr:
+            self._tasks.append(asyncio.create_task(self._settle_isr_index(), name="kraftsim-isr-index"))
+
+    async def _settle_isr_index(self) -> None:
+        """Write the ISR index entries a snapshot load deferred (a second's work for a million
+        partitions) in slices of about a millisecond, between requests: the controller is active
+        and answering meanwhile, and whatever needs the index first writes the rest at once."""
+        topics = self.image.topics
+        entries, slices, t0 = sum(map(len, topics.defer_isr)), 1, self.clock.monotonic_ms()
+        while not topics.settle_isr_index(_ISR_INDEX_SLICE):
+            slices += 1
+            await asyncio.sleep(0)
+        log.info("wrote the ISR index the load deferred (%d entries) in %d ms, %d slices", entries,
+                 self.clock.monotonic_ms() - t0, slices)
 
     async def _periodic(self, period_ms: int, tick: Callable[[], Awaitable[None] | None]) -> None:
         while True:

@@ -319,6 +319,14 @@ def _nullable_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
     return data[pos:end], end
 
 
+# The zig-zag varint bytes of offset deltas 64..8191 (two bytes each), by column: a run of
+# records is checked against a slice of these (see _plain_run).
+_OD1 = bytes(range(0, 128, 2))
+_OD2_LOW = bytes(((i << 1) & 0x7F) | 0x80 for i in range(64, 8192))
+_OD2_HIGH = bytes((i << 1) >> 7 for i in range(64, 8192))
+_RUN_MIN = 4  # fewer records than this after a template: one at a time is as cheap
+
+
 def _plain_values(data: bytes, pos: int, count: int) -> list[bytes | None] | None:
     """The values of a batch written as KRaft writes one - offset deltas 0..count-1, one-byte
     timestamp deltas, null keys, no headers, canonical varints - or None for anything else,
@@ -326,13 +334,17 @@ def _plain_values(data: bytes, pos: int, count: int) -> list[bytes | None] | Non
 
     With as many records as offsets, strictly increasing deltas can only be 0..count-1, so
     each record's offset delta is known before it is read: comparing its bytes replaces
-    decoding and checking it.
+    decoding and checking it. And records of one size (a snapshot's PartitionRecords of one
+    replication factor) sit at a fixed stride: after one is read, the run of those like it is
+    checked a column of bytes at a time (``_plain_run``), not a record at a time.
     """
     n = len(data)
     out: list[bytes | None] = []
     append = out.append
+    i = 0
     try:
-        for i in range(count):
+        while i < count:
+            start = pos
             b = data[pos]
             if b < 0x80:
                 if b & 1:
@@ -382,10 +394,67 @@ def _plain_values(data: bytes, pos: int, count: int) -> list[bytes | None] | Non
             if vend + 1 != end or data[vend] != 0:  # headers, or a length mismatch
                 return None
             append(data[pos:vend])
+            i += 1
+            if i < 8192 and i != 64 and count - i >= _RUN_MIN:
+                ran = _plain_run(data, start, end, pos - start, vlen, i, count, out)
+                if ran:
+                    i += ran
+                    end += ran * (end - start)
             pos = end
     except IndexError:
         return None
     return out if pos == n else None
+
+
+def _plain_run(data: bytes, start: int, end: int, voff: int, vlen: int, i: int, count: int,
+               out: list[bytes | None]) -> int:
+    """Append the values of the records from ``i`` on (starting at ``end``) that are laid out as
+    the record just read (from ``start`` to ``end``, its value ``voff`` bytes in), and return how
+    many there were: those whose length bytes equal its, checked column by column.
+
+    Equal length bytes make equal strides, so each column - timestamp deltas, offset deltas,
+    keys, value lengths, header counts - is one strided slice, compared in C. Offset deltas
+    below 64 are one byte, below 8192 two: a run stays within one width (the caller's ``i``
+    is never 64). Anything unlike the template ends the run, and the caller reads that record
+    the careful way."""
+    stride = end - start
+    lw = 1 if data[start] < 0x80 else 2  # the length varint's bytes
+    limit = min(count, 64 if i < 64 else 8192) - i
+    limit = min(limit, (len(data) - end) // stride)
+    if limit <= 0:
+        return 0
+    stop = end + stride * limit
+    col = data[end:stop:stride]
+    run = limit - len(col.lstrip(data[start:start + 1]))
+    if lw == 2:
+        run = min(run, limit - len(data[end + 1:stop:stride].lstrip(data[start + 1:start + 2])))
+    if run < _RUN_MIN:
+        return 0
+    stop = end + stride * run
+    o = end + lw  # each record's attributes byte (any value, as the careful path reads it)
+    if not data[o + 1:stop:stride].isascii():  # one-byte timestamp deltas
+        return 0
+    if i < 64:
+        if data[o + 2:stop:stride] != _OD1[i:i + run]:
+            return 0
+        w = 1
+    else:
+        if data[o + 2:stop:stride] != _OD2_LOW[i - 64:i - 64 + run] \
+                or data[o + 3:stop:stride] != _OD2_HIGH[i - 64:i - 64 + run]:
+            return 0
+        w = 2
+    k = o + 2 + w  # the key's byte, then the value length's (as many as the template's)
+    if data[k:stop:stride] != b"\x01" * run:
+        return 0
+    for j in range(k + 1, end + voff):
+        t = j - end + start
+        if data[j:stop:stride] != data[t:t + 1] * run:
+            return 0
+    if data[end + stride - 1:stop:stride] != b"\x00" * run:  # no headers
+        return 0
+    v = end + voff
+    out.extend([data[q:q + vlen] for q in range(v, v + stride * run, stride)])
+    return run
 
 
 def _decode_records(

@@ -196,7 +196,7 @@ class RowBuilder:
             fn = self._converters[(name, version)] = converter(name, version)
         return fn
 
-    def batches_of(self, data: bytes, source: str, snapshot_offset: int | None) -> Iterator[Any]:
+    def batches_of(self, data: bytes | memoryview, source: str, snapshot_offset: int | None) -> Iterator[Any]:
         """Arrow batches for every kept record of the RecordBatch v2 bytes ``data``."""
         rf = self.rf
         lo, hi, types, want_control = rf.min_offset, rf.max_offset, rf.record_types, rf.include_control

@@ -16,6 +16,7 @@ and the schema-generated request classes.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,17 +48,23 @@ class FetchError(Exception):
 
 @dataclass(slots=True)
 class FetchResult:
-    records: bytes
+    # Whole batches, as a read-only memoryview of the buffer the response was received into
+    # (the records are not copied on their way from the socket; the view keeps that buffer alive)
+    records: bytes | memoryview
     high_watermark: int
     log_start_offset: int
     snapshot: tuple[int, int] | None  # (end offset, epoch) when the offset is only in a snapshot
 
 
-def complete_prefix(data: bytes) -> int:
+_BATCH_LENGTH = struct.Struct(">i")  # a batch's length, at byte 8
+
+
+def complete_prefix(data: bytes | memoryview) -> int:
     """Bytes of ``data`` that hold whole batches (a fetch may end inside one)."""
     pos, n = 0, len(data)
+    length = _BATCH_LENGTH.unpack_from
     while pos + LOG_OVERHEAD <= n:
-        size = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True) + LOG_OVERHEAD
+        size = length(data, pos + 8)[0] + LOG_OVERHEAD
         if size <= LOG_OVERHEAD or pos + size > n:
             break
         pos += size
@@ -113,7 +120,7 @@ class RaftObserver:
                           replica_state=req_cls.ReplicaState(replica_id=NON_REPLICA, replica_epoch=-1),
                           max_wait_ms=max_wait_ms, min_bytes=0, max_bytes=self.max_bytes, isolation_level=0,
                           session_id=0, session_epoch=-1, topics=[topic])
-            resp = await self.client.request(req, version, timeout=self.timeout + max_wait_ms / 1000)
+            resp = await self.client.request(req, version, timeout=self.timeout + max_wait_ms / 1000, views=True)
             if resp.error_code:
                 self._raise(resp.error_code, "Fetch")
             p = resp.responses[0].partitions[0]
@@ -131,12 +138,13 @@ class RaftObserver:
                 self._raise(p.error_code, "Fetch")
             snap = p.snapshot_id
             snapshot = (snap.end_offset, snap.epoch) if snap is not None and snap.end_offset >= 0 else None
-            records = bytes(p.records or b"")
+            records = p.records if p.records is not None else b""
             return FetchResult(records[:complete_prefix(records)], p.high_watermark, p.log_start_offset, snapshot)
         raise FetchError(f"{self.host}:{self.port}: no stable leader epoch after 10 attempts")
 
-    async def fetch_snapshot(self, end_offset: int, epoch: int) -> bytes:
-        """The whole snapshot ``end_offset``-``epoch``, in chunks of at most ``max_bytes``."""
+    async def fetch_snapshot(self, end_offset: int, epoch: int) -> bytes | memoryview:
+        """The whole snapshot ``end_offset``-``epoch``, in chunks of at most ``max_bytes``
+        (joined into bytes; one chunk is the read-only view it was received as)."""
         assert self.client is not None
         if self.epoch == 0:
             # Learn the leader epoch first: Kafka 3.9 answers a FetchSnapshot with a stale epoch
@@ -144,7 +152,7 @@ class RaftObserver:
             await self.fetch(end_offset)
         req_cls = registry.request_class(FETCH_SNAPSHOT)
         version = self.client.pick_version(FETCH_SNAPSHOT, req_cls)
-        chunks: list[bytes] = []
+        chunks: list[bytes | memoryview] = []
         position = 0
         while True:
             part = req_cls.PartitionSnapshot(partition=0, current_leader_epoch=self.epoch,
@@ -152,7 +160,7 @@ class RaftObserver:
                                              position=position)
             req = req_cls(cluster_id=self.cluster_id, replica_id=NON_REPLICA, max_bytes=self.max_bytes,
                           topics=[req_cls.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])
-            resp = await self.client.request(req, version, timeout=self.timeout)
+            resp = await self.client.request(req, version, timeout=self.timeout, views=True)
             if resp.error_code:
                 self._raise(resp.error_code, "FetchSnapshot")
             p = resp.topics[0].partitions[0]
@@ -161,11 +169,11 @@ class RaftObserver:
                 continue
             if p.error_code:
                 self._raise(p.error_code, "FetchSnapshot")
-            data = bytes(p.unaligned_records or b"")
+            data = p.unaligned_records if p.unaligned_records is not None else b""
             chunks.append(data)
             position += len(data)
             if position >= p.size or not data:
-                return b"".join(chunks)
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _raise(self, code: int, api: str) -> None:
         name = ERRORS.get(code) or RETRIABLE.get(code) or f"error code {code}"
@@ -219,7 +227,7 @@ def read_range(o: ReadOptions, r: OffsetRange, rf: RowFilter) -> Iterator[Any]:
         loop.close()
 
 
-def _last_offset(data: bytes) -> int:
+def _last_offset(data: bytes | memoryview) -> int:
     from kraftsim.metadata.batch import read_batches
 
     last = -1

@@ -38,6 +38,11 @@ def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
 def _compact_bounds(buf: bytes, pos: int, nullable: bool, where: str, limit: int | None) -> tuple[int, int]:
     """Where compact bytes or a compact string lie: (start, end), or (next position, -1) for null."""
     n, pos = read_uvarint(buf, pos)
+    return _bounds(n, pos, len(buf), nullable, where, limit)
+
+
+def _bounds(n: int, pos: int, blen: int, nullable: bool, where: str, limit: int | None) -> tuple[int, int]:
+    """The checks of :func:`_compact_bounds` on a length ``n`` (plus one) read at ``pos``."""
     n -= 1
     if n < 0:
         if nullable:
@@ -46,7 +51,7 @@ def _compact_bounds(buf: bytes, pos: int, nullable: bool, where: str, limit: int
     if limit is not None and n > limit:
         raise DecodeError(f"{where}: string longer than {limit}")
     end = pos + n
-    if end > len(buf):
+    if end > blen:
         raise DecodeError(f"{where}: runs past the end")
     return pos, end
 
@@ -62,6 +67,47 @@ def read_compact_string(buf: bytes, pos: int, nullable: bool, where: str) -> tup
 def read_compact_bytes(buf: bytes, pos: int, nullable: bool, where: str) -> tuple[bytes | None, int]:
     """Compact bytes the generated code did not read inline: null, or a multi-byte length."""
     start, end = _compact_bounds(buf, pos, nullable, where, None)
+    if end < 0:
+        return None, start
+    return buf[start:end], end
+
+
+# The same readers for the view decoders (``Message.decode(..., views=True)``), whose buffer is
+# a read-only memoryview of the frame (a large response is received into a bytearray, which has
+# no zero-copy way to become bytes). Only ``records`` fields come out as views of it; strings,
+# bytes and varints are read from small copies, so they are the same values as from bytes.
+
+
+def read_uvarint_view(buf: memoryview, pos: int) -> tuple[int, int]:
+    """:func:`read_uvarint` in a memoryview (from a copy of the at most 5 bytes it can take)."""
+    value, n = read_uvarint(bytes(buf[pos:pos + 5]), 0)
+    return value, pos + n
+
+
+def _compact_bounds_view(buf: memoryview, pos: int, nullable: bool, where: str, limit: int | None) -> tuple[int, int]:
+    n, pos = read_uvarint_view(buf, pos)
+    return _bounds(n, pos, len(buf), nullable, where, limit)
+
+
+def read_compact_string_view(buf: memoryview, pos: int, nullable: bool, where: str) -> tuple[str | None, int]:
+    """:func:`read_compact_string` in a memoryview."""
+    start, end = _compact_bounds_view(buf, pos, nullable, where, MAX_STRING)
+    if end < 0:
+        return None, start
+    return str(buf[start:end], "utf-8", "replace"), end
+
+
+def read_compact_bytes_view(buf: memoryview, pos: int, nullable: bool, where: str) -> tuple[bytes | None, int]:
+    """:func:`read_compact_bytes` in a memoryview: a ``bytes`` field is still bytes."""
+    start, end = _compact_bounds_view(buf, pos, nullable, where, None)
+    if end < 0:
+        return None, start
+    return bytes(buf[start:end]), end
+
+
+def read_compact_records_view(buf: memoryview, pos: int, nullable: bool, where: str) -> tuple[memoryview | None, int]:
+    """A compact ``records`` field as a slice of the view: the bytes are not copied."""
+    start, end = _compact_bounds_view(buf, pos, nullable, where, None)
     if end < 0:
         return None, start
     return buf[start:end], end

@@ -1,6 +1,11 @@
 """A small asyncio Kafka protocol client: what kraftsim's tools, simulated brokers, benchmarks
 and tests use to talk to a controller. Requests may be pipelined; responses are matched to
-requests by order and checked by correlation id, as Kafka's NetworkClient does."""
+requests by order and checked by correlation id, as Kafka's NetworkClient does.
+
+Responses are read with a :class:`~kraftsim.rpc.framing.FrameReceiver`: a large one is received
+straight into a buffer of its own, and a caller that asks for ``views`` gets its records as
+read-only memoryviews of that buffer (a Raft observer's 8 MiB Fetch responses are not copied
+once received)."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from kraftsim import __version__
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.errors import DecodeError
 from kraftsim.rpc.frames import ApiCodec, api_codec
-from kraftsim.rpc.framing import FrameError, FrameReader
+from kraftsim.rpc.framing import FrameError, FrameReceiver
 from kraftsim.rpc.message import Message
 
 
@@ -21,10 +26,11 @@ class ConnectionClosed(ConnectionError):
     """The peer closed the connection (or we could not frame its bytes)."""
 
 
-class _ClientProtocol(asyncio.Protocol):
+class _ClientProtocol(asyncio.BufferedProtocol):
     def __init__(self, max_size: int) -> None:
-        self.reader = FrameReader(max_size)
-        self.waiting: deque[tuple[int, ApiCodec, asyncio.Future[Message]]] = deque()
+        self.reader = FrameReceiver(max_size)
+        # (correlation id, codec, future, records as views) of each request, in order
+        self.waiting: deque[tuple[int, ApiCodec, asyncio.Future[Message], bool]] = deque()
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.error: BaseException | None = None
@@ -33,9 +39,12 @@ class _ClientProtocol(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            frames = self.reader.feed(data)
+            frames = self.reader.updated(nbytes)
         except FrameError as e:
             self._fail(ConnectionClosed(str(e)))
             return
@@ -43,9 +52,9 @@ class _ClientProtocol(asyncio.Protocol):
             if not self.waiting:
                 self._fail(ConnectionClosed("response without a request"))
                 return
-            corr, codec, fut = self.waiting.popleft()
+            corr, codec, fut, views = self.waiting.popleft()
             try:
-                got, body = codec.decode_response(frame)
+                got, body = codec.decode_response(frame, views)
             except DecodeError as e:
                 if not fut.done():
                     fut.set_exception(e)
@@ -59,7 +68,7 @@ class _ClientProtocol(asyncio.Protocol):
     def _fail(self, exc: BaseException) -> None:
         self.error = exc
         while self.waiting:
-            _, _, fut = self.waiting.popleft()
+            _, _, fut, _ = self.waiting.popleft()
             if not fut.done():
                 fut.set_exception(exc)
         if self.transport is not None:
@@ -86,8 +95,11 @@ class KafkaClient:
             loop.create_connection(lambda: _ClientProtocol(max_response_size), host, port), timeout)
         return cls(proto, client_id)
 
-    def send(self, body: Message, version: int | None = None, correlation_id: int | None = None) -> asyncio.Future[Message]:
-        """Write one request now; the future resolves with its decoded response."""
+    def send(self, body: Message, version: int | None = None, correlation_id: int | None = None,
+             views: bool = False) -> asyncio.Future[Message]:
+        """Write one request now; the future resolves with its decoded response. ``views``: the
+        response's records fields are read-only memoryviews of the buffer it was received into
+        (no copy; see :meth:`ApiCodec.decode_response`), else bytes."""
         p = self._p
         if p.error is not None or p.transport is None or p.transport.is_closing():
             raise ConnectionClosed(str(p.error or "connection is closed"))
@@ -99,23 +111,25 @@ class KafkaClient:
         corr = next(self._corr) if correlation_id is None else correlation_id
         frame = codec.encode_request(body, corr, self.client_id)
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        p.waiting.append((corr, codec, fut))
+        p.waiting.append((corr, codec, fut, views))
         p.transport.write(frame)
         return fut
 
-    def send_frame(self, frame: bytes, codec: ApiCodec, correlation_id: int) -> asyncio.Future[Message]:
+    def send_frame(self, frame: bytes, codec: ApiCodec, correlation_id: int,
+                   views: bool = False) -> asyncio.Future[Message]:
         """A request already encoded (e.g. in a worker thread, for a large one) with ``codec``
         and ``correlation_id``; the future resolves with its decoded response."""
         p = self._p
         if p.error is not None or p.transport is None or p.transport.is_closing():
             raise ConnectionClosed(str(p.error or "connection is closed"))
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        p.waiting.append((correlation_id, codec, fut))
+        p.waiting.append((correlation_id, codec, fut, views))
         p.transport.write(frame)
         return fut
 
-    async def request(self, body: Message, version: int | None = None, timeout: float | None = 30.0) -> Any:
-        return await asyncio.wait_for(self.send(body, version), timeout)
+    async def request(self, body: Message, version: int | None = None, timeout: float | None = 30.0,
+                      views: bool = False) -> Any:
+        return await asyncio.wait_for(self.send(body, version, views=views), timeout)
 
     def write_raw(self, data: bytes) -> None:
         """Bytes straight onto the socket (for tests of malformed input)."""

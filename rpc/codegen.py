@@ -74,6 +74,8 @@ class _Compiler:
         self._tmp = 0
         self._wanted: list[tuple[str, StructSpec, int]] = []
         self._wanted_keys: set[tuple[str, str, int]] = set()
+        # Emitting a view decoder (see :meth:`gen_decoder`): ``buf`` is a read-only memoryview.
+        self.views = False
 
     # ---- helpers -------------------------------------------------------------------------
     def const(self, value: Any, hint: str = "c") -> str:
@@ -400,16 +402,34 @@ class _Compiler:
         o = self.out
         o.emit(d, f"{n} = buf[pos]")
         o.emit(d, f"if {n} < 128: pos += 1")
-        o.emit(d, f"else: {n}, pos = _ruv(buf, pos)")
+        o.emit(d, f"else: {n}, pos = {self.ruv}(buf, pos)")
+
+    @property
+    def ruv(self) -> str:
+        """The runtime's unsigned varint reader for the buffer being decoded."""
+        return "_ruv_v" if self.views else "_ruv"
+
+    def piece(self, et: str, raw: str) -> str:
+        """A bytes or records value out of the slice ``raw``: a view decoder's ``records`` stay
+        a view of the frame, its ``bytes`` (and unknown tags) are copied out as bytes."""
+        if self.views and et != "records":
+            return f"_bytes({raw})"
+        return raw
 
     def dec_utf8(self, d: int, t: str, raw: str) -> None:
         """Strict UTF-8 first (its fast path takes no error handler), Java's replacement of
         malformed input only when that fails."""
         o = self.out
         o.emit(d, "try:")
-        o.emit(d + 1, f"{t} = {raw}.decode()")
+        if self.views:  # a memoryview has no decode(); str() takes any buffer
+            o.emit(d + 1, f"{t} = _str({raw}, 'utf-8')")
+        else:
+            o.emit(d + 1, f"{t} = {raw}.decode()")
         o.emit(d, "except UnicodeDecodeError:")
-        o.emit(d + 1, f"{t} = {raw}.decode('utf-8', 'replace')")
+        if self.views:
+            o.emit(d + 1, f"{t} = _str({raw}, 'utf-8', 'replace')")
+        else:
+            o.emit(d + 1, f"{t} = {raw}.decode('utf-8', 'replace')")
 
     def dec_value(self, d: int, f: FieldSpec, et: str, t: str, v: int, compact: bool, nullable: bool,
                   stack: tuple[StructSpec, ...], n: str | None = None) -> None:
@@ -443,7 +463,7 @@ class _Compiler:
             if et == "string":
                 self.dec_utf8(d + 1, t, f"buf[pos + 1:{e}]")
             else:
-                o.emit(d + 1, f"{t} = buf[pos + 1:{e}]")
+                o.emit(d + 1, f"{t} = {self.piece(et, f'buf[pos + 1:{e}]')}")
             o.emit(d + 1, f"pos = {e}")
             if nullable:
                 o.emit(d, f"elif {n} == 0:")
@@ -451,6 +471,8 @@ class _Compiler:
                 o.emit(d + 1, "pos += 1")
             o.emit(d, "else:")
             reader = "_rcstr" if et == "string" else "_rcbytes"
+            if self.views:
+                reader = {"string": "_rcstr_v", "bytes": "_rcbytes_v", "records": "_rcrec_v"}[et]
             o.emit(d + 1, f"{t}, pos = {reader}(buf, pos, {nullable}, '{where}')")
         elif et in ("string", "bytes", "records"):
             if n is None:
@@ -476,7 +498,7 @@ class _Compiler:
             if et == "string":
                 self.dec_utf8(d + 1, t, f"buf[pos:{e}]")
             else:
-                o.emit(d + 1, f"{t} = buf[pos:{e}]")
+                o.emit(d + 1, f"{t} = {self.piece(et, f'buf[pos:{e}]')}")
             o.emit(d + 1, f"pos = {e}")
         else:
             sub = f.struct
@@ -494,7 +516,7 @@ class _Compiler:
                 if x != t:
                     o.emit(d, f"{t} = {x}")
             else:
-                o.emit(d, f"{t}, pos = {self.call_fn('d', sub, v)}(buf, pos)")
+                o.emit(d, f"{t}, pos = {self.call_fn('dv' if self.views else 'd', sub, v)}(buf, pos)")
 
     def dec_field(self, d: int, f: FieldSpec, t: str, v: int, stack: tuple[StructSpec, ...],
                   n: str | None = None) -> None:
@@ -601,8 +623,8 @@ class _Compiler:
         o.emit(d, f"if {nt} > blen - pos: raise _bad('{self.msg.name}: too many tagged fields')")
         o.emit(d, f"{unk} = None")
         o.emit(d, f"for _ in range({nt}):")
-        o.emit(d + 1, f"{tag}, pos = _ruv(buf, pos)")
-        o.emit(d + 1, f"{sz}, pos = _ruv(buf, pos)")
+        o.emit(d + 1, f"{tag}, pos = {self.ruv}(buf, pos)")
+        o.emit(d + 1, f"{sz}, pos = {self.ruv}(buf, pos)")
         o.emit(d + 1, f"{end} = pos + {sz}")
         o.emit(d + 1, f"if {end} > blen: raise _bad('{self.msg.name}: tagged field runs past the end')")
         kw = "if"
@@ -616,7 +638,7 @@ class _Compiler:
             o.emit(d + 1, "else:")
             dd = d + 2
         o.emit(dd, f"if {unk} is None: {unk} = []")
-        o.emit(dd, f"{unk}.append(({tag}, buf[pos:{end}]))")
+        o.emit(dd, f"{unk}.append(({tag}, {self.piece('bytes', f'buf[pos:{end}]')}))")
         o.emit(dd, f"pos = {end}")
         o.emit(d, f"{ov}.unknown_tagged_fields = {unk}")
         if not first:
@@ -624,8 +646,10 @@ class _Compiler:
             o.emit(d, "pos += 1")
 
     def gen_decoder(self, s: StructSpec, v: int) -> None:
+        """``_d_*`` reads bytes; with :attr:`views` set, ``_dv_*`` reads a read-only memoryview
+        and leaves ``records`` fields as slices of it (everything else as ``_d_*`` reads it)."""
         o = self.out
-        o.emit(0, f"def {self.fn('d', s, v)}(buf, pos):")
+        o.emit(0, f"def {self.fn('dv' if self.views else 'd', s, v)}(buf, pos):")
         o.emit(1, "blen = len(buf)")
         self.dec_struct(1, s, v, "o", (s,))
         o.emit(1, "return o, pos")
@@ -655,13 +679,21 @@ class _Compiler:
         for v in versions:
             self.gen_encoder(root, v)
             self.gen_decoder(root, v)
+        views = has_view_decoders(self.msg)
+        if views:
+            self.views = True
+            for v in versions:
+                self.gen_decoder(root, v)
+            self.views = False
         # Standalone coders of nested structs only where inlining stopped (deep or recursive).
         while self._wanted:
             kind, s, v = self._wanted.pop()
             if kind == "e":
                 self.gen_encoder(s, v)
             else:
+                self.views = kind == "dv"
                 self.gen_decoder(s, v)
+                self.views = False
         if self.msg.type == "header":
             for v in versions:
                 self.gen_encoder(root, v, args_mode=True)
@@ -672,6 +704,9 @@ class _Compiler:
         o = self.out
         o.emit(0, f"{name}._encoders = ({enc},)")
         o.emit(0, f"{name}._decoders = ({dec},)")
+        if views:
+            dv = ", ".join(self.fn("dv", root, v) if v in versions else "None" for v in range(top + 1))
+            o.emit(0, f"{name}._view_decoders = ({dv},)")
         if self.msg.type == "header":
             args = ", ".join(self.fn("a", root, v) if v in versions else "None" for v in range(top + 1))
             o.emit(0, f"{name}._arg_encoders = ({args},)")
@@ -679,6 +714,19 @@ class _Compiler:
             if s is not root:
                 o.emit(0, f"{name}.{s.name} = {self.cls_name(s)}")
         return "\n".join(o.lines) + "\n"
+
+
+def has_records(s: StructSpec, seen: frozenset[int] = frozenset()) -> bool:
+    """Whether ``s`` or a struct in it has a ``records`` field (in any version)."""
+    seen = seen | {id(s)}
+    return any(f.element_type == "records" or (f.struct is not None and id(f.struct) not in seen and has_records(f.struct, seen))
+               for f in s.fields)
+
+
+def has_view_decoders(msg: MessageSpec) -> bool:
+    """View decoders (records as zero-copy slices of the frame) are generated for messages with
+    records fields, and for the headers in front of them in a frame."""
+    return msg.type == "header" or has_records(msg.root)
 
 
 def source_for(msg: MessageSpec) -> tuple[str, dict[str, Any]]:
@@ -758,6 +806,12 @@ def compile_message(msg: MessageSpec, base_message: type, base_struct: type) -> 
         "_put_slice": put_slice,
         "_rcstr": _runtime.read_compact_string,
         "_rcbytes": _runtime.read_compact_bytes,
+        "_ruv_v": _runtime.read_uvarint_view,
+        "_rcstr_v": _runtime.read_compact_string_view,
+        "_rcbytes_v": _runtime.read_compact_bytes_view,
+        "_rcrec_v": _runtime.read_compact_records_view,
+        "_str": str,
+        "_bytes": bytes,
         "_UUID": uuid.UUID,
         "_uuid_int": _UUID_INT_SLOT.__set__,
         "_uuid_safe": _UUID_SAFE_SLOT.__set__,

@@ -16,7 +16,7 @@ from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.errors import CodecError, DecodeError, EncodeError
 from kraftsim.rpc.file_slice import SliceOut, SplitFrame
-from kraftsim.rpc.message import DECODE_FAILURES, ENCODE_FAILURES, Message
+from kraftsim.rpc.message import DECODE_FAILURES, ENCODE_FAILURES, Message, view_of
 from kraftsim.rpc.schema import StructSpec
 
 CONTROLLED_SHUTDOWN = 7
@@ -67,6 +67,8 @@ class ApiCodec:
     enc_resp_hdr: Any
     dec_resp_hdr: Any
     response_slices: bool = False  # the response has a records field (it may hold a FileSlice)
+    dec_resp_view: Any = None  # the response's view decoder (records as views of the frame), if any
+    dec_resp_hdr_view: Any = None
     request_headers: dict[str | None, bytes] = field(default_factory=dict)  # by client id
 
     # -- requests ------------------------------------------------------------------------
@@ -130,13 +132,22 @@ class ApiCodec:
         out[:0] = _pack(len(out))
         return out  # type: ignore[return-value]
 
-    def decode_response(self, frame: bytes) -> tuple[int, Message]:
-        """Decode a response frame *without* its size prefix: (correlation id, body)."""
-        if type(frame) is not bytes:
-            frame = bytes(frame)
+    def decode_response(self, frame: bytes | bytearray | memoryview, views: bool = False) -> tuple[int, Message]:
+        """Decode a response frame *without* its size prefix: (correlation id, body).
+
+        ``views``: the response's ``records`` fields are read-only memoryviews of ``frame``
+        rather than copies (see :meth:`Message.decode_from`); ``frame`` must not change after.
+        A response without records fields decodes as without."""
+        if views and self.dec_resp_view is not None:
+            frame = view_of(frame)
+            dec_hdr, dec = self.dec_resp_hdr_view, self.dec_resp_view
+        else:
+            if type(frame) is not bytes:
+                frame = bytes(frame)
+            dec_hdr, dec = self.dec_resp_hdr, self.dec_resp
         try:
-            hdr, pos = self.dec_resp_hdr(frame, 0)
-            body, _ = self.dec_resp(frame, pos)
+            hdr, pos = dec_hdr(frame, 0)
+            body, _ = dec(frame, pos)
         except CodecError:
             raise
         except DECODE_FAILURES as e:
@@ -170,6 +181,8 @@ def api_codec(api_key: int, version: int) -> ApiCodec:
         req_hdr_cls._arg_encoders[rh], req_hdr_cls._decoders[rh],
         resp_hdr_cls._arg_encoders[sh], resp_hdr_cls._decoders[sh],
         _has_records(resp._spec.root, version),
+        resp._view_decoders[version] if resp._view_decoders is not None else None,
+        resp_hdr_cls._view_decoders[sh],
     )
     _codecs[(api_key, version)] = c
     return c

@@ -47,6 +47,7 @@ class Message(Struct):
     _spec: ClassVar[Any]
     _encoders: ClassVar[tuple]
     _decoders: ClassVar[tuple]
+    _view_decoders: ClassVar[tuple | None] = None  # generated for messages with records fields
     _source: ClassVar[str]
 
     @classmethod
@@ -91,19 +92,30 @@ class Message(Struct):
             raise EncodeError(f"{type(self).__name__} v{version}: {e}") from e
 
     @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview, version: int, strict: bool = True) -> Self:
-        """Decode a whole buffer; ``strict`` also rejects trailing bytes."""
-        obj, pos = cls.decode_from(data, 0, version)
+    def decode(cls, data: bytes | bytearray | memoryview, version: int, strict: bool = True,
+               views: bool = False) -> Self:
+        """Decode a whole buffer; ``strict`` also rejects trailing bytes. ``views``: see
+        :meth:`decode_from`."""
+        obj, pos = cls.decode_from(data, 0, version, views)
         if strict and pos != len(data):
             raise DecodeError(f"{cls.__name__} v{version}: {len(data) - pos} trailing bytes")
         return obj
 
     @classmethod
-    def decode_from(cls, data: bytes | bytearray | memoryview, pos: int, version: int) -> tuple[Self, int]:
-        if type(data) is not bytes:
-            data = bytes(data)
+    def decode_from(cls, data: bytes | bytearray | memoryview, pos: int, version: int,
+                    views: bool = False) -> tuple[Self, int]:
+        """``views``: ``records`` fields come out as read-only memoryviews of ``data`` instead
+        of copies (a Fetch response's megabytes are not copied; the view keeps ``data`` alive,
+        so ``data`` must not be changed afterwards). Everything else decodes as without."""
+        if views and cls._view_decoders is not None:
+            decoders = cls._view_decoders
+            data = view_of(data)
+        else:
+            decoders = cls._decoders
+            if type(data) is not bytes:
+                data = bytes(data)
         try:
-            dec = cls._decoders[version] if version >= 0 else None
+            dec = decoders[version] if version >= 0 else None
         except IndexError:
             dec = None
         if dec is None:
@@ -114,3 +126,12 @@ class Message(Struct):
             raise
         except DECODE_FAILURES as e:
             raise DecodeError(f"{cls.__name__} v{version}: malformed ({type(e).__name__}: {e})") from e
+
+
+def view_of(data: bytes | bytearray | memoryview) -> memoryview:
+    """A read-only byte view of ``data`` (what view decoders read): records sliced out of it
+    cannot be written through, and hash and compare as bytes do."""
+    view = data if type(data) is memoryview else memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view if view.readonly else view.toreadonly()

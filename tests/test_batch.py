@@ -727,3 +727,74 @@ def test_values_of_a_big_batch_use_two_and_three_byte_offset_deltas() -> None:
     values = [bytes([i % 251]) * (i % 200) for i in range(10_000)]
     batch = read_batch(encode_batch(0, values, epoch=1, timestamp=5))
     assert batch.values() == values == [r.value for r in batch.records()]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs=st.lists(st.tuples(st.integers(0, 200), st.integers(1, 120)), min_size=1, max_size=6),
+       flips=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(-2, 8), st.integers(1, 255)),
+                      max_size=3))
+def test_values_of_runs_of_one_size_equal_the_records_values_even_when_corrupt(runs: list, flips: list) -> None:
+    """Records of one size are read a column at a time after the first of them: across the
+    offset deltas' one- to two-byte boundary, at value lengths whose varint takes one or two
+    bytes, and with bytes flipped anywhere (a flip must be caught, or read, as records() does)."""
+    import dataclasses
+
+    values = [bytes([n % 251]) * size for k, (size, count) in enumerate(runs) for n in range(k, k + count)]
+    batch = read_batch(encode_batch(7, values, epoch=1, timestamp=5))
+    assert batch.values() == values == [r.value for r in batch.records()]
+    def varint_size(v: int) -> int:
+        return 1 if v < 0x80 else 2 if v < 0x4000 else 3
+
+    starts, at = [], BATCH_OVERHEAD  # where each record begins: a flip goes near one, in its header
+    for n, v in enumerate(values):
+        body = 4 + varint_size(n << 1) + varint_size(len(v) << 1) + len(v)
+        starts.append(at)
+        at += varint_size(body << 1) + body
+    assert at == len(batch.raw)
+    raw = bytearray(batch.raw)
+    for which, offset, x in flips:
+        raw[max(BATCH_OVERHEAD, min(starts[int(which * len(starts))] + offset, len(raw) - 1))] ^= x
+    corrupt = dataclasses.replace(batch, raw=bytes(raw))
+
+    def outcome(f):  # type: ignore[no-untyped-def]
+        try:
+            return f()
+        except CorruptBatchError as e:
+            return str(e)
+    assert outcome(corrupt.values) == outcome(lambda: [r.value for r in corrupt.records()])
+
+
+def test_values_of_a_big_batch_of_one_size_cross_every_offset_delta_width() -> None:
+    values = [bytes([i % 251]) * 90 for i in range(9_000)]
+    batch = read_batch(encode_batch(0, values, epoch=1, timestamp=5))
+    assert batch.values() == values == [r.value for r in batch.records()]
+
+
+@pytest.mark.parametrize("size", [10, 70])  # a value length of one varint byte, of two
+@pytest.mark.parametrize("record", [10, 70])  # an offset delta of one varint byte, of two
+def test_every_byte_of_a_record_inside_a_run_is_checked_as_records_checks_it(size: int, record: int) -> None:
+    """Each byte of a record read a column at a time, flipped to each kind of value, gives what
+    records() gives: the same values or the same error."""
+    import dataclasses
+
+    values = [bytes([n % 251]) * size for n in range(100)]
+    batch = read_batch(encode_batch(7, values, epoch=1, timestamp=5))
+    stride = (len(batch.raw) - BATCH_OVERHEAD - 64) // 100  # records 64..99 are a byte longer
+    start = BATCH_OVERHEAD + record * stride + max(0, record - 64)
+
+    def outcome(b):  # type: ignore[no-untyped-def]
+        try:
+            return b.values()
+        except CorruptBatchError as e:
+            return str(e)
+    for at in range(start, start + stride + (record >= 64)):
+        for x in (0x01, 0x02, 0x7F, 0x80, 0xFF):
+            raw = bytearray(batch.raw)
+            raw[at] ^= x
+            corrupt = dataclasses.replace(batch, raw=bytes(raw))
+            want = outcome(corrupt)
+            try:
+                general = [r.value for r in corrupt.records()]
+            except CorruptBatchError as e:
+                general = str(e)  # type: ignore[assignment]
+            assert want == general, (at - start, x)

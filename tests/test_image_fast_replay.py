@@ -205,6 +205,47 @@ def test_bulk_replay_with_replacements_topic_changes_and_errors_equals_one_by_on
     assert _state(bulk) == _state(general)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 300), st.lists(st.integers(0, 6), min_size=1, max_size=3, unique=True)),
+                min_size=1, max_size=60),
+       st.lists(st.tuples(st.sampled_from(["settle", "change", "remove", "read"]), st.integers(0, 300),
+                          st.lists(st.integers(0, 6), min_size=1, max_size=3, unique=True)), max_size=12))
+def test_deferred_isr_index_settled_in_slices_meanwhile_changed(parts: list, ops: list) -> None:
+    """A bulk load leaves its ISR index entries deferred; written a slice at a time, with
+    changes, removals and reads between the slices, the index is always the one-by-one path's."""
+    values = [_part(pid, reps) for pid, reps in parts]
+    bulk, each = _base(), _base()
+    replay_framed_all(bulk, values, 5)
+    for v in values:
+        each.replay(unframe(v)[0], 5)
+    t = bulk.topics
+    if len({pid for pid, _ in parts}) == len(parts):  # (a replacement writes them all first)
+        assert t.defer_isr  # the bulk path deferred its entries
+
+    def index(img: MetadataImage) -> dict:
+        return {b: (set(m), len(m)) for b, m in img.topics.isr_index.items()}
+
+    offset = 6
+    for op, pid, isr in ops:
+        if op == "settle":
+            t.settle_isr_index(1 + pid % 3)
+            continue
+        if op == "read":
+            assert index(bulk) == index(each)
+            continue
+        for img in (bulk, each):
+            p = img.topics.partition(T, pid)
+            if op == "change" and p is not None:
+                img.replay(by_name("PartitionChangeRecord")(partition_id=pid, topic_id=T,
+                                                            isr=[b for b in p.replicas if b in isr] or [p.replicas[0]],
+                                                            leader=p.replicas[0]), offset)
+            elif op == "remove" and pid % 50 == 0 and img.topics.get_topic(T) is not None:
+                img.replay(by_name("RemoveTopicRecord")(topic_id=T), offset)
+        offset += 1
+    assert index(bulk) == index(each) and not t.defer_isr
+    assert t.settle_isr_index(5) and t.settle_isr_index()  # nothing left: both say so
+
+
 def test_partitions_sharing_a_shape_change_independently() -> None:
     """Partitions of the same shape share one decoded Partition; a change to one must leave the
     others as they were."""

@@ -23,8 +23,8 @@ from typing import Any
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.image.interning import ints_from_raw, uuids_from_raw
 from kraftsim.metadata.image.journal import Start
-from kraftsim.metadata.image.partition_sets import CHUNK_BITS, CHUNK_LOW, TOPIC_SHIFT, PartitionSet
-from kraftsim.metadata.image.topics import NO_LEADER, Partition, migrating_dirs
+from kraftsim.metadata.image.partition_sets import CHUNK_BITS, CHUNK_LOW, TOPIC_SHIFT
+from kraftsim.metadata.image.topics import NO_LEADER, Partition, isr_number, migrating_dirs
 from kraftsim.metadata.records import unframe
 
 _I32 = struct.Struct(">i")
@@ -41,11 +41,10 @@ _MISSING: Any = object()
 # directories) - its "shape" - are the same for most partitions of a cluster: a few thousand
 # shapes cover a million partitions. Each shape is decoded once into a Partition that every
 # partition of that shape shares (Partitions are never mutated: replay replaces them), with its
-# ISR's number for the deferred ISR index below and its index flags. None: not the plain shape.
+# ISR's number for the deferred ISR index (TopicsImage.defer_isr) and its index flags. None: not
+# the plain shape.
 _Shape = tuple[Partition, int, int]
 _shapes: tuple[dict[bytes, _Shape | None], dict[bytes, _Shape | None]] = ({}, {})
-_isr_ids: dict[tuple[int, ...], int] = {}
-_isr_by_id: list[tuple[int, ...]] = []
 
 
 def _shape(tail: bytes, version: int) -> _Shape | None:
@@ -96,10 +95,7 @@ def _decode_shape(buf: bytes, version: int) -> _Shape | None:
             return None
     except (IndexError, struct.error):
         return None
-    isr_id = _isr_ids.get(isr)
-    if isr_id is None:
-        isr_id = _isr_ids[isr] = len(_isr_by_id)
-        _isr_by_id.append(isr)
+    isr_id = isr_number(isr)
     flags = (_LEADERLESS if leader == NO_LEADER else 0) \
         | (_IMBALANCED if leader != (replicas[0] if replicas else NO_LEADER) else 0)
     return Partition(replicas, isr, dirs, leader, leader_epoch, partition_epoch), isr_id, flags
@@ -159,7 +155,7 @@ def replay_at_append(image: MetadataImage, records: list[tuple[Any, int]], value
         """Write what the loop deferred: the ISR index, the partition count, the offset."""
         nonlocal added, last
         if pending:
-            _write_isr_pending(topics, pending)
+            topics.add_isr_entries(pending)
             pending.clear()
         topics.partition_count += added
         added = 0
@@ -236,31 +232,6 @@ def replay_at_append(image: MetadataImage, records: list[tuple[Any, int]], value
         i += 1
 
 
-def _write_isr_pending(topics: Any, pending: dict[int, int]) -> None:
-    """Add the new partitions gathered in ``pending`` ((topic chunk << 32 | ISR number) -> bits
-    of partitions in that chunk) to the ISR index."""
-    isr_index = topics.isr_index
-    isrs = _isr_by_id
-    for k, bits in pending.items():
-        ck = k >> 32
-        one = not bits & (bits - 1)  # one partition: the common case when ISRs vary
-        for b in isrs[k & 0xFFFFFFFF]:
-            members = isr_index.get(b)
-            if members is None:
-                members = isr_index[b] = PartitionSet()
-            chunks = members._chunks
-            mask = chunks.get(ck, 0)
-            if one:
-                if not mask & bits:
-                    chunks[ck] = mask | bits
-                    members._count += 1
-                continue
-            merged = mask | bits
-            if merged != mask:
-                chunks[ck] = merged
-                members._count += merged.bit_count() - mask.bit_count()
-
-
 def _partition_from_bytes(image: MetadataImage, value: bytes, offset: int, timestamp_ms: int) -> bool:
     """Replay ``value`` if it is a PartitionRecord of the plain shape for a known topic (True);
     else leave the image as it was (False) for the general path, which decides what is wrong."""
@@ -297,8 +268,9 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     at consecutive offsets from ``offset`` (a log batch's): what ``replay_framed`` does for
     each, in one loop with its lookups hoisted. A plain PartitionRecord costs a few dict
     lookups: its shape is shared (see ``_shape``), and a new partition's ISR-index entries are
-    gathered per (topic chunk, ISR) and written to the index in one go, before any other
-    record, at the end, and on error, so every other replay sees the indexes complete.
+    gathered per (topic chunk, ISR) for ``TopicsImage.defer_isr``, which the index writes
+    before anything reads or changes it. Those, the partition count and the offset are handed
+    over before any other record, at the end, and on error, so every other replay sees them.
 
     A journaling image (one Start per record; also from a record that begins a transaction
     on) and every value the in-place decode is unsure about go through ``replay_framed``, so
@@ -316,17 +288,21 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     shape_of = _shape
     slow = replay_framed
     head_v1, head_v0 = _HEAD_V1, _HEAD_V0
+    deferred = topics.defer_isr
     pending: dict[int, int] = {}  # (topic chunk << 32 | ISR number) -> bits of new partitions
     pending_get = pending.get
     added = 0  # new partitions not yet counted in topics.partition_count
     last: int | None = None  # the offset of the last record applied here and not yet settled
 
     def settle() -> None:
-        """Write what the loop deferred: the ISR index, the partition count, the offset."""
-        nonlocal added, last
+        """Write what the loop deferred: the partition count, the offset, and the ISR index
+        entries to TopicsImage.defer_isr (a dict per run of new partitions: one dict of a million
+        entries would cost more to grow than the index it stands for)."""
+        nonlocal added, last, pending, pending_get
         if pending:
-            _write_isr_pending(topics, pending)
-            pending.clear()
+            deferred.append(pending)
+            pending = {}
+            pending_get = pending.get
         topics.partition_count += added
         added = 0
         if last is not None:
@@ -338,6 +314,8 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     missing = _MISSING
     last_tb = b""
     t = None
+    parts: dict[int, Partition] = {}
+    tkey = tbase = 0
     it = iter(values)
     offset -= step
     try:
@@ -356,26 +334,27 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
                 shape = None
             if shape is not None:
                 tb = buf[7:23]
-                if tb != last_tb:
-                    t = by_id_bytes.get(tb)
+                if tb != last_tb:  # a new topic: its lookups once, not per partition
                     last_tb = tb
+                    t = by_id_bytes.get(tb)
+                    if t is not None:
+                        parts, tkey = t.partitions, t.key
+                        tbase = tkey << TOPIC_SHIFT
                 pid = unpack_i32(buf, 3)[0]
                 if t is not None and pid >= 0:
                     new, isr_id, flags = shape
-                    parts = t.partitions
-                    if pid in parts:  # a replacement: the index must be complete before it
+                    if pid in parts:  # a replacement (the index writes deferred entries first if it must)
                         settle()
-                        index(t.key, pid, parts[pid], new)
+                        index(tkey, pid, parts[pid], new)
                     else:
-                        ck = (t.key << TOPIC_SHIFT) | (pid >> CHUNK_BITS)
-                        k = ck << 32 | isr_id
+                        k = (tbase | (pid >> CHUNK_BITS)) << 32 | isr_id
                         pending[k] = pending_get(k, 0) | 1 << (pid & CHUNK_LOW)
                         added += 1
                         if flags:  # no ELR and no reassignment in this shape
                             if flags & _LEADERLESS:
-                                topics.leaderless.add(t.key, pid)
+                                topics.leaderless.add(tkey, pid)
                             if flags & _IMBALANCED:
-                                topics.imbalanced.add(t.key, pid)
+                                topics.imbalanced.add(tkey, pid)
                     parts[pid] = new
                     last = offset
                     continue

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,22 @@ LRS_NO_CHANGE = -1
 _EMPTY: tuple = interning.EMPTY
 _I32 = struct.Struct(">i")
 _TAIL_OFFSET = 3 + 4 + 16  # a PartitionRecord's frame header, partition id and topic id
+
+# ISRs by number, for the ISR index entries a bulk load defers (TopicsImage.defer_isr): an entry
+# is (topic chunk << 32 | ISR number) -> the bits of the partitions of that chunk with that ISR.
+# Interned ISR tuples are few (a few thousand for a large cluster), so the numbering stays small.
+_isr_numbers: dict[tuple[int, ...], int] = {}
+_isr_by_number: list[tuple[int, ...]] = []
+
+
+def isr_number(isr: tuple[int, ...]) -> int:
+    n = _isr_numbers.get(isr)
+    if n is None:
+        n = _isr_numbers[isr] = len(_isr_by_number)
+        _isr_by_number.append(isr)
+    return n
+
+
 _migrating: list[tuple[uuid.UUID, ...]] = []
 
 
@@ -176,8 +192,8 @@ class Topic:
 
 
 class TopicsImage:
-    __slots__ = ("by_id", "by_name", "by_key", "by_id_bytes", "colliding", "isr_index", "elr_index", "leaderless",
-                 "imbalanced", "reassigning", "partition_count", "_next_key")
+    __slots__ = ("by_id", "by_name", "by_key", "by_id_bytes", "colliding", "_isr", "defer_isr", "elr_index",
+                 "leaderless", "imbalanced", "reassigning", "partition_count", "_next_key")
 
     def __init__(self) -> None:
         self.by_id: dict[uuid.UUID, Topic] = {}
@@ -186,7 +202,12 @@ class TopicsImage:
         self.by_id_bytes: dict[bytes, Topic] = {}  # for the fast decode path (fast_replay.py)
         # normalized name -> names with '.'/'_' that map to it (CreateTopics collision check)
         self.colliding: dict[str, set[str]] = {}
-        self.isr_index: dict[int, PartitionSet] = {}
+        self._isr: dict[int, PartitionSet] = {}
+        # ISR index entries of new partitions not yet in _isr, in dicts as a bulk load (fast_replay)
+        # gathered them (see isr_number). Whatever reads or changes the ISR index writes them
+        # first, so the index is never seen incomplete. A controller writes them in slices after
+        # it becomes active (settle_isr_index), not before: a million partitions' take a second.
+        self.defer_isr: list[dict[int, int]] = []
         self.elr_index: dict[int, PartitionSet] = {}
         self.leaderless = PartitionSet()
         self.imbalanced = PartitionSet()
@@ -195,6 +216,38 @@ class TopicsImage:
         self._next_key = 0
 
     # ----- reads -------------------------------------------------------------------------
+
+    @property
+    def isr_index(self) -> dict[int, PartitionSet]:
+        """Broker id -> the partitions whose ISR holds it (complete: deferred entries written)."""
+        if self.defer_isr:
+            self.settle_isr_index()
+        return self._isr
+
+    def settle_isr_index(self, budget: int = 0) -> bool:
+        """Write deferred ISR index entries into the index: all of them, or about ``budget``
+        (topic chunk, ISR) entries. True when none are left."""
+        deferred = self.defer_isr
+        done = 0
+        while deferred:
+            pending = deferred[-1]
+            if budget <= 0 or len(pending) <= budget - done:
+                deferred.pop()
+                done += len(pending)
+                _write_isr_entries(self._isr, pending.items())
+            else:
+                n = budget - done
+                pop = pending.popitem
+                _write_isr_entries(self._isr, [pop() for _ in range(n)])
+                done += n
+            if 0 < budget <= done:
+                break
+        return not deferred
+
+    def add_isr_entries(self, entries: dict[int, int]) -> None:
+        """Write ISR index entries gathered as a bulk load gathers them (see ``isr_number``)
+        now, not deferred: the write path's. Adding commutes with any entries still deferred."""
+        _write_isr_entries(self._isr, entries.items())
 
     @property
     def topic_count(self) -> int:
@@ -324,7 +377,7 @@ class TopicsImage:
     def _index(self, key: int, pid: int, prev: Partition | None, new: Partition) -> None:
         if prev is None:
             self.partition_count += 1
-            isr_index = self.isr_index
+            isr_index = self._isr  # adding commutes with the deferred entries: no need to settle
             # PartitionSet.add inlined: this loop runs RF times per partition on every load.
             ck = (key << TOPIC_SHIFT) | (pid >> CHUNK_BITS)
             bit = 1 << (pid & CHUNK_LOW)
@@ -347,7 +400,9 @@ class TopicsImage:
                 self.reassigning.add(key, pid)
             return
         if prev.isr is not new.isr:
-            _index_members(self.isr_index, key, pid, prev.isr, new.isr)
+            if self.defer_isr:  # a removal must see the entry it removes
+                self.settle_isr_index()
+            _index_members(self._isr, key, pid, prev.isr, new.isr)
         if prev.elr is not new.elr:
             _index_members(self.elr_index, key, pid, prev.elr, new.elr)
         _flag(self.leaderless, key, pid, new.leader == NO_LEADER)
@@ -356,12 +411,37 @@ class TopicsImage:
 
     def _unindex(self, key: int, pid: int, p: Partition) -> None:
         self.partition_count -= 1
-        _index_members(self.isr_index, key, pid, p.isr, _EMPTY)
+        if self.defer_isr:
+            self.settle_isr_index()
+        _index_members(self._isr, key, pid, p.isr, _EMPTY)
         if p.elr:
             _index_members(self.elr_index, key, pid, p.elr, _EMPTY)
         self.leaderless.discard(key, pid)
         self.imbalanced.discard(key, pid)
         self.reassigning.discard(key, pid)
+
+
+def _write_isr_entries(index: dict[int, PartitionSet], entries: Iterable[tuple[int, int]]) -> None:
+    """Add deferred entries, (topic chunk << 32 | ISR number, partition bits), to an ISR index."""
+    isrs = _isr_by_number
+    for k, bits in entries:
+        ck = k >> 32
+        one = not bits & (bits - 1)  # one partition: the common case when ISRs vary
+        for b in isrs[k & 0xFFFFFFFF]:
+            members = index.get(b)
+            if members is None:
+                members = index[b] = PartitionSet()
+            chunks = members._chunks
+            mask = chunks.get(ck, 0)
+            if one:
+                if not mask & bits:
+                    chunks[ck] = mask | bits
+                    members._count += 1
+                continue
+            merged = mask | bits
+            if merged != mask:
+                chunks[ck] = merged
+                members._count += merged.bit_count() - mask.bit_count()
 
 
 def _flag(s: PartitionSet, key: int, pid: int, on: bool) -> None:
