@@ -46,8 +46,8 @@ log = logging.getLogger("kraftsim.controller")
 
 T = TypeVar("T")
 
-# (topic chunk, ISR) entries of a deferred ISR index written per slice: about a millisecond.
-_ISR_INDEX_SLICE = 2_000
+# Partitions' deferred ISR index entries written per slice: about a millisecond.
+_ISR_INDEX_SLICE = 4_000
 
 # Kafka's RUNS_IN_PREMIGRATION: while the persisted migration state is PRE_MIGRATION (the
 # ZooKeeper metadata is not copied yet), every other write event fails with NOT_CONTROLLER.
@@ -307,7 +307,7 @@ class QuorumController:
         partitions) in slices of about a millisecond, between requests: the controller is active
         and answering meanwhile, and whatever needs the index first writes the rest at once."""
         topics = self.image.topics
-        entries, slices, t0 = sum(map(len, topics.defer_isr)), 1, self.clock.monotonic_ms()
+        entries, slices, t0 = len(topics.defer_isr), 1, self.clock.monotonic_ms()
         while not topics.settle_isr_index(_ISR_INDEX_SLICE):
             slices += 1
             await asyncio.sleep(0)

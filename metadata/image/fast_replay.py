@@ -268,9 +268,9 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     at consecutive offsets from ``offset`` (a log batch's): what ``replay_framed`` does for
     each, in one loop with its lookups hoisted. A plain PartitionRecord costs a few dict
     lookups: its shape is shared (see ``_shape``), and a new partition's ISR-index entries are
-    gathered per (topic chunk, ISR) for ``TopicsImage.defer_isr``, which the index writes
-    before anything reads or changes it. Those, the partition count and the offset are handed
-    over before any other record, at the end, and on error, so every other replay sees them.
+    left in ``TopicsImage.defer_isr``, which the index writes before anything reads or changes
+    it. The partition count and the offset are written before any other record, at the end,
+    and on error, so every other replay sees them current.
 
     A journaling image (one Start per record; also from a record that begins a transaction
     on) and every value the in-place decode is unsure about go through ``replay_framed``, so
@@ -288,21 +288,14 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     shape_of = _shape
     slow = replay_framed
     head_v1, head_v0 = _HEAD_V1, _HEAD_V0
-    deferred = topics.defer_isr
-    pending: dict[int, int] = {}  # (topic chunk << 32 | ISR number) -> bits of new partitions
-    pending_get = pending.get
+    backlog = topics.defer_isr  # a new partition's ISR index entry, written later (TopicsImage)
+    defer_chunk, defer_isr, defer_bit = backlog.chunks.append, backlog.isrs.append, backlog.bits.append
     added = 0  # new partitions not yet counted in topics.partition_count
     last: int | None = None  # the offset of the last record applied here and not yet settled
 
     def settle() -> None:
-        """Write what the loop deferred: the partition count, the offset, and the ISR index
-        entries to TopicsImage.defer_isr (a dict per run of new partitions: one dict of a million
-        entries would cost more to grow than the index it stands for)."""
-        nonlocal added, last, pending, pending_get
-        if pending:
-            deferred.append(pending)
-            pending = {}
-            pending_get = pending.get
+        """Write what the loop deferred but the ISR index: the partition count, the offset."""
+        nonlocal added, last
         topics.partition_count += added
         added = 0
         if last is not None:
@@ -347,8 +340,9 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
                         settle()
                         index(tkey, pid, parts[pid], new)
                     else:
-                        k = (tbase | (pid >> CHUNK_BITS)) << 32 | isr_id
-                        pending[k] = pending_get(k, 0) | 1 << (pid & CHUNK_LOW)
+                        defer_chunk(tbase | (pid >> CHUNK_BITS))
+                        defer_isr(isr_id)
+                        defer_bit(pid & CHUNK_LOW)
                         added += 1
                         if flags:  # no ELR and no reassignment in this shape
                             if flags & _LEADERLESS:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -203,11 +204,11 @@ class TopicsImage:
         # normalized name -> names with '.'/'_' that map to it (CreateTopics collision check)
         self.colliding: dict[str, set[str]] = {}
         self._isr: dict[int, PartitionSet] = {}
-        # ISR index entries of new partitions not yet in _isr, in dicts as a bulk load (fast_replay)
-        # gathered them (see isr_number). Whatever reads or changes the ISR index writes them
-        # first, so the index is never seen incomplete. A controller writes them in slices after
-        # it becomes active (settle_isr_index), not before: a million partitions' take a second.
-        self.defer_isr: list[dict[int, int]] = []
+        # New partitions a bulk load (fast_replay) added to the image but not yet to _isr.
+        # Whatever reads or changes the ISR index writes them first, so the index is never seen
+        # incomplete. A controller writes them in slices after it becomes active
+        # (settle_isr_index), not before: a million partitions' take a second.
+        self.defer_isr = IsrBacklog()
         self.elr_index: dict[int, PartitionSet] = {}
         self.leaderless = PartitionSet()
         self.imbalanced = PartitionSet()
@@ -225,24 +226,36 @@ class TopicsImage:
         return self._isr
 
     def settle_isr_index(self, budget: int = 0) -> bool:
-        """Write deferred ISR index entries into the index: all of them, or about ``budget``
-        (topic chunk, ISR) entries. True when none are left."""
-        deferred = self.defer_isr
-        done = 0
-        while deferred:
-            pending = deferred[-1]
-            if budget <= 0 or len(pending) <= budget - done:
-                deferred.pop()
-                done += len(pending)
-                _write_isr_entries(self._isr, pending.items())
-            else:
-                n = budget - done
-                pop = pending.popitem
-                _write_isr_entries(self._isr, [pop() for _ in range(n)])
-                done += n
-            if 0 < budget <= done:
-                break
-        return not deferred
+        """Write deferred ISR index entries into the index: all of them, or at most ``budget``
+        partitions'. True when none are left."""
+        backlog = self.defer_isr
+        if not backlog:
+            return True
+        a = backlog.done
+        b = len(backlog.chunks) if budget <= 0 else min(a + budget, len(backlog.chunks))
+        index = self._isr
+        isrs = _isr_by_number
+        # Entries come in runs of one topic chunk (a load replays a topic's partitions in a
+        # row): a run's bits are gathered per broker first, and each broker's set merged once.
+        run_chunk = -1
+        gathered: dict[int, int] = {}
+        get = gathered.get
+        for ck, number, low in zip(backlog.chunks[a:b], backlog.isrs[a:b], backlog.bits[a:b], strict=True):
+            if ck != run_chunk:
+                if gathered:
+                    _merge_isr_run(index, run_chunk, gathered)
+                    gathered.clear()
+                run_chunk = ck
+            bit = 1 << low
+            for broker in isrs[number]:
+                gathered[broker] = get(broker, 0) | bit
+        if gathered:
+            _merge_isr_run(index, run_chunk, gathered)
+        backlog.done = b
+        if b < len(backlog.chunks):
+            return False
+        backlog.clear()
+        return True
 
     def add_isr_entries(self, entries: dict[int, int]) -> None:
         """Write ISR index entries gathered as a bulk load gathers them (see ``isr_number``)
@@ -419,6 +432,41 @@ class TopicsImage:
         self.leaderless.discard(key, pid)
         self.imbalanced.discard(key, pid)
         self.reassigning.discard(key, pid)
+
+
+class IsrBacklog:
+    """The ISR index entries of new partitions a bulk load deferred, one per partition in three
+    parallel arrays (its topic chunk, its ISR's number, its bit in the chunk): 14 bytes a
+    partition, where a dict of ints would hold a hundred until the index is written."""
+
+    __slots__ = ("chunks", "isrs", "bits", "done")
+
+    def __init__(self) -> None:
+        self.chunks = array("q")  # (topic key << TOPIC_SHIFT) | (partition id >> CHUNK_BITS)
+        self.isrs = array("i")  # isr_number(isr)
+        self.bits = array("H")  # partition id & CHUNK_LOW
+        self.done = 0  # entries before this are in the index already
+
+    def __len__(self) -> int:
+        return len(self.chunks) - self.done
+
+    def clear(self) -> None:
+        del self.chunks[:], self.isrs[:], self.bits[:]
+        self.done = 0
+
+
+def _merge_isr_run(index: dict[int, PartitionSet], ck: int, gathered: dict[int, int]) -> None:
+    """Add each broker's partition bits of the topic chunk ``ck`` to its ISR index set."""
+    for broker, bits in gathered.items():
+        members = index.get(broker)
+        if members is None:
+            members = index[broker] = PartitionSet()
+        chunks = members._chunks
+        mask = chunks.get(ck, 0)
+        merged = mask | bits
+        if merged != mask:
+            chunks[ck] = merged
+            members._count += merged.bit_count() - mask.bit_count()
 
 
 def _write_isr_entries(index: dict[int, PartitionSet], entries: Iterable[tuple[int, int]]) -> None:
