@@ -186,7 +186,6 @@ class _RackList:
         self.offset += 1
         return out
 
-
     def place_many(self, count: int, replication_factor: int) -> list[list[int]]:
         """``place`` ``count`` times: the same lists from the same random draws, with the
         refusals checked once (nothing they look at changes in between) and ``_BrokerList.next``

@@ -124,10 +124,10 @@ def replay_at_append(image: MetadataImage, records: list[tuple[Any, int]], value
 
     Each plain PartitionRecord is journaled as ``_partition_from_bytes`` journals it (its swap
     entry and its Start), so a revert, a commit or a delta sees the same journal; a new
-    partition's ISR-index entries are gathered per (topic chunk, ISR), as ``replay_framed_all``
-    gathers them, and written before any other record, before a replacement, at the end, and on
-    error, so every other replay, and any revert after this returns or raises, sees the indexes
-    complete. A 10,000-partition CreateTopics batch spends a third of what replaying each
+    partition's ISR-index entry goes to ``TopicsImage.defer_isr``, as in ``replay_framed_all``
+    (whatever reads or changes the index writes it first), and before it returns or raises the
+    batch writes as many entries as it deferred, so their cost stays with the request that made
+    them (a load's leftovers, older, go first). A 10,000-partition CreateTopics batch spends a third of what replaying each
     record on its own cost. On error the image holds the records before the failing one (its
     offset says which), as after ``replay_with_value`` of each in turn."""
     undo = image._undo
@@ -145,18 +145,16 @@ def replay_at_append(image: MetadataImage, records: list[tuple[Any, int]], value
     v0, v1 = _shapes[0].get, _shapes[1].get
     shape_of = _shape
     head_v1, head_v0 = _HEAD_V1, _HEAD_V0
-    pending: dict[int, int] = {}  # (topic chunk << 32 | ISR number) -> bits of new partitions
-    pending_get = pending.get
+    backlog = topics.defer_isr
+    defer_chunk, defer_isr, defer_bit = backlog.chunks.append, backlog.isrs.append, backlog.bits.append
+    deferred = 0  # ISR index entries this batch left in the backlog
     added = 0  # new partitions not yet counted in topics.partition_count
     prev_offset, prev_ts = image.offset, image.last_timestamp_ms  # the image's, record by record
     last: int | None = None  # the offset of the last record applied here and not yet settled
 
     def settle() -> None:
-        """Write what the loop deferred: the ISR index, the partition count, the offset."""
+        """Write what the loop deferred but the ISR index: the partition count, the offset."""
         nonlocal added, last
-        if pending:
-            topics.add_isr_entries(pending)
-            pending.clear()
         topics.partition_count += added
         added = 0
         if last is not None:
@@ -195,13 +193,14 @@ def replay_at_append(image: MetadataImage, records: list[tuple[Any, int]], value
                     new, isr_id, flags = shape
                     parts = t.partitions
                     old = parts.get(pid)
-                    if old is not None:  # a replacement: the index must be complete before it
+                    if old is not None:  # a replacement (the index writes deferred entries first if it must)
                         settle()
                         index(t.key, pid, old, new)
                     else:
-                        ck = (t.key << TOPIC_SHIFT) | (pid >> CHUNK_BITS)
-                        k = ck << 32 | isr_id
-                        pending[k] = pending_get(k, 0) | 1 << (pid & CHUNK_LOW)
+                        defer_chunk((t.key << TOPIC_SHIFT) | (pid >> CHUNK_BITS))
+                        defer_isr(isr_id)
+                        defer_bit(pid & CHUNK_LOW)
+                        deferred += 1
                         added += 1
                         if flags:  # no ELR and no reassignment in this shape
                             if flags & _LEADERLESS:
@@ -227,6 +226,8 @@ def replay_at_append(image: MetadataImage, records: list[tuple[Any, int]], value
             undo, starts, base = journal, image._starts, image._base
     finally:
         settle()
+        if deferred:  # as many entries as this batch deferred: a load's leftovers go first
+            topics.settle_isr_index(deferred)
     while i < n:
         replay_with_value(image, records[i][0], values[i], offset + i, timestamp_ms)
         i += 1

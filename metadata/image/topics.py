@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 import uuid
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -257,11 +257,6 @@ class TopicsImage:
         backlog.clear()
         return True
 
-    def add_isr_entries(self, entries: dict[int, int]) -> None:
-        """Write ISR index entries gathered as a bulk load gathers them (see ``isr_number``)
-        now, not deferred: the write path's. Adding commutes with any entries still deferred."""
-        _write_isr_entries(self._isr, entries.items())
-
     @property
     def topic_count(self) -> int:
         return len(self.by_id)
@@ -467,29 +462,6 @@ def _merge_isr_run(index: dict[int, PartitionSet], ck: int, gathered: dict[int, 
         if merged != mask:
             chunks[ck] = merged
             members._count += merged.bit_count() - mask.bit_count()
-
-
-def _write_isr_entries(index: dict[int, PartitionSet], entries: Iterable[tuple[int, int]]) -> None:
-    """Add deferred entries, (topic chunk << 32 | ISR number, partition bits), to an ISR index."""
-    isrs = _isr_by_number
-    for k, bits in entries:
-        ck = k >> 32
-        one = not bits & (bits - 1)  # one partition: the common case when ISRs vary
-        for b in isrs[k & 0xFFFFFFFF]:
-            members = index.get(b)
-            if members is None:
-                members = index[b] = PartitionSet()
-            chunks = members._chunks
-            mask = chunks.get(ck, 0)
-            if one:
-                if not mask & bits:
-                    chunks[ck] = mask | bits
-                    members._count += 1
-                continue
-            merged = mask | bits
-            if merged != mask:
-                chunks[ck] = merged
-                members._count += merged.bit_count() - mask.bit_count()
 
 
 def _flag(s: PartitionSet, key: int, pid: int, on: bool) -> None:
