@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from kraftsim.rpc.api_keys import ApiKey
@@ -48,48 +47,33 @@ def error_counts(response: Message) -> dict[int, int]:
 _PLANS: dict[type, tuple[tuple[str, bool], ...]] = {}
 
 
-def _plan(cls: type) -> tuple[tuple[str, bool], ...] | None:
+def _plan(cls: type) -> tuple[tuple[str, bool], ...]:
+    """The slots to read: the schema's error code and struct fields, or every slot of a struct
+    without a schema (or whose schema's fields are not all slots)."""
     plan = _PLANS.get(cls)
     if plan is None:
         spec = getattr(cls, "_struct_spec", None)
         slots = getattr(cls, "__slots__", ())
         if spec is None or not {f.attr for f in spec.fields} <= set(slots):
-            return None
-        read = {f.attr for f in spec.fields if f.attr == "error_code" or f.is_struct}
+            read = set(slots)
+        else:
+            read = {f.attr for f in spec.fields if f.attr == "error_code" or f.is_struct}
         plan = _PLANS[cls] = tuple((a, a == "error_code") for a in slots if a in read)
     return plan
 
 
 def _count(obj: Any, counts: Counter[int]) -> None:
-    plan = _plan(obj.__class__)
-    if plan is not None:  # what the loop below reads, without the slots it would pass over
-        for attr, is_code in plan:
-            value = getattr(obj, attr, None)
-            if is_code:
-                if isinstance(value, int):
-                    counts[value] += 1
-            elif isinstance(value, list):
-                for item in value:
-                    if isinstance(item, Struct):
-                        _count(item, counts)
-            elif isinstance(value, Struct):
-                _count(value, counts)
-        return
-    _count_slots(obj, counts, _count)
-
-
-def _count_slots(obj: Any, counts: Counter[int], recurse: Callable[[Any, Counter[int]], None]) -> None:
-    """Every slot looked at: for a struct without a schema, and what the tests hold _count to."""
-    for attr in obj.__slots__:
+    for attr, is_code in _plan(obj.__class__):
         value = getattr(obj, attr, None)
-        if attr == "error_code" and isinstance(value, int):
-            counts[value] += 1
+        if is_code:
+            if isinstance(value, int):
+                counts[value] += 1
         elif isinstance(value, list):
             for item in value:
                 if isinstance(item, Struct):
-                    recurse(item, counts)
+                    _count(item, counts)
         elif isinstance(value, Struct):
-            recurse(value, counts)
+            _count(value, counts)
 
 
 def contains_error(response: Message, code: int) -> bool:
