@@ -44,6 +44,11 @@ Handler: TypeAlias = Callable[[RequestContext, Message], "Message | Awaitable[Me
 # Run on a freshly decoded body at its version, where Kafka's request class checks (and may
 # normalise) it on construction; raises RequestRejected (see errors.py).
 RequestCheck: TypeAlias = Callable[[Message, int], None]
+# A route's synchronous lane: ``lane(frame, version, correlation_id)`` answers a request from its
+# frame (size prefix excluded) with the whole response frame, or returns None and the request
+# takes the general path (header and body decoded, RequestContext, handler). For the one request
+# too frequent to carry the general path's per-request objects: the broker heartbeat.
+Lane: TypeAlias = Callable[[bytes, int, int], "bytes | bytearray | None"]
 
 
 @dataclass(slots=True)
@@ -52,6 +57,7 @@ class Route:
     min_version: int
     max_version: int
     check: RequestCheck | None = None
+    lane: Lane | None = None
 
 
 class FeatureSource(Protocol):
@@ -82,14 +88,18 @@ class Dispatcher:
     _caches: list[dict] = field(default_factory=list)  # servers' route caches, cleared on change
 
     def register(self, api_key: int, handler: Handler, min_version: int | None = None,
-                 max_version: int | None = None, check: RequestCheck | None = None) -> None:
-        """Serve ``api_key`` with ``handler``; versions default to every version Kafka 3.9 defines."""
+                 max_version: int | None = None, check: RequestCheck | None = None,
+                 lane: Lane | None = None) -> None:
+        """Serve ``api_key`` with ``handler`` (and ``lane`` first, if given: see :data:`Lane`);
+        versions default to every version Kafka 3.9 defines."""
         cls = registry.request_class(api_key)
         lo = cls.lowest_version() if min_version is None else min_version
         hi = cls.highest_version() if max_version is None else max_version
         if lo < cls.lowest_version() or hi > cls.highest_version() or lo > hi:
             raise ValueError(f"api {api_key}: versions {lo}-{hi} outside the schema's range")
-        self.routes[api_key] = Route(handler, lo, hi, check)
+        if lane is not None and check is not None:
+            raise ValueError(f"api {api_key}: a lane would skip the request's check")
+        self.routes[api_key] = Route(handler, lo, hi, check, lane)
         for cache in self._caches:
             cache.clear()
 

@@ -17,13 +17,14 @@ from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.errors import CodecError, DecodeError, EncodeError
 from kraftsim.rpc.file_slice import SliceOut, SplitFrame
 from kraftsim.rpc.message import DECODE_FAILURES, ENCODE_FAILURES, Message, view_of
-from kraftsim.rpc.schema import StructSpec
+from kraftsim.rpc.schema import FIXED_FORMATS, StructSpec
 
 CONTROLLED_SHUTDOWN = 7
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
 _pack = _SIZE.pack
+_SH = struct.Struct(">h")
 _pack_corr = struct.Struct(">i").pack_into  # the correlation id, at byte 4 of a request header
 _LARGE = 1 << 16  # bytes of a response above which it is prefixed in place
 
@@ -191,6 +192,39 @@ def api_codec(api_key: int, version: int) -> ApiCodec:
 def _has_records(s: StructSpec, version: int) -> bool:
     return any(version in f.versions and (f.type == "records" or (f.struct is not None and _has_records(f.struct, version)))
                for f in s.fields)
+
+
+def body_offset(frame: bytes, header_version: int) -> int:
+    """Where a request's body starts, read past its header without decoding it (a lane's need:
+    ``dispatch.Lane``); -1 where only the header's decoder can tell (header tagged fields, a
+    malformed client id), and the caller takes the general path."""
+    if len(frame) < 11:
+        return -1
+    n = _SH.unpack_from(frame, 8)[0]  # the client id's length, after key, version and correlation id
+    pos = 10 + n if n > 0 else 10
+    if n < -1 or pos >= len(frame):
+        return -1
+    if header_version < 2:
+        return pos
+    return -1 if frame[pos] else pos + 1  # no tagged fields: one zero byte
+
+
+def fixed_fields(cls: Any, version: int) -> tuple[struct.Struct, tuple[str, ...]] | None:
+    """For a flexible version whose body is fixed-width fields and tagged fields only (the
+    broker heartbeat): the struct that reads those fields, in schema order, and their attribute
+    names; None for any other body. With no tagged field present, such a body is exactly the
+    struct's bytes and one zero byte, and is read with one call (a lane's, ``dispatch.Lane``)."""
+    if not cls.is_flexible(version):
+        return None
+    fmt, names = ">", []
+    for f in cls._spec.root.fields:
+        if version not in f.versions or version in f.tagged:
+            continue
+        if f.type not in FIXED_FORMATS:
+            return None
+        fmt += FIXED_FORMATS[f.type]
+        names.append(f.attr)
+    return struct.Struct(fmt), tuple(names)
 
 
 def peek_key_version(frame: bytes) -> tuple[int, int]:

@@ -202,8 +202,21 @@ class Connection(asyncio.Protocol):
                 self.close(f"unsupported api key {api_key} version {version}")
                 return
             hit = server.routes_cache[(api_key << 16) | version] = (route.handler, api_codec(api_key, version),
-                                                                    route.check)
-        handler, codec, check = hit
+                                                                    route.check, route.lane)
+        handler, codec, check, lane = hit
+        if lane is not None and not self.pending:
+            try:
+                data = lane(frame, version, correlation_id)
+            except Exception as e:  # noqa: BLE001 - a lane's bug: the general path answers instead
+                log.error("lane for api key %d v%d failed: %r", api_key, version, e, exc_info=e)
+                data = None
+            if data is not None:
+                out = self._out
+                if out is not None:
+                    out.append(data)  # type: ignore[arg-type]
+                else:
+                    self._send(data)  # type: ignore[arg-type]
+                return
         try:
             hdr, pos = codec.dec_req_hdr(frame, 0)
             body, _ = codec.dec_req(frame, pos)
@@ -391,8 +404,8 @@ class KafkaServer:
         self.max_connections_per_ip = max_connections_per_ip
         self.per_ip_overrides = dict(max_connections_per_ip_overrides or {})
         self._per_ip: dict[str, int] = {}
-        # (api key << 16 | version) -> (handler, codec, check); cleared when the dispatcher changes
-        self.routes_cache: dict[int, tuple[Any, Any, Any]] = {}
+        # (api key << 16 | version) -> (handler, codec, check, lane); cleared when the dispatcher changes
+        self.routes_cache: dict[int, tuple[Any, Any, Any, Any]] = {}
         dispatcher._caches.append(self.routes_cache)
         self._server: asyncio.base_events.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
