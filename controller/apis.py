@@ -15,7 +15,9 @@ answered (``audit.py``).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+import struct
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -33,9 +35,12 @@ from kraftsim.controller.sasl import sasl_authenticate, sasl_handshake
 from kraftsim.controller.scram_credentials import describe_credentials
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.dispatch import Dispatcher, Handler, RequestContext
+from kraftsim.rpc.dispatch import Dispatcher, Handler, Lane, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.frames import api_codec, body_offset, fixed_fields
 from kraftsim.rpc.message import Message
+
+_pack_corr = struct.Struct(">i").pack_into  # the correlation id, after a response's size prefix
 
 log = logging.getLogger("kraftsim.apis")
 
@@ -60,7 +65,7 @@ class ControllerApis:
         ControlledShutdown (api 7), which a Kafka controller lists but always fails; and the two SASL APIs (``sasl.py``)."""
         dispatcher.features = self.controller  # ApiVersions: supported/finalized features
         for route in self.routes():
-            dispatcher.register(route.api_key, self.handler(route), check=route.check)
+            dispatcher.register(route.api_key, self.handler(route), check=route.check, lane=self.lane(route))
             registry.request_class(route.api_key)  # compile the codecs now, not on the first request
             registry.response_class(route.api_key)
         authorizer = self.controller.ctx.authorizer if self.controller.ctx is not None else None
@@ -120,6 +125,62 @@ class ControllerApis:
             return audit_later(ctx, r, started)
 
         return audited
+
+
+    def lane(self, route: Route) -> Lane | None:
+        """The server's lane for a route with a ``steady`` answer (the broker heartbeat): the
+        body's fixed fields read straight from the frame with one struct call, ``route.steady``
+        run with them at once, and its answer's frame, encoded once per version, returned with
+        the correlation id patched in. No header or request object, RequestContext, queue
+        closure, result or response object. It answers only where :meth:`handler` would answer
+        at once the same way: no authorizer to ask, the queue idle, the controller able to
+        answer now (``answers_now``), the request's deadline not already passed, the body
+        carrying no tagged field. Everything else, a frame that is not exactly such a body
+        included, returns None and takes the general path, which answers or refuses it."""
+        steady = route.steady
+        if steady is None:
+            return None
+        if route.mutating or route.check is not None or callable(route.timeout_ms):
+            raise ValueError(f"{route.event}: a lane would skip its audit, check or deadline")
+        if isinstance(route.timeout_ms, int) and route.timeout_ms <= 0:
+            return None  # every request expires in the queue (handler): nothing to answer at once
+        cls = registry.request_class(route.api_key)
+        params = tuple(inspect.signature(steady).parameters)
+        readers: list[tuple[int, Any, int] | None] = []
+        answers: list[tuple[bytes, ...]] = []
+        for v in range(cls.highest_version() + 1):
+            fixed = fixed_fields(cls, v) if v >= cls.lowest_version() else None
+            if fixed is not None and fixed[1] != params:
+                raise ValueError(f"{route.event}: steady takes {params}, the v{v} body has {fixed[1]}")
+            co = api_codec(route.api_key, v) if fixed is not None else None
+            readers.append(None if co is None or fixed is None
+                           else (co.request_header_version, fixed[0].unpack_from, fixed[0].size))
+            answers.append(() if co is None else tuple(co.encode_response(r, 0) for r in route.steady_responses))
+        c = self.controller
+        run_if_idle, answers_now = c.queue.run_if_idle, c.answers_now
+        gated = route.event not in RUNS_IN_PREMIGRATION
+        asks = route.cluster_operation is not None
+
+        def lane(frame: bytes, version: int, correlation_id: int) -> bytearray | None:
+            reader = readers[version]
+            if reader is None:
+                return None
+            header_version, unpack, size = reader
+            pos = body_offset(frame, header_version)
+            if pos < 0 or len(frame) != pos + size + 1 or frame[pos + size]:  # 0: no tagged field
+                return None
+            if asks and c.ctx is not None and c.ctx.authorizer.__class__ is not AllowAll:
+                return None
+            if not answers_now(gated):
+                return None
+            k = run_if_idle(steady, unpack(frame, pos))
+            if k is None:
+                return None
+            out = bytearray(answers[version][k])
+            _pack_corr(out, 4, correlation_id)
+            return out
+
+        return lane
 
 
 async def audit_later(ctx: RequestContext, pending: Awaitable[Message], started: float) -> Message:

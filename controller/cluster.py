@@ -81,6 +81,14 @@ IN_CONTROLLED_SHUTDOWN: Final = 1
 
 UNCLEAN_LEADER_ELECTION_ENABLE: Final = "unclean.leader.election.enable"
 
+# The answers to a heartbeat that changes nothing (ClusterControlManager.steady_heartbeat), by index:
+# FENCED_BIT set when the broker stays fenced, CAUGHT_UP added when it has caught up with its
+# registration. The heartbeat route's lane frames each once per version (apis.py).
+FENCED_BIT: Final = 1
+CAUGHT_UP: Final = 2
+STEADY_RESPONSES: Final = tuple(BrokerHeartbeatResponse(is_caught_up=k >= CAUGHT_UP, is_fenced=bool(k & FENCED_BIT),
+                                                        should_shut_down=False) for k in range(4))
+
 
 class ClusterControlManager:
     """Registrations and the broker lifecycle on the active controller. See the module doc."""
@@ -106,7 +114,8 @@ class ClusterControlManager:
             Route(ApiKey.BROKER_HEARTBEAT, "processBrokerHeartbeat", self.heartbeat,
                   timeout_ms=half_interval, on_timeout=self._heartbeat_timed_out,
                   cluster_operation=AclOperation.CLUSTER_ACTION,
-                  mutating=False),  # every 2 s per broker: the broker's own lifecycle, not an audit event
+                  mutating=False,  # every 2 s per broker: the broker's own lifecycle, not an audit event
+                  steady=self.steady_heartbeat, steady_responses=STEADY_RESPONSES),
             # ControllerApis.handleUnregisterBroker sets the error code only; ErrorMessage keeps its
             # schema default, "", on success and on failure alike.
             Route(ApiKey.UNREGISTER_BROKER, "unregisterBroker", self.unregister_broker,
@@ -401,7 +410,7 @@ class ClusterControlManager:
         """One heartbeat (Kafka's processBrokerHeartbeat). Records only on a state change.
 
         The common case (an unfenced broker staying unfenced, or a fenced one staying fenced)
-        is handled inline: a few dict lookups, a move_to_end, one response object.
+        is :meth:`steady_heartbeat`'s: a few dict lookups, a move_to_end, one response object.
         """
         if not self.active:
             raise RuntimeError("ClusterControlManager is not active.")
@@ -420,27 +429,46 @@ class ClusterControlManager:
             # tracked it): track it now, as that replay would have.
             hb.register(broker_id, reg.fenced)
             st = hb.brokers[broker_id]
-        offset = request.current_metadata_offset
-        reg_offset = reg.registration_offset
-        want_fence = request.want_fence
-        if st.controlled_shutdown_offset < 0 and not request.want_shut_down:
-            if st.fenced:
-                if want_fence or offset < reg_offset:  # FENCED -> FENCED
-                    st.last_contact_ms = hb.clock.monotonic_ms()
-                    st.metadata_offset = offset
-                    if request.offline_log_dirs:
-                        return self._heartbeat_dirs(request, reg, [], offset >= reg_offset, True, False)
-                    return HeartbeatResult([], BrokerHeartbeatResponse(
-                        is_caught_up=offset >= reg_offset, is_fenced=True, should_shut_down=False), False)
-            elif not want_fence:  # UNFENCED -> UNFENCED
-                st.last_contact_ms = hb.clock.monotonic_ms()
-                st.metadata_offset = offset
-                hb.unfenced.move_to_end(broker_id)
-                if request.offline_log_dirs:
-                    return self._heartbeat_dirs(request, reg, [], offset >= reg_offset, False, False)
-                return HeartbeatResult([], BrokerHeartbeatResponse(
-                    is_caught_up=offset >= reg_offset, is_fenced=False, should_shut_down=False), False)
-        return self._heartbeat_transition(request, reg, st)
+        k = self.steady_heartbeat(broker_id, epoch, request.current_metadata_offset, request.want_fence,
+                                  request.want_shut_down)
+        if k is None:
+            return self._heartbeat_transition(request, reg, st)
+        if request.offline_log_dirs:
+            return self._heartbeat_dirs(request, reg, [], k >= CAUGHT_UP, bool(k & FENCED_BIT), False)
+        return HeartbeatResult([], BrokerHeartbeatResponse(
+            is_caught_up=k >= CAUGHT_UP, is_fenced=bool(k & FENCED_BIT), should_shut_down=False), False)
+
+    def steady_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int, want_fence: bool,
+                         want_shut_down: bool) -> int | None:
+        """A heartbeat that changes no state: FENCED stays FENCED, or UNFENCED stays UNFENCED,
+        with no controlled shutdown asked or under way, so no record. The session is touched and
+        the index of the answer in STEADY_RESPONSES returned (CAUGHT_UP added when caught up,
+        FENCED_BIT set when fenced). None, touching nothing, for anything else: an unknown
+        broker or epoch, a broker not tracked yet, a transition. :meth:`heartbeat` runs it for
+        the common case; as the route's ``steady``, the lane runs it alone, for a request with
+        no tagged fields (so no offline log directories)."""
+        if not self.active:
+            return None
+        reg = self.ctx.image.cluster.brokers.get(broker_id)
+        if reg is None or reg.epoch != broker_epoch:
+            return None
+        hb = self.heartbeats
+        st = hb.brokers.get(broker_id)
+        if st is None or st.controlled_shutdown_offset >= 0 or want_shut_down:
+            return None
+        registration_offset = reg.registration_offset
+        if st.fenced:
+            if not (want_fence or current_metadata_offset < registration_offset):
+                return None
+            k = FENCED_BIT
+        elif want_fence:
+            return None
+        else:
+            hb.unfenced.move_to_end(broker_id)
+            k = 0
+        st.last_contact_ms = hb.clock.monotonic_ms()
+        st.metadata_offset = current_metadata_offset
+        return k + CAUGHT_UP if current_metadata_offset >= registration_offset else k
 
     def _heartbeat_transition(self, request: Any, reg: Any, st: Any) -> HeartbeatResult:
         """Everything but the steady states: the full state table and its records."""

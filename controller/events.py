@@ -102,21 +102,42 @@ class EventQueue:
             deadline = None if timeout_ms is None else self.clock.monotonic_ms() + timeout_ms
             told = None if on_timeout is None else lambda: on_timeout(timeout_arg)
             return self.submit(name, lambda: run(*args), deadline, told)
-        now = self._now
-        t0 = now()
-        self.queue_time.zeros += 1  # ran at once: no queue time
+        t0 = self._now()
         self._running = True
         try:
             return run(*args)
         finally:
             self._running = False
-            ms = (now() - t0) * 1000
-            h = self.processing_time
-            h.counts[bisect_left(h.buckets, ms)] += 1
-            h.total += ms
-            h.n += 1
-            if self._queue:
-                self._schedule()
+            self._ran_at_once(t0)
+
+    def run_if_idle(self, run: Callable[..., T | None], args: tuple[Any, ...]) -> T | None:
+        """``run(*args)`` at once if nothing is queued or running (a route's lane, ``apis.py``),
+        accounted as an event that waited for nothing, as :meth:`call` accounts one run inline.
+        None, because the queue is busy or because ``run`` returned None, means nothing was
+        answered or accounted: the caller's general path submits and counts the event."""
+        if self._queue or self._running or self._paused or self.closed:
+            return None
+        t0 = self._now()
+        self._running = True
+        try:
+            r = run(*args)
+        finally:
+            self._running = False
+        if r is not None:
+            self._ran_at_once(t0)
+        return r
+
+    def _ran_at_once(self, t0: float) -> None:
+        """Kafka's EventQueueTimeMs (no time queued) and EventQueueProcessingTimeMs of an event
+        run at once, started at ``t0``."""
+        self.queue_time.zeros += 1
+        ms = (self._now() - t0) * 1000
+        h = self.processing_time
+        h.counts[bisect_left(h.buckets, ms)] += 1
+        h.total += ms
+        h.n += 1
+        if self._queue:
+            self._schedule()
 
     def expired(self, name: str) -> None:
         """An event whose deadline had passed before it could be queued: counted as timed out."""

@@ -458,6 +458,15 @@ class QuorumController:
             return self._reply_after(self.image.offset, result.response)  # type: ignore[arg-type]
         return result.response  # type: ignore[return-value]
 
+    def answers_now(self, gated: bool) -> bool:
+        """Whether :meth:`run_request` would run a handler now and, if it wrote nothing, answer
+        at once: active, not failed, past the pre-migration gate when ``gated``, and every
+        record written already committed. A lane (``apis.py``) answers only then."""
+        raft = self.raft
+        return (self.fatal is None and self.active and raft is not None
+                and raft.committed_offset >= self.image.offset
+                and not (gated and self.image.migration.state == ZkMigrationState.PRE_MIGRATION))
+
     def _finish(self, result: ControllerResult[T]) -> T | Awaitable[T]:
         """Append the result's records (if any) and answer now or after their commit."""
         raft = self.raft

@@ -1,0 +1,261 @@
+"""The broker heartbeat's lane (``ControllerApis.lane``): a steady heartbeat answered straight
+from its frame. Each answer it gives must be the general path's, byte for byte, with the same
+session touched and the same queue metrics; every case it does not own it must hand back (None),
+and the general path then answers as before, over the real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kraftsim.controller.cluster import STEADY_RESPONSES
+from kraftsim.controller.result import ControllerResult
+from kraftsim.metadata.messages import NoOpRecord
+from kraftsim.rpc import frames, registry, uuids
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.dispatch import ANONYMOUS, RequestContext
+from kraftsim.rpc.error_codes import ErrorCode
+from tests import harness
+from tests.test_controller import HB, Cluster
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> Any:
+    c = Cluster(tmp_path)
+    await c.start()
+    try:
+        yield c
+    finally:
+        await c.stop()
+
+
+def frame_of(request: Any, version: int, correlation_id: int = 42, client_id: str | None = "broker-1") -> bytes:
+    """The request's frame as the server hands it over: without its size prefix."""
+    return frames.api_codec(ApiKey.BROKER_HEARTBEAT, version).encode_request(request, correlation_id, client_id)[4:]
+
+
+def lane_of(c: Cluster) -> Any:
+    lane = c.running.server.dispatcher.routes[ApiKey.BROKER_HEARTBEAT].lane
+    assert lane is not None
+    return lane
+
+
+def general(c: Cluster, frame: bytes) -> bytes:
+    """The general path on the same frame: header and body decoded, RequestContext, the route's
+    handler, the response encoded."""
+    hdr, body = frames.decode_request(frame)
+    route = c.running.server.dispatcher.routes[ApiKey.BROKER_HEARTBEAT]
+    ctx = RequestContext(ApiKey.BROKER_HEARTBEAT, hdr.request_api_version, hdr.correlation_id, hdr.client_id or "",
+                         ANONYMOUS)
+    response = route.handler(ctx, body)
+    assert isinstance(response, registry.response_class(ApiKey.BROKER_HEARTBEAT)), response
+    return frames.api_codec(ApiKey.BROKER_HEARTBEAT, hdr.request_api_version).encode_response(response,
+                                                                                          hdr.correlation_id)
+
+
+def session(c: Cluster, broker_id: int) -> tuple[int, int, bool]:
+    st = c.controller.heartbeats.get(broker_id)
+    return st.last_contact_ms, st.metadata_offset, st.fenced
+
+
+async def brokers(c: Cluster) -> dict[str, tuple[int, int]]:
+    """Brokers in each steady state: (id, epoch)."""
+    unfenced_epoch, _ = await c.register(1)
+    await c.unfence(1, unfenced_epoch)
+    fenced_epoch, _ = await c.register(2)
+    return {"unfenced": (1, unfenced_epoch), "fenced": (2, fenced_epoch)}
+
+
+# ----- what it answers --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("case", ["unfenced, caught up", "unfenced, behind its registration",
+                                  "fenced, asking to stay fenced", "fenced, behind its registration",
+                                  "fenced, caught up, asking to stay fenced"])
+async def test_a_steady_heartbeat_gets_the_general_paths_bytes_and_touches_the_session_alike(
+        cluster: Cluster, version: int, case: str) -> None:
+    ids = await brokers(cluster)
+    broker_id, epoch = ids[case.split(",")[0]]
+    end = cluster.controller.mlog.end_offset
+    offset = end if "caught up" in case else 0
+    request = HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=offset,
+                 want_fence="stay fenced" in case)
+    frame = frame_of(request, version)
+    q = cluster.controller.queue
+    ran, zeros = q.processing_time.n, q.queue_time.zeros
+    answered = lane_of(cluster)(frame, version, 42)
+    assert answered is not None, "the lane handed a steady heartbeat to the general path"
+    assert (q.processing_time.n, q.queue_time.zeros) == (ran + 1, zeros + 1)  # one event, run at once
+    after_lane = session(cluster, broker_id)
+    assert after_lane[1] == offset
+    assert bytes(answered) == general(cluster, frame)
+    assert session(cluster, broker_id) == after_lane
+    _, response = frames.decode_response(bytes(answered)[4:], ApiKey.BROKER_HEARTBEAT, version)
+    assert (response.is_fenced, response.is_caught_up) == (broker_id == 2, offset >= 1)
+
+
+async def test_over_the_socket_the_correlation_ids_and_order_of_pipelined_heartbeats_hold(cluster: Cluster) -> None:
+    ids = await brokers(cluster)
+    assert cluster.client is not None
+    sent = []
+    for i in range(40):
+        broker_id, epoch = ids["unfenced" if i % 2 else "fenced"]
+        sent.append(cluster.client.send(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=i,
+                                           want_fence=broker_id == 2), 1))
+    answers = await asyncio.gather(*sent)
+    assert [(r.error_code, r.is_fenced) for r in answers] == [(0, i % 2 == 0) for i in range(40)]
+    assert session(cluster, 1)[1] == 39 and session(cluster, 2)[1] == 38
+
+
+def test_every_steady_answer_is_a_heartbeat_response_the_codec_can_frame() -> None:
+    for k, r in enumerate(STEADY_RESPONSES):
+        assert (r.is_fenced, r.is_caught_up, r.should_shut_down, r.error_code) == (bool(k & 1), k >= 2, False, 0)
+
+
+# ----- what it hands back -----------------------------------------------------------------------
+
+async def test_a_state_change_is_handed_back_and_answered_by_the_general_path(cluster: Cluster) -> None:
+    epoch, _ = await cluster.register(3)
+    request = HB(broker_id=3, broker_epoch=epoch, current_metadata_offset=cluster.controller.mlog.end_offset,
+                 want_fence=False)
+    before = session(cluster, 3)
+    assert lane_of(cluster)(frame_of(request, 1), 1, 42) is None
+    assert session(cluster, 3) == before  # handed back untouched
+    r = await cluster.req(request, 1)
+    assert (r.error_code, r.is_fenced) == (0, False)  # unfenced: a record, through the general path
+
+
+@pytest.mark.parametrize("change", ["unknown broker", "stale epoch", "offline log dir", "shutting down"])
+async def test_errors_directories_and_shutdowns_are_handed_back(cluster: Cluster, change: str) -> None:
+    ids = await brokers(cluster)
+    broker_id, epoch = ids["unfenced"]
+    fields: dict[str, Any] = {"broker_id": broker_id, "broker_epoch": epoch, "current_metadata_offset": 1,
+                              "want_fence": False}
+    if change == "unknown broker":
+        fields["broker_id"] = 99
+    elif change == "stale epoch":
+        fields["broker_epoch"] = epoch + 1
+    elif change == "offline log dir":
+        fields["offline_log_dirs"] = [uuids.random_uuid()]
+    else:
+        fields["want_shut_down"] = True
+    request = HB(**fields)
+    assert lane_of(cluster)(frame_of(request, 1), 1, 42) is None
+    r = await cluster.req(request, 1)
+    expected = ErrorCode.STALE_BROKER_EPOCH if change in ("unknown broker", "stale epoch") else 0
+    assert r.error_code == expected, r
+
+
+async def test_a_header_with_tagged_fields_is_handed_back_and_still_answered(cluster: Cluster) -> None:
+    ids = await brokers(cluster)
+    broker_id, epoch = ids["unfenced"]
+    frame = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1, client_id="b")
+    at = 10 + 1  # the header's tagged-field count, after key, version, correlation id and "b"
+    assert frame[at] == 0
+    tagged = frame[:at] + bytes([1, 5, 1, 7]) + frame[at + 1:]  # one unknown tag (5), one byte long
+    assert lane_of(cluster)(tagged, 1, 42) is None
+    assert bytes(lane_of(cluster)(frame, 1, 42)) == general(cluster, tagged)  # same answer either way
+
+
+@pytest.mark.parametrize("cut", [1, 5, 23])
+async def test_a_truncated_body_is_handed_back_and_the_general_path_closes_the_connection(
+        cluster: Cluster, cut: int) -> None:
+    ids = await brokers(cluster)
+    broker_id, epoch = ids["unfenced"]
+    frame = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1)
+    assert lane_of(cluster)(frame[:-cut], 1, 42) is None
+    host, port = cluster.running.server.address
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(struct.pack(">i", len(frame) - cut) + frame[:-cut])
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, no answer: as before the lane
+    finally:
+        writer.close()
+
+
+async def test_a_busy_queue_hands_back_and_the_heartbeat_waits_its_turn(cluster: Cluster) -> None:
+    ids = await brokers(cluster)
+    broker_id, epoch = ids["unfenced"]
+    frame = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1)
+    q = cluster.controller.queue
+    q.pause()
+    ahead = q.submit("ahead", lambda: "ran")  # queued behind the pause
+    try:
+        assert lane_of(cluster)(frame, 1, 42) is None
+    finally:
+        q.resume()
+    assert await ahead == "ran"  # type: ignore[misc]
+    assert lane_of(cluster)(frame, 1, 42) is not None
+
+
+async def test_uncommitted_records_hand_back_so_the_answer_waits_for_their_commit(cluster: Cluster) -> None:
+    ids = await brokers(cluster)
+    broker_id, epoch = ids["unfenced"]
+    frame = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1)
+    c = cluster.controller
+    assert c.answers_now(True) and lane_of(cluster)(frame, 1, 42) is not None
+    # A record written and replayed, its commit still to come (the log is flushed after this
+    # turn of the event loop): answering now would run ahead of it, as run_request never does.
+    last = c.writer.append(ControllerResult([(NoOpRecord(), 0)], None))
+    assert c.image.offset == last > c.raft.committed_offset
+    assert not c.answers_now(True)
+    assert lane_of(cluster)(frame, 1, 42) is None
+    await harness.poll_until(lambda: c.raft.committed_offset >= last)
+    assert lane_of(cluster)(frame, 1, 42) is not None
+
+
+async def test_an_authorizer_other_than_allow_all_hands_back_to_the_authorizing_path(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, authorizer_class_name=STANDARD_AUTHORIZER, allow_everyone_if_no_acl_found="true")
+    await c.start()
+    try:
+        ids = await brokers(c)
+        broker_id, epoch = ids["unfenced"]
+        request = HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1)
+        assert lane_of(c)(frame_of(request, 1), 1, 42) is None
+        r = await c.req(request, 1)
+        assert (r.error_code, r.is_fenced) == (0, False)
+    finally:
+        await c.stop()
+
+
+# ----- the frame reading it rests on ------------------------------------------------------------
+
+def test_the_fixed_fields_come_from_the_schema() -> None:
+    hb = registry.request_class(ApiKey.BROKER_HEARTBEAT)
+    names = ("broker_id", "broker_epoch", "current_metadata_offset", "want_fence", "want_shut_down")
+    for v in (0, 1):
+        fixed = frames.fixed_fields(hb, v)
+        assert fixed is not None and fixed[1] == names and fixed[0].format == ">iqq??"
+        body = hb(broker_id=7, broker_epoch=9, current_metadata_offset=11, want_fence=True)
+        frame = frame_of(body, v)
+        pos = frames.body_offset(frame, 2)
+        assert fixed[0].unpack_from(frame, pos) == (7, 9, 11, True, False)
+        assert len(frame) == pos + fixed[0].size + 1 and frame[-1] == 0
+    assert frames.fixed_fields(registry.request_class(ApiKey.BROKER_REGISTRATION), 3) is None  # strings, arrays
+    assert frames.fixed_fields(registry.request_class(ApiKey.CREATE_TOPICS), 4) is None  # not flexible
+
+
+@pytest.mark.parametrize("client_id", [None, "", "b", "broker-1" * 40, "é"])
+@pytest.mark.parametrize("api_key, version", [(ApiKey.BROKER_HEARTBEAT, 1), (ApiKey.CREATE_TOPICS, 4),
+                                               (ApiKey.CREATE_TOPICS, 5)])
+def test_body_offset_is_where_the_header_decoder_stops(client_id: str | None, api_key: int, version: int) -> None:
+    body = registry.request_class(api_key)()
+    codec = frames.api_codec(api_key, version)
+    frame = codec.encode_request(body, 3, client_id)[4:]
+    _, pos = codec.dec_req_hdr(frame, 0)
+    assert frames.body_offset(frame, codec.request_header_version) == pos
+
+
+def test_body_offset_hands_back_what_only_the_decoder_can_read() -> None:
+    frame = frame_of(HB(broker_id=1), 1, client_id="b")
+    assert frames.body_offset(frame[:10], 2) == -1  # shorter than a header
+    assert frames.body_offset(frame[:8] + struct.pack(">h", -2) + frame[10:], 2) == -1  # a bad length
+    assert frames.body_offset(frame[:8] + struct.pack(">h", 500) + frame[10:], 2) == -1  # past the end
+    assert frames.body_offset(frame[:11] + b"\x01" + frame[12:], 2) == -1  # header tagged fields
