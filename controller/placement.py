@@ -95,16 +95,13 @@ class _BrokerList:
 
 
 class _Rack:
+    """A rack's brokers: followers come from its unfenced brokers first, then its fenced ones."""
+
     __slots__ = ("fenced", "unfenced")
 
     def __init__(self) -> None:
         self.fenced = _BrokerList()
         self.unfenced = _BrokerList()
-
-    def next(self, epoch: int) -> int:
-        """Followers come from unfenced brokers first, then fenced ones."""
-        b = self.unfenced.next(epoch)
-        return b if b >= 0 else self.fenced.next(epoch)
 
 
 def _rack_order(name: str | None) -> tuple[int, str]:
@@ -146,50 +143,16 @@ class _RackList:
             rack.fenced.shuffle(self.rng)
             rack.unfenced.shuffle(self.rng)
 
-    def place(self, replication_factor: int) -> list[int]:
-        check_replication_factor(replication_factor, self.num_total, self.num_unfenced)
-        # After as many partitions as there are unfenced brokers, reshuffle so the next round
-        # does not repeat the same assignments (never for a single unfenced broker: that loops).
-        if self.epoch == self.num_unfenced and self.num_unfenced > 1:
-            self.shuffle()
-            self.epoch = 0
-        names = self.rack_names
-        nracks = len(names)
-        racks = self.racks
-        if self.offset == nracks:
-            self.offset = 0
-        epoch = self.epoch
-        # The leader: the first unfenced broker found walking the racks from the offset.
-        first = self.offset
-        while True:
-            leader = racks[names[first]].unfenced.next(epoch)
-            if leader >= 0:
-                break
-            first += 1
-            if first == nracks:
-                first = 0
-        out = [leader]
-        # Followers: one per rack in turn, skipping the leader's rack once.
-        rack_index = self.offset
-        for _ in range(1, replication_factor):
-            result = -1
-            while result < 0:
-                if rack_index == first:
-                    first = -1
-                else:
-                    result = racks[names[rack_index]].next(epoch)
-                rack_index += 1
-                if rack_index == nracks:
-                    rack_index = 0
-            out.append(result)
-        self.epoch += 1
-        self.offset += 1
-        return out
-
     def place_many(self, count: int, replication_factor: int) -> list[list[int]]:
-        """``place`` ``count`` times: the same lists from the same random draws, with the
-        refusals checked once (nothing they look at changes in between) and ``_BrokerList.next``
-        inlined for unfenced brokers (a million partitions call it three million times)."""
+        """Replica lists for ``count`` partitions, the leader first: Kafka's walk for one
+        partition, repeated, with the refusals checked once (nothing they look at changes in
+        between) and ``_BrokerList.next`` inlined for unfenced brokers (a million partitions
+        call it three million times). ``tests/test_placement.py`` keeps the plain walk, one
+        partition at a time over ``_BrokerList.next``, as its oracle.
+
+        After as many partitions as there are unfenced brokers, the racks and brokers are
+        reshuffled so the next round does not repeat the same assignments (never for a single
+        unfenced broker: that loops)."""
         check_replication_factor(replication_factor, self.num_total, self.num_unfenced)
         racks = self.racks
         names = self.rack_names  # shuffle() shuffles it in place
@@ -224,7 +187,7 @@ class _RackList:
                     first = 0
             out = [leader]
             # Followers: one per rack in turn, skipping the leader's rack once; unfenced
-            # brokers first, then fenced ones (_Rack.next).
+            # brokers first, then fenced ones.
             rack_index = offset
             for _ in range(1, replication_factor):
                 result = -1

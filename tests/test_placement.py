@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftsim.controller.placement import InvalidReplicationFactor, StripedReplicaPlacer, UsableBroker
+from kraftsim.controller.placement import (
+    InvalidReplicationFactor,
+    StripedReplicaPlacer,
+    UsableBroker,
+    check_replication_factor,
+)
 from kraftsim.rpc.error_codes import ErrorCode
 
 
@@ -93,9 +99,9 @@ def test_no_rack_sorts_first_and_mixed_racks_work() -> None:
 def test_place_many_is_place_one_at_a_time(n: int, racks: int, fenced: set[int], rf: int, count: int,
                                            seed: int) -> None:
     """The placer's loop (_RackList.place_many, _BrokerList.next inlined) hands out the same
-    replica lists, from the same random draws, as _RackList.place called once per partition:
-    racks or none, fenced brokers, replication factors over the rack count, reshuffles, and
-    the same refusals."""
+    replica lists, from the same random draws, as the plain walk (place_one) called once per
+    partition: racks or none, fenced brokers, replication factors over the rack count,
+    reshuffles, and the same refusals."""
     from kraftsim.controller.placement import _RackList
 
     bs = [UsableBroker(i, f"r{i % racks}" if racks and i % 5 else None, i in fenced) for i in range(n)]
@@ -104,7 +110,7 @@ def test_place_many_is_place_one_at_a_time(n: int, racks: int, fenced: set[int],
         rng = random.Random(seed)
         rl = _RackList(rng, bs)
         try:
-            got = rl.place_many(count, rf) if many else [rl.place(rf) for _ in range(count)]
+            got = rl.place_many(count, rf) if many else [place_one(rl, rf) for _ in range(count)]
         except InvalidReplicationFactor as e:
             got = e.message if many or count else None
         return got, rng.getstate()
@@ -112,3 +118,36 @@ def test_place_many_is_place_one_at_a_time(n: int, racks: int, fenced: set[int],
     many, single = outcome(True), outcome(False)
     assert many[1] == single[1]
     assert many[0] == single[0] or (count == 0 and isinstance(many[0], str))
+
+
+def place_one(rl: Any, replication_factor: int) -> list[int]:
+    """Kafka's StripedReplicaPlacer walk for one partition, written plainly over
+    ``_BrokerList.next``: the oracle of ``_RackList.place_many``'s inlined loop."""
+    check_replication_factor(replication_factor, rl.num_total, rl.num_unfenced)
+    if rl.epoch == rl.num_unfenced and rl.num_unfenced > 1:  # a round over: reshuffle
+        rl.shuffle()
+        rl.epoch = 0
+    names, racks = rl.rack_names, rl.racks
+    if rl.offset == len(names):
+        rl.offset = 0
+    epoch = rl.epoch
+    first = rl.offset  # the leader: the first unfenced broker walking the racks from the offset
+    while (leader := racks[names[first]].unfenced.next(epoch)) < 0:
+        first = (first + 1) % len(names)
+    out = [leader]
+    rack_index = rl.offset  # followers: one per rack in turn, skipping the leader's rack once
+    for _ in range(1, replication_factor):
+        result = -1
+        while result < 0:
+            if rack_index == first:
+                first = -1
+            else:
+                rack = racks[names[rack_index]]
+                result = rack.unfenced.next(epoch)
+                if result < 0:
+                    result = rack.fenced.next(epoch)
+            rack_index = (rack_index + 1) % len(names)
+        out.append(result)
+    rl.epoch += 1
+    rl.offset += 1
+    return out
