@@ -126,7 +126,6 @@ class ControllerApis:
 
         return audited
 
-
     def lane(self, route: Route) -> Lane | None:
         """The server's lane for a route with a ``steady`` answer (the broker heartbeat): the
         body's fixed fields read straight from the frame with one struct call, ``route.steady``
