@@ -25,16 +25,6 @@ from tests.test_controller import HB, Cluster
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> Any:
-    c = Cluster(tmp_path)
-    await c.start()
-    try:
-        yield c
-    finally:
-        await c.stop()
-
-
 def frame_of(request: Any, version: int, correlation_id: int = 42, client_id: str | None = "broker-1") -> bytes:
     """The request's frame as the server hands it over: without its size prefix."""
     return frames.api_codec(ApiKey.BROKER_HEARTBEAT, version).encode_request(request, correlation_id, client_id)[4:]
@@ -79,38 +69,38 @@ async def brokers(c: Cluster) -> dict[str, tuple[int, int]]:
                                   "fenced, asking to stay fenced", "fenced, behind its registration",
                                   "fenced, caught up, asking to stay fenced"])
 async def test_a_steady_heartbeat_gets_the_general_paths_bytes_and_touches_the_session_alike(
-        cluster: Cluster, version: int, case: str) -> None:
-    ids = await brokers(cluster)
+        c: Cluster, version: int, case: str) -> None:
+    ids = await brokers(c)
     broker_id, epoch = ids[case.split(",")[0]]
-    end = cluster.controller.mlog.end_offset
+    end = c.controller.mlog.end_offset
     offset = end if "caught up" in case else 0
     request = HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=offset,
                  want_fence="stay fenced" in case)
     frame = frame_of(request, version)
-    q = cluster.controller.queue
+    q = c.controller.queue
     ran, zeros = q.processing_time.n, q.queue_time.zeros
-    answered = lane_of(cluster)(frame, version, 42)
+    answered = lane_of(c)(frame, version, 42)
     assert answered is not None, "the lane handed a steady heartbeat to the general path"
     assert (q.processing_time.n, q.queue_time.zeros) == (ran + 1, zeros + 1)  # one event, run at once
-    after_lane = session(cluster, broker_id)
+    after_lane = session(c, broker_id)
     assert after_lane[1] == offset
-    assert bytes(answered) == general(cluster, frame)
-    assert session(cluster, broker_id) == after_lane
+    assert bytes(answered) == general(c, frame)
+    assert session(c, broker_id) == after_lane
     _, response = frames.decode_response(bytes(answered)[4:], ApiKey.BROKER_HEARTBEAT, version)
     assert (response.is_fenced, response.is_caught_up) == (broker_id == 2, offset >= 1)
 
 
-async def test_over_the_socket_the_correlation_ids_and_order_of_pipelined_heartbeats_hold(cluster: Cluster) -> None:
-    ids = await brokers(cluster)
-    assert cluster.client is not None
+async def test_over_the_socket_the_correlation_ids_and_order_of_pipelined_heartbeats_hold(c: Cluster) -> None:
+    ids = await brokers(c)
+    assert c.client is not None
     sent = []
     for i in range(40):
         broker_id, epoch = ids["unfenced" if i % 2 else "fenced"]
-        sent.append(cluster.client.send(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=i,
+        sent.append(c.client.send(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=i,
                                            want_fence=broker_id == 2), 1))
     answers = await asyncio.gather(*sent)
     assert [(r.error_code, r.is_fenced) for r in answers] == [(0, i % 2 == 0) for i in range(40)]
-    assert session(cluster, 1)[1] == 39 and session(cluster, 2)[1] == 38
+    assert session(c, 1)[1] == 39 and session(c, 2)[1] == 38
 
 
 def test_every_steady_answer_is_a_heartbeat_response_the_codec_can_frame() -> None:
@@ -120,20 +110,20 @@ def test_every_steady_answer_is_a_heartbeat_response_the_codec_can_frame() -> No
 
 # ----- what it hands back -----------------------------------------------------------------------
 
-async def test_a_state_change_is_handed_back_and_answered_by_the_general_path(cluster: Cluster) -> None:
-    epoch, _ = await cluster.register(3)
-    request = HB(broker_id=3, broker_epoch=epoch, current_metadata_offset=cluster.controller.mlog.end_offset,
+async def test_a_state_change_is_handed_back_and_answered_by_the_general_path(c: Cluster) -> None:
+    epoch, _ = await c.register(3)
+    request = HB(broker_id=3, broker_epoch=epoch, current_metadata_offset=c.controller.mlog.end_offset,
                  want_fence=False)
-    before = session(cluster, 3)
-    assert lane_of(cluster)(frame_of(request, 1), 1, 42) is None
-    assert session(cluster, 3) == before  # handed back untouched
-    r = await cluster.req(request, 1)
+    before = session(c, 3)
+    assert lane_of(c)(frame_of(request, 1), 1, 42) is None
+    assert session(c, 3) == before  # handed back untouched
+    r = await c.req(request, 1)
     assert (r.error_code, r.is_fenced) == (0, False)  # unfenced: a record, through the general path
 
 
 @pytest.mark.parametrize("change", ["unknown broker", "stale epoch", "offline log dir", "shutting down"])
-async def test_errors_directories_and_shutdowns_are_handed_back(cluster: Cluster, change: str) -> None:
-    ids = await brokers(cluster)
+async def test_errors_directories_and_shutdowns_are_handed_back(c: Cluster, change: str) -> None:
+    ids = await brokers(c)
     broker_id, epoch = ids["unfenced"]
     fields: dict[str, Any] = {"broker_id": broker_id, "broker_epoch": epoch, "current_metadata_offset": 1,
                               "want_fence": False}
@@ -146,31 +136,31 @@ async def test_errors_directories_and_shutdowns_are_handed_back(cluster: Cluster
     else:
         fields["want_shut_down"] = True
     request = HB(**fields)
-    assert lane_of(cluster)(frame_of(request, 1), 1, 42) is None
-    r = await cluster.req(request, 1)
+    assert lane_of(c)(frame_of(request, 1), 1, 42) is None
+    r = await c.req(request, 1)
     expected = ErrorCode.STALE_BROKER_EPOCH if change in ("unknown broker", "stale epoch") else 0
     assert r.error_code == expected, r
 
 
-async def test_a_header_with_tagged_fields_is_handed_back_and_still_answered(cluster: Cluster) -> None:
-    ids = await brokers(cluster)
+async def test_a_header_with_tagged_fields_is_handed_back_and_still_answered(c: Cluster) -> None:
+    ids = await brokers(c)
     broker_id, epoch = ids["unfenced"]
     frame = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1, client_id="b")
     at = 10 + 1  # the header's tagged-field count, after key, version, correlation id and "b"
     assert frame[at] == 0
     tagged = frame[:at] + bytes([1, 5, 1, 7]) + frame[at + 1:]  # one unknown tag (5), one byte long
-    assert lane_of(cluster)(tagged, 1, 42) is None
-    assert bytes(lane_of(cluster)(frame, 1, 42)) == general(cluster, tagged)  # same answer either way
+    assert lane_of(c)(tagged, 1, 42) is None
+    assert bytes(lane_of(c)(frame, 1, 42)) == general(c, tagged)  # same answer either way
 
 
 @pytest.mark.parametrize("cut", [1, 5, 23])
 async def test_a_truncated_body_is_handed_back_and_the_general_path_closes_the_connection(
-        cluster: Cluster, cut: int) -> None:
-    ids = await brokers(cluster)
+        c: Cluster, cut: int) -> None:
+    ids = await brokers(c)
     broker_id, epoch = ids["unfenced"]
     frame = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1)
-    assert lane_of(cluster)(frame[:-cut], 1, 42) is None
-    host, port = cluster.running.server.address
+    assert lane_of(c)(frame[:-cut], 1, 42) is None
+    host, port = c.running.server.address
     reader, writer = await asyncio.open_connection(host, port)
     try:
         writer.write(struct.pack(">i", len(frame) - cut) + frame[:-cut])
@@ -180,35 +170,35 @@ async def test_a_truncated_body_is_handed_back_and_the_general_path_closes_the_c
         writer.close()
 
 
-async def test_a_busy_queue_hands_back_and_the_heartbeat_waits_its_turn(cluster: Cluster) -> None:
-    ids = await brokers(cluster)
+async def test_a_busy_queue_hands_back_and_the_heartbeat_waits_its_turn(c: Cluster) -> None:
+    ids = await brokers(c)
     broker_id, epoch = ids["unfenced"]
     frame = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1)
-    q = cluster.controller.queue
+    q = c.controller.queue
     q.pause()
     ahead = q.submit("ahead", lambda: "ran")  # queued behind the pause
     try:
-        assert lane_of(cluster)(frame, 1, 42) is None
+        assert lane_of(c)(frame, 1, 42) is None
     finally:
         q.resume()
     assert await ahead == "ran"  # type: ignore[misc]
-    assert lane_of(cluster)(frame, 1, 42) is not None
+    assert lane_of(c)(frame, 1, 42) is not None
 
 
-async def test_uncommitted_records_hand_back_so_the_answer_waits_for_their_commit(cluster: Cluster) -> None:
-    ids = await brokers(cluster)
+async def test_uncommitted_records_hand_back_so_the_answer_waits_for_their_commit(c: Cluster) -> None:
+    ids = await brokers(c)
     broker_id, epoch = ids["unfenced"]
     frame = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1)
-    c = cluster.controller
-    assert c.answers_now(True) and lane_of(cluster)(frame, 1, 42) is not None
+    ctl = c.controller
+    assert ctl.answers_now(True) and lane_of(c)(frame, 1, 42) is not None
     # A record written and replayed, its commit still to come (the log is flushed after this
     # turn of the event loop): answering now would run ahead of it, as run_request never does.
-    last = c.writer.append(ControllerResult([(NoOpRecord(), 0)], None))
-    assert c.image.offset == last > c.raft.committed_offset
-    assert not c.answers_now(True)
-    assert lane_of(cluster)(frame, 1, 42) is None
-    await harness.poll_until(lambda: c.raft.committed_offset >= last)
-    assert lane_of(cluster)(frame, 1, 42) is not None
+    last = ctl.writer.append(ControllerResult([(NoOpRecord(), 0)], None))
+    assert ctl.image.offset == last > ctl.raft.committed_offset
+    assert not ctl.answers_now(True)
+    assert lane_of(c)(frame, 1, 42) is None
+    await harness.poll_until(lambda: ctl.raft.committed_offset >= last)
+    assert lane_of(c)(frame, 1, 42) is not None
 
 
 async def test_an_authorizer_other_than_allow_all_hands_back_to_the_authorizing_path(tmp_path: Path) -> None:
