@@ -29,10 +29,6 @@ MAX_BATCH_BYTES = 8 * 1024 * 1024 + 1024  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES
 INDEX_INTERVAL_BYTES = 4096  # Kafka's index.interval.bytes: one index entry per 4 KiB of log
 # BaseOffset, BatchLength, PartitionLeaderEpoch, Magic, CRC, Attributes, LastOffsetDelta.
 _HEAD = struct.Struct(">qiibIhi")
-# Slices this large are read ahead (read_slice); posix_fadvise is Linux's, absent on macOS.
-_READ_AHEAD_FROM = 1 << 20
-_fadvise = getattr(os, "posix_fadvise", None)
-_WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", 3)
 
 
 class LogFailedError(Exception):
@@ -389,15 +385,6 @@ class SegmentedLog:
         if found is None:
             return b""
         fd, pos, n = found
-        if n >= _READ_AHEAD_FROM and _fadvise is not None:
-            # A reader catching up (a large slice) will ask for what follows next: have the
-            # kernel read this slice and the next one in from the device now, in the
-            # background, so the device works while this one crosses the socket. Pages
-            # already cached cost one call.
-            try:
-                _fadvise(fd, pos, 2 * n, _WILLNEED)
-            except OSError:  # a hint only: a file system that refuses it serves the same bytes
-                pass
         return FileSlice(fd, pos, n) if n else b""
 
     def _locate(self, offset: int, max_bytes: int) -> tuple[int, int, int] | None:

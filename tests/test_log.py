@@ -239,24 +239,6 @@ def test_segments_roll_and_reading_spans_them(tmp_path: Path) -> None:
     again.close()
 
 
-def test_a_large_slice_read_ahead_serves_the_bytes_a_read_does(tmp_path: Path) -> None:
-    """Slices of 1 MiB and more ask the kernel to read them and the next one ahead
-    (posix_fadvise); what they serve is still exactly what read() returns, to the log's end."""
-    from kraftsim.rpc.file_slice import FileSlice
-
-    log = open_log(tmp_path)
-    config = recs.by_name("ConfigRecord")
-    values = [recs.frame(config(resource_type=4, resource_name="", name=f"n{i}", value="x" * 1024)) for i in range(500)]
-    for _ in range(8):  # about 4 MiB
-        log.append_values(values, epoch=1, timestamp=1)
-    log.flush_now()
-    for offset in (0, 1700, 3999):
-        piece = log.read_slice(offset, 2 << 20)
-        assert isinstance(piece, FileSlice) and (piece.length >= 1 << 20 or offset == 3999)
-        assert bytes(piece) == log.read(offset, 2 << 20)
-    log.close()
-
-
 def test_control_batches_are_kept_apart(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     lc = recs.data_class("LeaderChangeMessage")
