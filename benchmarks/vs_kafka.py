@@ -11,6 +11,9 @@ For each controller (a ``kraftsim controller`` process and a ``kafka.Kafka`` JVM
   partitions per request, 2 connections x 2 in flight), and the resident memory then;
 * heartbeats/s: 200 more brokers registered and unfenced, BrokerHeartbeat v1 pipelined over 4
   connections x 16 in flight (benchmarks/heartbeats.py's driver);
+* the log served to a Raft observer: pyspark_kraft's RaftObserver fetching the log from its
+  start (the log start offset, where older segments were cleaned after a snapshot) to the high
+  watermark, 8 MiB per Fetch (benchmarks/fetch_serving.py's client);
 * restart to active on that log: SIGTERM, start again on the same directory, time to ready.
 
 Kafka runs with kafka-server-start.sh's JVM options (-Xmx1G -Xms1G, G1) unless --kafka-heap
@@ -143,6 +146,39 @@ async def create_partitions(node: Node, partitions: int, per_topic: int = 100) -
     return dt
 
 
+async def observer_fetch(node: Node) -> tuple[int, float]:
+    """(bytes, s) for one Raft observer (pyspark_kraft's, 8 MiB per Fetch) fetching the log from
+    its start to the high watermark. A fetch at offset 0 is sent to the newest snapshot once
+    there is one, so the log is then read from its start offset (or offset 1), or, where that
+    too is only in the snapshot, from the snapshot's end."""
+    from benchmarks.fetch_serving import last_offset
+    from pyspark_kraft.network import RaftObserver
+
+    obs = RaftObserver(node.bootstrap, node.cluster_id, max_bytes=8 << 20)
+    await obs.connect()
+    try:
+        r = await obs.fetch(0)  # learns the leader epoch; not timed
+        offset = 0
+        if r.snapshot is not None:  # an empty fetcher is sent to the snapshot: start past it
+            offset = max(r.log_start_offset, 1)
+            r = await obs.fetch(offset)
+            if r.snapshot is not None:  # not in the log either: what follows the snapshot
+                offset = r.snapshot[0]
+        total = 0
+        t0 = time.perf_counter()
+        while True:
+            r = await obs.fetch(offset)
+            if r.snapshot is not None:
+                raise RuntimeError(f"{node}: sent to snapshot {r.snapshot} at {offset}")
+            total += len(r.records)
+            if r.records:
+                offset = last_offset(bytes(r.records)) + 1
+            if offset >= r.high_watermark:
+                return total, time.perf_counter() - t0
+    finally:
+        await obs.close()
+
+
 @dataclass
 class Result:
     name: str
@@ -166,6 +202,9 @@ def measure(node: Node, partitions: int, seconds: float, idle_s: float) -> Resul
     res.figures["heartbeats/s (200 brokers, 4 x 16 in flight)"] = rate
     assert cpu_us is not None
     res.figures["controller CPU per heartbeat (µs)"] = cpu_us
+    size, dt = asyncio.run(observer_fetch(node))
+    res.figures["the log served to a Raft observer (MB/s)"] = size / dt / 1e6
+    res.figures["the log served (MB)"] = size / 1e6
     node.stop(timeout=120)
     res.figures["restart to active on that log (s)"] = start_timed(node)
     node.stop(timeout=120)
@@ -194,7 +233,7 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     for key, a in ours.figures.items():
         b = theirs.figures[key]
-        higher_is_better = key.startswith("heartbeats")
+        higher_is_better = key.startswith("heartbeats") or "(MB/s)" in key
         timed = "(s)" in key or "(µs)" in key or higher_is_better
         ratio = a / b if higher_is_better else b / a
         verdict = f"{ratio:.1f}x {'faster' if timed else 'less'}" if ratio >= 1 \
