@@ -47,7 +47,8 @@ class Route:
     # The answer of the common case that writes nothing and waits for nothing, for a request
     # too frequent to pay the general path's per-request objects (the broker heartbeat): its
     # body must be fixed-width fields and tagged fields only, and ``steady`` takes those fixed
-    # fields as keyword-named parameters, does the handler's work for that case and returns
+    # fields, in schema order, as parameters named like them (checked when the lane is built),
+    # does the handler's work for that case and returns
     # the index of its answer in ``steady_responses``, or None (then the handler runs as for
     # any route). The answers are framed once; ``apis.py`` builds the server's lane from them.
     steady: Callable[..., int | None] | None = None

@@ -198,6 +198,8 @@ def body_offset(frame: bytes, header_version: int) -> int:
     """Where a request's body starts, read past its header without decoding it (a lane's need:
     ``dispatch.Lane``); -1 where only the header's decoder can tell (header tagged fields, a
     malformed client id), and the caller takes the general path."""
+    if header_version == 0:  # key, version and correlation id only (ControlledShutdown v0)
+        return 8 if len(frame) > 8 else -1
     if len(frame) < 11:
         return -1
     n = _SH.unpack_from(frame, 8)[0]  # the client id's length, after key, version and correlation id

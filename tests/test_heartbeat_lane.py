@@ -234,7 +234,7 @@ def test_the_fixed_fields_come_from_the_schema() -> None:
 
 @pytest.mark.parametrize("client_id", [None, "", "b", "broker-1" * 40, "é"])
 @pytest.mark.parametrize("api_key, version", [(ApiKey.BROKER_HEARTBEAT, 1), (ApiKey.CREATE_TOPICS, 4),
-                                               (ApiKey.CREATE_TOPICS, 5)])
+                                               (ApiKey.CREATE_TOPICS, 5), (ApiKey.CONTROLLED_SHUTDOWN, 0)])
 def test_body_offset_is_where_the_header_decoder_stops(client_id: str | None, api_key: int, version: int) -> None:
     body = registry.request_class(api_key)()
     codec = frames.api_codec(api_key, version)
