@@ -17,10 +17,12 @@ from kraftsim.controller.result import ControllerResult
 from kraftsim.metadata.messages import NoOpRecord
 from kraftsim.rpc import frames, registry, uuids
 from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.clock import ManualClock
 from kraftsim.rpc.dispatch import ANONYMOUS, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from tests import harness
 from tests.test_controller import HB, Cluster
+from tests.test_controller_errors import started
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -69,25 +71,32 @@ async def brokers(c: Cluster) -> dict[str, tuple[int, int]]:
                                   "fenced, asking to stay fenced", "fenced, behind its registration",
                                   "fenced, caught up, asking to stay fenced"])
 async def test_a_steady_heartbeat_gets_the_general_paths_bytes_and_touches_the_session_alike(
-        c: Cluster, version: int, case: str) -> None:
-    ids = await brokers(c)
-    broker_id, epoch = ids[case.split(",")[0]]
-    end = c.controller.mlog.end_offset
-    offset = end if "caught up" in case else 0
-    request = HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=offset,
-                 want_fence="stay fenced" in case)
-    frame = frame_of(request, version)
-    q = c.controller.queue
-    ran, zeros = q.processing_time.n, q.queue_time.zeros
-    answered = lane_of(c)(frame, version, 42)
-    assert answered is not None, "the lane handed a steady heartbeat to the general path"
-    assert (q.processing_time.n, q.queue_time.zeros) == (ran + 1, zeros + 1)  # one event, run at once
-    after_lane = session(c, broker_id)
-    assert after_lane[1] == offset
-    assert bytes(answered) == general(c, frame)
-    assert session(c, broker_id) == after_lane
-    _, response = frames.decode_response(bytes(answered)[4:], ApiKey.BROKER_HEARTBEAT, version)
-    assert (response.is_fenced, response.is_caught_up) == (broker_id == 2, offset >= 1)
+        tmp_path: Path, version: int, case: str) -> None:
+    clock = ManualClock()  # the session's last contact is the clock's now: compared exactly
+    c = await started(tmp_path, clock)
+    try:
+        ids = await brokers(c)
+        broker_id, epoch = ids[case.split(",")[0]]
+        end = c.controller.mlog.end_offset
+        offset = end if "caught up" in case else 0
+        fenced = broker_id == 2
+        request = HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=offset,
+                     want_fence="stay fenced" in case)
+        frame = frame_of(request, version)
+        q = c.controller.queue
+        ran, zeros = q.processing_time.n, q.queue_time.zeros
+        clock.advance(5)
+        answered = lane_of(c)(frame, version, 42)
+        assert answered is not None, "the lane handed a steady heartbeat to the general path"
+        assert (q.processing_time.n, q.queue_time.zeros) == (ran + 1, zeros + 1)  # one event, run at once
+        assert session(c, broker_id) == (clock.monotonic_ms(), offset, fenced)
+        clock.advance(5)
+        assert bytes(answered) == general(c, frame)
+        assert session(c, broker_id) == (clock.monotonic_ms(), offset, fenced)  # touched alike
+        _, response = frames.decode_response(bytes(answered)[4:], ApiKey.BROKER_HEARTBEAT, version)
+        assert (response.is_fenced, response.is_caught_up) == (fenced, offset >= 1)
+    finally:
+        await c.stop()
 
 
 async def test_over_the_socket_the_correlation_ids_and_order_of_pipelined_heartbeats_hold(c: Cluster) -> None:
