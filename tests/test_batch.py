@@ -13,6 +13,7 @@ import io
 import random
 import struct
 import uuid
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -701,6 +702,17 @@ def test_kio_written_leader_change_control_batch_decodes_to_the_message() -> Non
     assert decode_control_record(rec) == (ControlRecordType.LEADER_CHANGE, msg)
 
 
+def assert_values_as_records(batch: Any, where: object = None) -> None:
+    """Batch.values() gives what records() gives, or fails with the same CorruptBatchError."""
+
+    def outcome(f: Any) -> Any:
+        try:
+            return f()
+        except CorruptBatchError as e:
+            return str(e)
+    assert outcome(batch.values) == outcome(lambda: [r.value for r in batch.records()]), where
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(values=st.lists(st.binary(max_size=300), min_size=1, max_size=40), data=st.data())
 def test_values_equal_the_records_values_even_on_corrupt_records(values: list[bytes], data: st.DataObject) -> None:
@@ -714,13 +726,7 @@ def test_values_equal_the_records_values_even_on_corrupt_records(values: list[by
         i = data.draw(st.integers(BATCH_OVERHEAD, len(raw) - 1))
         raw[i] ^= data.draw(st.integers(1, 255))
     corrupt = dataclasses.replace(batch, raw=bytes(raw))
-
-    def outcome(f):  # type: ignore[no-untyped-def]
-        try:
-            return f()
-        except CorruptBatchError as e:
-            return str(e)
-    assert outcome(corrupt.values) == outcome(lambda: [r.value for r in corrupt.records()])
+    assert_values_as_records(corrupt)
 
 
 def test_values_of_a_big_batch_use_two_and_three_byte_offset_deltas() -> None:
@@ -755,13 +761,7 @@ def test_values_of_runs_of_one_size_equal_the_records_values_even_when_corrupt(r
     for which, offset, x in flips:
         raw[max(BATCH_OVERHEAD, min(starts[int(which * len(starts))] + offset, len(raw) - 1))] ^= x
     corrupt = dataclasses.replace(batch, raw=bytes(raw))
-
-    def outcome(f):  # type: ignore[no-untyped-def]
-        try:
-            return f()
-        except CorruptBatchError as e:
-            return str(e)
-    assert outcome(corrupt.values) == outcome(lambda: [r.value for r in corrupt.records()])
+    assert_values_as_records(corrupt)
 
 
 def test_values_of_a_big_batch_of_one_size_cross_every_offset_delta_width() -> None:
@@ -782,19 +782,8 @@ def test_every_byte_of_a_record_inside_a_run_is_checked_as_records_checks_it(siz
     stride = (len(batch.raw) - BATCH_OVERHEAD - 64) // 100  # records 64..99 are a byte longer
     start = BATCH_OVERHEAD + record * stride + max(0, record - 64)
 
-    def outcome(b):  # type: ignore[no-untyped-def]
-        try:
-            return b.values()
-        except CorruptBatchError as e:
-            return str(e)
     for at in range(start, start + stride + (record >= 64)):
         for x in (0x01, 0x02, 0x7F, 0x80, 0xFF):
             raw = bytearray(batch.raw)
             raw[at] ^= x
-            corrupt = dataclasses.replace(batch, raw=bytes(raw))
-            want = outcome(corrupt)
-            try:
-                general = [r.value for r in corrupt.records()]
-            except CorruptBatchError as e:
-                general = str(e)  # type: ignore[assignment]
-            assert want == general, (at - start, x)
+            assert_values_as_records(dataclasses.replace(batch, raw=bytes(raw)), (at - start, x))
