@@ -111,16 +111,7 @@ def test_bulk_replay_of_many_equals_one_by_one(rvs: list, journal: bool, data: s
 @given(partition_records, st.data())
 def test_fast_path_equals_general_path_even_on_corrupt_bytes(rv: tuple, data: st.DataObject) -> None:
     rec, version = rv
-    value = frame(rec, version)
-    if data.draw(st.booleans()):  # corrupt: truncate, flip a byte, or append garbage
-        how = data.draw(st.sampled_from(["cut", "flip", "append"]))
-        i = data.draw(st.integers(0, len(value) - 1))
-        if how == "cut":
-            value = value[:i]
-        elif how == "flip":
-            value = value[:i] + bytes([value[i] ^ data.draw(st.integers(1, 255))]) + value[i + 1:]
-        else:
-            value += b"\x00"
+    value = _maybe_corrupt(frame(rec, version), data)
     assert _outcome(_fast, value) == _outcome(_general, value)
 
 
