@@ -290,7 +290,7 @@ class MigrationRunner:
     async def close(self) -> None:
         zk, self.zk = self.zk, None
         if zk is not None:
-            await asyncio.to_thread(zk.close)
+            await zk.close_async()
 
     async def _session(self) -> ZkSession:
         if self.zk is None:

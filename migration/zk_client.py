@@ -88,6 +88,18 @@ class ZkSession:
         finally:
             self.client.close()
 
+    async def close_async(self) -> None:
+        """``close`` on a thread of its own, awaited. A cancelled wait must not cancel the close:
+        with ``asyncio.to_thread``, a cancellation that came before a pool thread took the job up
+        dropped the job, and the client, never stopped, retried its connection for ever (seen
+        when a controller stopped right after its migration driver, under load)."""
+        import asyncio
+        import threading
+
+        closing = threading.Thread(target=self.close, name="kraftsim-zk-close")
+        closing.start()
+        await asyncio.to_thread(closing.join)
+
     # ---- reads --------------------------------------------------------------------------------
     def get(self, path: str) -> tuple[bytes, int] | None:
         try:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,31 @@ def zk_root(zookeeper: ZooKeeper, request: pytest.FixtureRequest) -> Iterator[tu
     finally:
         client.stop()
         client.close()
+
+
+async def test_a_cancelled_close_still_stops_the_zookeeper_client(zookeeper: ZooKeeper) -> None:
+    """The migration driver closes its session in its ``finally``, where a controller's stop may
+    cancel it. The close must still happen, even when no thread had taken it up yet: here the
+    loop's one executor thread is busy, as the pool can be under load, when the wait is
+    cancelled."""
+    from kraftsim.migration.zk_client import ZkSession
+
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(1))
+    session = await ZkSession.connect_async(zookeeper.connect, 10_000)
+    assert session.client.connected
+    busy = threading.Event()
+    held = loop.run_in_executor(None, busy.wait)
+    closing = asyncio.create_task(session.close_async())
+    await harness.poll_until(lambda: any(t.name == "kraftsim-zk-close" for t in threading.enumerate())
+                             or not session.client.connected, 10)  # the close has begun
+    closing.cancel()
+    busy.set()
+    await held
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    await harness.poll_until(lambda: not session.client.connected, 15)
+    assert session.client.state == "LOST"
 
 
 def zk_json(client: Any, path: str) -> Any:
