@@ -294,8 +294,8 @@ class Fleet:
         if self.observer is not None:
             await self.observer.stop()
         if self.zk is not None:  # the brokers' ZooKeeper registrations go with the session
-            await asyncio.to_thread(self.zk.close)
-            self.zk = None
+            zk, self.zk = self.zk, None
+            await zk.close_async()
         if self.shared is not None:
             self.shared.sweeper.stop()
         p50, p99 = self.latencies.percentiles_ms(50, 99)
