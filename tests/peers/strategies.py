@@ -17,6 +17,7 @@ Typical use::
 from __future__ import annotations
 
 import uuid
+from functools import cache
 from typing import Any
 
 from hypothesis import strategies as st
@@ -52,8 +53,13 @@ MAX_BYTES = 20
 MAX_ARRAY = 3
 
 
+@cache
 def scalar_values(type_name: str) -> st.SearchStrategy[Any]:
-    """Strategy for one non-null value of a primitive Kafka type."""
+    """Strategy for one non-null value of a primitive Kafka type.
+
+    Cached, as is :func:`neutral_values`: Hypothesis validates a strategy object on its first
+    draw, and building the tree afresh for each example cost most of the differential tests'
+    time."""
     if type_name in INT_RANGES:
         lo, hi = INT_RANGES[type_name]
         # Mix small values (common, exercise defaults/varints) with the full range.
@@ -99,6 +105,9 @@ def _struct_values(schema: Schema, fields: list[Field], version: int,
     return st.fixed_dictionaries({f["name"]: _field_values(schema, f, version, flexible) for f in present})
 
 
+_BUILT: dict[tuple[int, int], tuple[Schema, st.SearchStrategy[dict[str, Any]]]] = {}
+
+
 def neutral_values(schema_json: Schema, version: int) -> st.SearchStrategy[dict[str, Any]]:
     """Random valid neutral dicts for ``version`` of the message described by ``schema_json``.
 
@@ -107,5 +116,9 @@ def neutral_values(schema_json: Schema, version: int) -> st.SearchStrategy[dict[
     evaluated for ``version``; arrays have 0-3 elements, strings <= 40 code points,
     bytes <= 20 bytes, floats finite.
     """
-    flexible = is_flexible(schema_json, version)
-    return _struct_values(schema_json, schema_json["fields"], version, flexible)
+    key = (id(schema_json), version)
+    built = _BUILT.get(key)
+    if built is None or built[0] is not schema_json:
+        flexible = is_flexible(schema_json, version)
+        built = _BUILT[key] = (schema_json, _struct_values(schema_json, schema_json["fields"], version, flexible))
+    return built[1]
