@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from hypothesis import strategies as st
@@ -48,9 +49,13 @@ def _primitive(kind: str, words: Sequence[str], uuids: Sequence[uuid.UUID]) -> s
     raise ValueError(kind)
 
 
+@cache
 def message_strategy(cls: Any, version: int, words: Sequence[str] = WORDS,
                      uuids: Sequence[uuid.UUID] = (uuid.UUID(int=0),), max_items: int = 3) -> st.SearchStrategy[Any]:
-    """Instances of ``cls`` (a generated message class) encodable at ``version``."""
+    """Instances of ``cls`` (a generated message class) encodable at ``version``.
+
+    Cached (the arguments are hashable: pass tuples): a test draws from it once per example, and
+    a strategy tree built afresh each time is validated afresh by Hypothesis."""
     root_cls = cls
 
     def struct(spec: StructSpec, target_cls: Any, depth: int) -> st.SearchStrategy[Any]:
