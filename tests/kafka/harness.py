@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.harness import free_port
+from tests.kafka import tool_server
 from tests.kafka.provision import ROOT, Kafka, kafka
 
 NODE_ID = 3000
@@ -89,33 +90,21 @@ def java_command(k: Kafka, main_class: str, *args: str, jvm_opts: tuple[str, ...
 
 def run_tool(main_class: str, *args: str, timeout: float = 120, input: str | None = None,
              cwd: Path | None = None) -> ToolResult:
-    """A Kafka tool by main class: (exit code, stdout, stderr). A hang is a test failure."""
+    """A Kafka tool by main class: (exit code, stdout, stderr). A hang is a test failure. It runs in
+    a warm JVM (``tool_server``) unless it reads standard input or needs a working directory."""
+    if input is None and cwd is None:
+        done = tool_server.run(java_command(kafka(), str(tool_server.SOURCE)), (main_class, *args), timeout)
+        if done is not None:
+            return ToolResult(*done)
     cmd = java_command(kafka(), main_class, *args)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=input, cwd=cwd)
     return ToolResult(r.returncode, r.stdout, r.stderr)
 
 
-TOOL_BATCH = Path(__file__).with_name("ToolBatch.java")
-
-
 def run_tools(commands: list[tuple[str, ...]], timeout: float = 300) -> list[ToolResult]:
-    """Many Kafka tools (each a main class then its arguments) run in order in one JVM
-    (``ToolBatch.java``): dozens of tool runs for the cost of one start. Each result has that
-    tool's exit code and standard output; standard error is the whole batch's."""
-    cmd = java_command(kafka(), str(TOOL_BATCH))
-    stdin = "".join("\t".join(c) + "\n" for c in commands)
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=stdin)
-    assert r.returncode == 0, f"the tool batch failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    results: list[ToolResult] = []
-    out: list[str] = []
-    for line in r.stdout.splitlines(keepends=True):
-        if line.startswith("--- exit "):
-            results.append(ToolResult(int(line.split()[2]), "".join(out), r.stderr))
-            out = []
-        else:
-            out.append(line)
-    assert len(results) == len(commands), f"{len(results)} of {len(commands)} tools ran:\n{r.stderr[-3000:]}"
-    return results
+    """Many Kafka tools (each a main class then its arguments), run in order."""
+    deadline = time.monotonic() + timeout
+    return [run_tool(*c, timeout=max(1.0, deadline - time.monotonic())) for c in commands]
 
 
 def kafka_topics(*args: str, timeout: float = 120) -> ToolResult:

@@ -161,7 +161,7 @@ class Rehearsal:
                  f"{self.znode('/controller')['brokerid']}")
 
     def fill(self) -> None:
-        """Kafka's tools fill the cluster, all in one JVM (see ``ToolBatch.java``)."""
+        """Kafka's tools fill the cluster (in a warm JVM: ``tool_server``)."""
         bs = ("--bootstrap-server", self.brokers[1].bootstrap)
         commands: list[tuple[str, ...]] = []
         for i, t in enumerate(TOPICS):

@@ -177,12 +177,26 @@ def normalised(c: ToolCluster, r: ToolResult) -> str:
     # the order changes from run to run on Kafka's own cluster, so the items are sorted.
     text = re.sub(r"^(SCRAM credential configs for .* are )(.*)$",
                   lambda m: m.group(1) + ", ".join(sorted(m.group(2).split(", "))), text, flags=re.M)
+    # kafka-acls prints a resource's entries from a set, in its own JVM's hash order: the order
+    # changes from JVM to JVM (the tools share warm JVMs, tests/kafka/tool_server.py), so each
+    # run of entries is sorted, each line keeping its place's decoration.
+    text = re.sub(r"(?:^ ?\t\(principal=.*\) ?$\n?)+", _sorted_acl_entries, text, flags=re.M)
     assert norm.REQUEST_TEXT in norm.ALL
     text = re.sub(r"Request Request\(.*\) is not authorized\.", "Request <request> is not authorized.", text)
     # Stack frames say where the tool's thread was when the answer came (a future already done or
     # not yet), and a JVM's warnings about its own flags are not the tool's output.
     return "\n".join(line for line in text.splitlines()
                      if not line.startswith(("OpenJDK", "WARNING: ", "\tat ", "\t... ")))
+
+
+def _sorted_acl_entries(m: re.Match[str]) -> str:
+    lines = m.group(0).split("\n")
+    tail = lines.pop() if lines[-1] == "" else None
+    parts = [re.fullmatch(r"( ?\t)(\(principal=.*\))( ?)", line) for line in lines]
+    entries = sorted(p.group(2) for p in parts if p is not None)
+    assert len(entries) == len(lines), lines
+    out = [f"{p.group(1)}{e}{p.group(3)}" for p, e in zip(parts, entries, strict=True) if p is not None]
+    return "\n".join(out + ([tail] if tail is not None else []))
 
 
 def play(clusters: tuple[ToolCluster, ToolCluster], steps: list[tuple[str, Step]]) -> dict[str, str]:
