@@ -27,8 +27,9 @@ import org.apache.kafka.common.utils.Exit;
  * (closed) capture, never into a later command's. A call to exit (or halt) ends the command with
  * that code, as the JVM's end would, and the calling thread stops there for good: it must not go
  * on to the tool's catch blocks, which a JVM's exit never reaches. The command also ends when its
- * main returns. The reply, on standard output: "--- exit CODE OUT_BYTES ERR_BYTES", a newline,
- * then the bytes. Nothing else is written there. At the end of input the JVM exits, running the
+ * main returns. The replies, on standard output: "--- run" and a newline as the command starts
+ * (a JVM that dies before it never ran the command, and the caller may run it elsewhere), then
+ * "--- exit CODE OUT_BYTES ERR_BYTES", a newline, and the bytes. Nothing else is written there. At the end of input the JVM exits, running the
  * shutdown hooks the tools added (one deletes the metadata shell's temporary directory).
  */
 public class ToolServer {
@@ -116,6 +117,8 @@ public class ToolServer {
                 continue;
             }
             String[] parts = line.split("\0", -1);
+            replies.write("--- run\n".getBytes(StandardCharsets.US_ASCII));
+            replies.flush();
             Capture capture = new Capture();
             Thread tool = new Thread(() -> {
                 CURRENT.set(capture);

@@ -4,8 +4,10 @@ A fresh JVM costs about a second of CPU before the tool does anything, and the K
 hundreds of tools on two cores. A server runs one command at a time; callers on other threads get
 servers of their own, started on demand and kept for the next caller. A command the server
 cannot run as the shell would (one that reads standard input, needs a working directory, or has
-an argument with a newline) runs in a fresh JVM instead, and so does a command whose server died
-under it. A command that outlives its timeout kills its server, as it would have killed its JVM.
+an argument with a newline) runs in a fresh JVM instead, as do the tools of :data:`OWN_JVM`, and so does one whose server died before
+it began. A tool that ends the server's JVM (System.exit rather than Kafka's Exit) fails its
+test, which names it. A command that outlives its timeout kills its server, as it would have
+killed its JVM.
 """
 
 from __future__ import annotations
@@ -23,10 +25,17 @@ from pathlib import Path
 from typing import IO
 
 SOURCE = Path(__file__).with_name("ToolServer.java")
+RUN = b"--- run\n"
+#: Tools that always get a JVM of their own, and why.
+OWN_JVM = {
+    # Run after run in one JVM, now and then (1 in 7 runs here) its metadata loader never applies
+    # the snapshot, and the shell waits in waitUntilCaughtUp for ever; 12 of 12 fresh runs did not.
+    "org.apache.kafka.shell.MetadataShell": "its loader at times never catches up in a warm JVM",
+}
 
 
 class ServerDied(Exception):
-    """The server's JVM ended before it answered."""
+    """The server's JVM ended before it started the command."""
 
 
 class ToolServer:
@@ -45,7 +54,14 @@ class ToolServer:
         except (BrokenPipeError, OSError) as e:
             raise ServerDied(str(e)) from e
         deadline = time.monotonic() + timeout
-        self._read_until(lambda: b"\n" in self.buffer, deadline, args, timeout)
+        self._read_until(lambda: len(self.buffer) >= len(RUN), deadline, args, timeout)
+        assert self.buffer.startswith(RUN), bytes(self.buffer[:200])
+        del self.buffer[:len(RUN)]
+        try:
+            self._read_until(lambda: b"\n" in self.buffer, deadline, args, timeout)
+        except ServerDied as e:
+            raise AssertionError(f"{args[0]} ended the tool server's JVM (System.exit rather than Kafka's "
+                                 f"Exit?); it needs a JVM of its own.\n{e}") from None
         end = self.buffer.index(b"\n")
         _, _, code, out_len, err_len = self.buffer[:end].decode("ascii").split(" ")
         del self.buffer[:end + 1]
@@ -118,7 +134,7 @@ def run(server_command: list[str], args: tuple[str, ...], timeout: float) -> tup
     """``args`` (main class, then arguments) in a warm server, started if none is idle with
     ``server_command`` (java, its options and classpath, then :data:`SOURCE`); None where a fresh
     JVM must run it instead."""
-    if any("\n" in a or "\0" in a for a in args):
+    if args[0] in OWN_JVM or any("\n" in a or "\0" in a for a in args):
         return None
     with _lock:
         server = _idle.pop() if _idle else None
