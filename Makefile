@@ -23,12 +23,11 @@ run: $(VENV)/.installed-run
 	exec $(VENV)/bin/kraftsim controller $(CONFIG)
 
 # The suite runs on WORKERS processes (pytest-xdist), each handed whole files, so that a file's
-# module fixtures (a real Kafka, a ZooKeeper) start once. xdist hands out the files with the most
-# tests first; two orders meant to do better (the long files first; JVM files alternating with
-# Python-only ones) took 717-726 s against its 600-611 s (2026-11-27, before the Kafka tools ran
-# in warm JVMs; the suite takes 470-480 s since).
+# module fixtures (a real Kafka, a ZooKeeper) start once. The files with a test marked `slow` go
+# first, then the others, each group with the most tests first (tests/conftest.py; xdist's own
+# order put the files of one long test last, and one worker ran them alone: 475 s against 432 s).
 WORKERS ?= 2
-XDIST := -n $(WORKERS) --dist loadfile
+XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Lint first: a red ruff or mypy fails CI as a red test does. Then the whole suite on pure
 # Python, and again on the compiled build.

@@ -79,9 +79,24 @@ async def assert_closed(reader: asyncio.StreamReader, timeout: float = 5.0) -> N
     assert data == b"", f"expected the connection to be closed, got {data[:40]!r}"
 
 
+def _slow_files_first(items: list[pytest.Item]) -> None:
+    """The order in which pytest-xdist hands out whole files, when told to keep ours
+    (``--no-loadscope-reorder``, as ``make test`` does): the files with a test marked ``slow``
+    first, then the others, each group with the most tests first (xdist's own order). By its own
+    order, the files of one long test came last, and one worker ran them alone at the end."""
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    ordered = sorted(files.values(), key=lambda tests: (not any(t.get_closest_marker("slow") for t in tests),
+                                                          -len(tests)))
+    items[:] = [item for tests in ordered for item in tests]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``kafka`` run a real Apache Kafka 3.9; they skip only where Java or Maven is
     missing and cannot be installed, and the reason says so (tests/kafka/provision.py)."""
+    if config.getoption("loadscopereorder", default=True) is False:
+        _slow_files_first(items)
     if not any(item.get_closest_marker("kafka") for item in items):
         return
     from tests.kafka.provision import why_unavailable

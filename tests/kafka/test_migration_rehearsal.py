@@ -23,7 +23,7 @@ from tests.kafka.rehearsal import BROKER_IDS, MESSAGE_TOPICS, TOPICS, Rehearsal,
 from tests.kafka.test_migration import copied, copy_tree, migration_section, normalised, register_zk_brokers
 from tests.zookeeper import ZooKeeper, running
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 log = logging.getLogger("rehearsal")
 
 

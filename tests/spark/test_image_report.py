@@ -46,6 +46,7 @@ def test_image_from_a_snapshot_when_old_segments_are_gone(spark: Any, snapshotte
         image_at(spark, str(d), 10)
 
 
+@pytest.mark.slow  # a Spark of its own, in the CLI's process
 def test_the_image_cli_prints_json_and_text(small_log: Path) -> None:
     at = 1500
     r = harness.kraftsim("spark", "image", str(small_log), "--at", str(at), "--master", "local[1]", "--json",
