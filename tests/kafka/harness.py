@@ -5,8 +5,8 @@ formats its directories with Kafka's own ``kafka.tools.StorageTool``, runs ``kaf
 a small heap, waits for readiness against a deadline by reading its log, keeps that log in the
 test's directory, and stops with SIGTERM and then SIGKILL. :class:`KraftsimNode` is a
 ``kraftsim controller`` subprocess with the same methods, so a scenario can be played against
-either. :func:`run_tool` runs any Kafka command-line tool by main class on the same classpath;
-the named helpers below it are the tools the tests use.
+either. :func:`run_tool` runs any Kafka command-line tool by main class on the same classpath, in a warm
+JVM where it can (``tool_server``); the named helpers below it are the tools the tests use.
 """
 
 from __future__ import annotations

@@ -192,8 +192,8 @@ class Rehearsal:
             (ACL_TOOL, *bs, "--add", "--deny-principal", "User:eve", "--operation", "All", "--cluster"),
         ]
         results = run_tools(commands)
-        failed = [(c, r.stdout) for c, r in zip(commands, results, strict=True) if r.returncode != 0]
-        assert not failed, f"tools failed: {failed[:3]}\n{results[0].stderr[-2000:]}"
+        failed = [(c, r.stdout, r.stderr[-2000:]) for c, r in zip(commands, results, strict=True) if r.returncode != 0]
+        assert not failed, f"tools failed: {failed[:3]}"
         self.say(f"Kafka's tools ran {len(commands)} commands: {len(TOPICS)} topics, configs, quotas, "
                  "SCRAM users, ACLs")
 
