@@ -29,8 +29,8 @@ import org.apache.kafka.common.utils.Exit;
  * on to the tool's catch blocks, which a JVM's exit never reaches. The command also ends when its
  * main returns. The replies, on standard output: "--- run" and a newline as the command starts
  * (a JVM that dies before it never ran the command, and the caller may run it elsewhere), then
- * "--- exit CODE OUT_BYTES ERR_BYTES", a newline, and the bytes. Nothing else is written there. At the end of input the JVM exits, running the
- * shutdown hooks the tools added (one deletes the metadata shell's temporary directory).
+ * "--- exit CODE OUT_BYTES ERR_BYTES", a newline, and the bytes. Nothing else is written there.
+ * At the end of input the JVM exits, running the shutdown hooks the tools added.
  */
 public class ToolServer {
     static final class Capture {
