@@ -105,6 +105,8 @@ def _struct_values(schema: Schema, fields: list[Field], version: int,
     return st.fixed_dictionaries({f["name"]: _field_values(schema, f, version, flexible) for f in present})
 
 
+# By the schema dict's identity (a dict cannot be hashed) and version; each entry keeps its dict,
+# so that id is not reused by another while the entry lives.
 _BUILT: dict[tuple[int, int], tuple[Schema, st.SearchStrategy[dict[str, Any]]]] = {}
 
 
@@ -118,7 +120,7 @@ def neutral_values(schema_json: Schema, version: int) -> st.SearchStrategy[dict[
     """
     key = (id(schema_json), version)
     built = _BUILT.get(key)
-    if built is None or built[0] is not schema_json:
+    if built is None:
         flexible = is_flexible(schema_json, version)
         built = _BUILT[key] = (schema_json, _struct_values(schema_json, schema_json["fields"], version, flexible))
     return built[1]
