@@ -27,7 +27,10 @@ def spark() -> Iterator[Any]:
         os.environ["JAVA_HOME"] = str(JDK17)  # another JDK is installed too; Spark 4 runs on 17
     from pyspark_kraft.session import spark_session
 
-    session = spark_session("local[2]", "kraftsim-tests", progress=False)
+    # C1 only and the serial collector, as the Kafka tests' JVMs: the logs here are small, and a
+    # JVM that compiles less leaves more of two cores to the tests beside it.
+    session = spark_session("local[2]", "kraftsim-tests", progress=False, extra={
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"})
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
