@@ -144,15 +144,14 @@ def run(server_command: list[str], args: tuple[str, ...], timeout: float) -> tup
             _all.append(server)
     try:
         code, out, err = server.run(args, timeout)
-    except ServerDied:
+    except BaseException as e:
+        # Died before the command began (a fresh JVM runs it), or a timeout, a dead server after
+        # the command began, an interrupt: in every case the server's state is unknown.
         server.kill()
         with _lock:
             _all.remove(server)
-        return None
-    except BaseException:
-        server.kill()  # a timeout, or an interrupt mid-command: the server's state is unknown
-        with _lock:
-            _all.remove(server)
+        if isinstance(e, ServerDied):
+            return None
         raise
     with _lock:
         _idle.append(server)
