@@ -53,7 +53,7 @@ EXPOSE 9093 9464
 # 200 once the controller is active. The probe reads kraftsim.http.listen from the written
 # config, so a moved HTTP port needs no change here.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python", "-m", "kraftsim.controller.container", "healthcheck"]
+    CMD ["python", "-m", "kraftsim.cli.container", "healthcheck"]
 # The controller runs as PID 1 (the entrypoint execs it) and handles SIGTERM itself: it stops
 # serving, fsyncs and closes the log, and exits 0. No init shim is needed: it has no children.
 STOPSIGNAL SIGTERM

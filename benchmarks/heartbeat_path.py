@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import heartbeats  # noqa: E402
 
-from kraftsim.controller.config import load  # noqa: E402
-from kraftsim.controller.daemon import start  # noqa: E402
+from kraftsim.controller.configs.server_config import load  # noqa: E402
+from kraftsim.controller.process.daemon import start  # noqa: E402
 from kraftsim.rpc import frames  # noqa: E402
 from kraftsim.rpc.api_keys import ApiKey  # noqa: E402
 from kraftsim.rpc.server import Connection  # noqa: E402

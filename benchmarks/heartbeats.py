@@ -201,7 +201,7 @@ def handler_only() -> float:
     the floor under the end-to-end figure."""
     import timeit
 
-    from kraftsim.controller.cluster import ClusterControlManager
+    from kraftsim.controller.managers.cluster import ClusterControlManager
     from tests.controller_harness import WriteHarness, request_context
 
     h = WriteHarness()

@@ -37,7 +37,7 @@ from benchmarks.vs_kafka import (  # noqa: E402
     register_placement_brokers,
 )
 from kraftsim.metadata.batch import IncompleteBatchError, read_batches  # noqa: E402
-from kraftsim.raft.apis import METADATA_TOPIC_ID  # noqa: E402
+from kraftsim.metadata.files import METADATA_TOPIC_ID  # noqa: E402
 from kraftsim.rpc.client import KafkaClient  # noqa: E402
 from kraftsim.rpc.messages import DescribeQuorumRequest, FetchRequest  # noqa: E402
 from tests.kafka.harness import KafkaNode, Node  # noqa: E402

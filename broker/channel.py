@@ -26,8 +26,8 @@ from collections import deque
 from collections.abc import Callable
 
 from kraftsim.rpc.client import ConnectionClosed, KafkaClient
+from kraftsim.rpc.codec_errors import CodecError
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.errors import CodecError
 from kraftsim.rpc.message import Message
 
 RECONNECT_BACKOFF_S = 0.05  # NodeToControllerChannelManager's NetworkClient: reconnect.backoff(.max).ms = 50

@@ -14,13 +14,11 @@ import logging
 import re
 import sys
 
+from kraftsim.cli.common import CommandError, UsageError
+
 PROG = "kraftsim brokers"
 OVERRIDES = {"broker.heartbeat.interval.ms": "heartbeat_interval_ms", "broker.session.timeout.ms": "session_timeout_ms"}
 _FEATURE = re.compile(r"([A-Za-z0-9._-]+)=(-?[0-9]+)-(-?[0-9]+)")
-
-
-class BrokersUsageError(Exception):
-    """A bad command line: one line on stderr."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -61,37 +59,37 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def options_from(args: argparse.Namespace) -> object:
     from kraftsim.broker.fleet import FleetOptions
-    from kraftsim.controller.tool_client import ToolError, parse_bootstrap
+    from kraftsim.cli.tool_client import parse_bootstrap
 
     if args.zk_mode != bool(args.zookeeper):
-        raise BrokersUsageError(f"{PROG}: --zk-mode and --zookeeper go together")
+        raise UsageError(f"{PROG}: --zk-mode and --zookeeper go together")
     try:
         bootstrap = parse_bootstrap(args.bootstrap_controller, PROG)
-    except ToolError as e:
-        raise BrokersUsageError(str(e)) from e
+    except CommandError as e:
+        raise UsageError(str(e)) from e
     if args.count < 1:
-        raise BrokersUsageError(f"{PROG}: --count must be at least 1")
+        raise UsageError(f"{PROG}: --count must be at least 1")
     if args.first_id < 0 or args.first_id + args.count - 1 > 2**31 - 1:
-        raise BrokersUsageError(f"{PROG}: broker ids must lie between 0 and 2147483647")
+        raise UsageError(f"{PROG}: broker ids must lie between 0 and 2147483647")
     if args.log_dirs < 1:
-        raise BrokersUsageError(f"{PROG}: --log-dirs must be at least 1")
+        raise UsageError(f"{PROG}: --log-dirs must be at least 1")
     if not 0 <= args.kill <= args.count:
-        raise BrokersUsageError(f"{PROG}: --kill must be between 0 and --count")
+        raise UsageError(f"{PROG}: --kill must be between 0 and --count")
     if args.flap is not None and args.flap <= 0:
-        raise BrokersUsageError(f"{PROG}: --flap must be a positive number of seconds")
+        raise UsageError(f"{PROG}: --flap must be a positive number of seconds")
     features: dict[str, tuple[int, int]] = {}
     for text in args.features:
         m = _FEATURE.fullmatch(text.strip())
         if not m or not 0 <= int(m.group(2)) <= int(m.group(3)) <= 32767:
-            raise BrokersUsageError(f"{PROG}: invalid --features {text!r} (expected name=min-max, 0 <= min <= max)")
+            raise UsageError(f"{PROG}: invalid --features {text!r} (expected name=min-max, 0 <= min <= max)")
         features[m.group(1)] = (int(m.group(2)), int(m.group(3)))
     timings: dict[str, int] = {}
     for text in args.override:
         key, sep, value = text.partition("=")
         if not sep or key.strip() not in OVERRIDES:
-            raise BrokersUsageError(f"{PROG}: unknown --override {text!r} (known: {', '.join(OVERRIDES)})")
+            raise UsageError(f"{PROG}: unknown --override {text!r} (known: {', '.join(OVERRIDES)})")
         if not value.strip().isdigit() or int(value) < 1:
-            raise BrokersUsageError(f"{PROG}: invalid value {value!r} for {key.strip()}")
+            raise UsageError(f"{PROG}: invalid value {value!r} for {key.strip()}")
         timings[OVERRIDES[key.strip()]] = int(value)
     listen = None
     per_broker = False
@@ -100,13 +98,13 @@ def options_from(args: argparse.Namespace) -> object:
         per_broker = text.endswith("+")
         host, sep, port = text.rstrip("+").rpartition(":")
         if not sep or not host or not port.isdigit() or int(port) > 65535:
-            raise BrokersUsageError(f"{PROG}: invalid --listen {args.listen!r} (expected HOST:PORT or HOST:PORT+)")
+            raise UsageError(f"{PROG}: invalid --listen {args.listen!r} (expected HOST:PORT or HOST:PORT+)")
         if per_broker and int(port) and int(port) + args.count - 1 > 65535:
-            raise BrokersUsageError(f"{PROG}: --listen {args.listen!r}: {args.count} ports from {port} pass 65535")
+            raise UsageError(f"{PROG}: --listen {args.listen!r}: {args.count} ports from {port} pass 65535")
         listen = [(host.strip("[]"), int(port))]
     racks = [r.strip() for r in args.racks.split(",")] if args.racks else []
     if any(not r for r in racks):
-        raise BrokersUsageError(f"{PROG}: invalid --racks {args.racks!r}")
+        raise UsageError(f"{PROG}: invalid --racks {args.racks!r}")
     opts = FleetOptions(bootstrap=bootstrap, count=args.count, first_id=args.first_id, racks=racks, features=features,
                         log_dirs=args.log_dirs, kill=args.kill, kill_after_s=args.kill_after,
                         flap_period_s=args.flap, listen=listen[0] if listen else None, listen_per_broker=per_broker,
@@ -114,7 +112,7 @@ def options_from(args: argparse.Namespace) -> object:
                         status_interval_s=args.status_interval, start_rate=args.start_rate, seed=args.seed,
                         tty=sys.stdout.isatty(), zookeeper=args.zookeeper if args.zk_mode else None, **timings)
     if opts.session_timeout_ms <= opts.heartbeat_interval_ms:
-        raise BrokersUsageError(f"{PROG}: broker.session.timeout.ms must be greater than broker.heartbeat.interval.ms")
+        raise UsageError(f"{PROG}: broker.session.timeout.ms must be greater than broker.heartbeat.interval.ms")
     return opts
 
 
@@ -133,7 +131,7 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         opts = options_from(args)
-    except BrokersUsageError as e:
+    except UsageError as e:
         print(str(e), file=sys.stderr)
         return 2
     setup_logging()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kraftsim.controller.topic_configs import (
+from kraftsim.metadata.config_defs.topic import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,

@@ -25,26 +25,17 @@ from typing import Any
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.client import ConnectionClosed, KafkaClient
+from kraftsim.rpc.codec_errors import CodecError
 from kraftsim.rpc.dispatch import CloseConnection, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.error_response import error_response
-from kraftsim.rpc.errors import CodecError
+from kraftsim.rpc.forwardable import FORWARDABLE
 from kraftsim.rpc.frames import api_codec
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import EnvelopeRequest
 
 log = logging.getLogger("kraftsim.broker.forwarding")
 
-# ApiKeys.forwardable in Kafka 3.9, for the APIs kraftsim has schemas of (AddRaftVoter and
-# RemoveRaftVoter, also forwardable, have none yet).
-FORWARDABLE = (
-    ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ALTER_CONFIGS,
-    ApiKey.CREATE_PARTITIONS, ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
-    ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.ELECT_LEADERS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES, ApiKey.UNREGISTER_BROKER,
-    ApiKey.ALLOCATE_PRODUCER_IDS,
-)
 REQUEST_TIMEOUT_S = 30.0  # request.timeout.ms
 RECONNECT_BACKOFF_S = 0.05
 PRINCIPAL_DATA_VERSION = 0
@@ -111,9 +102,9 @@ class Forwarder:
         if ApiKey.ENVELOPE not in self.versions:
             return {}
         out = {}
-        for key in FORWARDABLE:
+        for key in sorted(FORWARDABLE):
             theirs = self.versions.get(key)
-            if theirs is None:
+            if theirs is None or not registry.has_api(key):  # a forwardable API we have no schema of
                 continue
             cls = registry.request_class(key)
             lo, hi = max(theirs[0], cls.lowest_version()), min(theirs[1], cls.highest_version())

@@ -26,16 +26,16 @@ from dataclasses import dataclass, field
 
 from kraftsim.metadata import versions
 from kraftsim.metadata.batch import Batch, BatchError, IncompleteBatchError, read_batches
+from kraftsim.metadata.files import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from kraftsim.metadata.image.errors import ReplayError
 from kraftsim.metadata.image.fast_replay import replay_framed
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.offset_waiters import OffsetWaiters
 from kraftsim.metadata.snapshots import SnapshotError
-from kraftsim.raft.apis import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.client import KafkaClient
+from kraftsim.rpc.codec_errors import CodecError
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.errors import CodecError
 from kraftsim.rpc.messages import FetchRequest, FetchSnapshotRequest
 
 log = logging.getLogger("kraftsim.broker.observer")

@@ -13,7 +13,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from kraftsim.controller.result import RecordAndVersion
 from kraftsim.metadata import files, versions
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.image.migration import ZkMigrationState
@@ -23,6 +22,7 @@ from kraftsim.metadata.messages import (
     EndTransactionRecord,
     ZkMigrationStateRecord,
 )
+from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.metadata.snapshots import SnapshotError, read_snapshot_file
 
 log = logging.getLogger("kraftsim.controller")

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kraftsim.controller.authorizer import AllowAll, Authorizer
-from kraftsim.controller.config import Config
+from kraftsim.controller.configs.server_config import Config
+from kraftsim.metadata.authorizer.authorizer import AllowAll, Authorizer
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.rpc.clock import Clock
 

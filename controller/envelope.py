@@ -36,29 +36,20 @@ from collections.abc import Awaitable
 from typing import Any, Final
 
 from kraftsim.controller.audit import audit, contains_error
-from kraftsim.controller.authorizer import CLUSTER_NAME, AclOperation, AllowAll, Authorizer, ResourceType
+from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, AllowAll, Authorizer, ResourceType
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.codec_errors import CodecError
 from kraftsim.rpc.dispatch import Dispatcher, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.error_response import error_response
-from kraftsim.rpc.errors import CodecError
+from kraftsim.rpc.forwardable import FORWARDABLE
 from kraftsim.rpc.frames import api_codec, request_header_version
 from kraftsim.rpc.message import DECODE_FAILURES, Message
 from kraftsim.rpc.messages import EnvelopeResponse
 
 log = logging.getLogger("kraftsim.envelope")
 
-# ApiKeys.forwardable in Kafka 3.9: what a broker may send inside an Envelope.
-FORWARDABLE: Final = frozenset({
-    ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ALTER_CONFIGS,
-    ApiKey.CREATE_PARTITIONS, ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
-    ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.ELECT_LEADERS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES, ApiKey.UNREGISTER_BROKER,
-    ApiKey.ALLOCATE_PRODUCER_IDS,
-    80, 81,  # AddRaftVoter, RemoveRaftVoter: forwardable, not served by kraftsim (no schema)
-})
 # Every api key Kafka 3.9 defines (0..87): an inner header naming anything else cannot be parsed.
 KAFKA_API_KEYS: Final = range(0, 88)
 

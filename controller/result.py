@@ -2,7 +2,7 @@
 
 Handlers never mutate state: they read the image and return a :class:`ControllerResult`
 (the records to append, the response to send once they commit). Business errors are
-:class:`ApiError` carrying Kafka's error code and message, exactly what the client sees.
+``rpc.api_errors.ApiError`` carrying Kafka's error code and message, exactly what the client sees.
 """
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from kraftsim.metadata.records import FramedRecord
-from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.message import Message
+from kraftsim.metadata.records import RecordAndVersion
 
 T = TypeVar("T")
-# A record is a message, or already framed (CreateTopics' PartitionRecords, see FramedRecord).
-RecordAndVersion = tuple[Message | FramedRecord, int]
 
 
 @dataclass(slots=True)
@@ -27,7 +23,7 @@ class ControllerResult(Generic[T]):
     atomic: bool = True  # all records in one batch (Kafka: at most 10,000 records)
 
 
-# Here rather than in controller/cluster.py, which the optional mypyc build compiles: a compiled
+# Here rather than in controller/managers/cluster.py, which the optional mypyc build compiles: a compiled
 # module cannot define a slotted dataclass, and this one must stay a plain ControllerResult.
 @dataclass(slots=True)
 class HeartbeatResult(ControllerResult[Any]):
@@ -35,17 +31,3 @@ class HeartbeatResult(ControllerResult[Any]):
     controlled shutdown: the core calls it with the last offset once the records are appended."""
 
     after_append: Callable[[int], None] | None = None
-
-
-class ApiError(Exception):
-    """A Kafka ApiException: the code and message go back to the client unchanged."""
-
-    def __init__(self, code: ErrorCode | int, message: str | None = None) -> None:
-        super().__init__(message or ErrorCode(code).name)
-        self.code = ErrorCode(code)
-        self.message = message
-
-
-class NotControllerError(ApiError):
-    def __init__(self, message: str = "No controller appears to be active.") -> None:
-        super().__init__(ErrorCode.NOT_CONTROLLER, message)

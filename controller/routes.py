@@ -2,7 +2,7 @@
 
 Each control manager lists its routes in ``routes()``, next to the handlers they name, so the
 handler for an API key is found by searching for ``ApiKey.<NAME>``. Adding an API is one
-handler ``(request, ctx) -> ControllerResult`` and one ``Route`` line; ``controller/apis.py``
+handler ``(request, ctx) -> ControllerResult`` and one ``Route`` line; ``controller/controller_apis.py``
 runs every route the same way (an event on the controller's queue, the write path, the reply
 after commit, Kafka's error response on failure).
 """
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kraftsim.controller.authorizer import AclOperation
 from kraftsim.controller.result import ControllerResult
+from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import RequestCheck, RequestContext
 from kraftsim.rpc.error_response import error_response
@@ -50,6 +50,6 @@ class Route:
     # fields, in schema order, as parameters named like them (checked when the lane is built),
     # does the handler's work for that case and returns
     # the index of its answer in ``steady_responses``, or None (then the handler runs as for
-    # any route). The answers are framed once; ``apis.py`` builds the server's lane from them.
+    # any route). The answers are framed once; ``controller_apis.py`` builds the server's lane from them.
     steady: Callable[..., int | None] | None = None
     steady_responses: tuple[Message, ...] = ()

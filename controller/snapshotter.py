@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from kraftsim.controller.events import EventQueue
+from kraftsim.controller.event_queue import EventQueue
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.snapshots import SnapshotId

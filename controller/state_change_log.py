@@ -10,9 +10,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kraftsim.controller.result import RecordAndVersion
 from kraftsim.metadata.record_types import RecordType
-from kraftsim.metadata.records import FramedRecord
+from kraftsim.metadata.records import FramedRecord, RecordAndVersion
 
 log = logging.getLogger("kraftsim.controller")
 

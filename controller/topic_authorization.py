@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from kraftsim.controller.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
+from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from kraftsim.rpc.dispatch import RequestContext
 
 NamePredicate = Callable[[str], bool]

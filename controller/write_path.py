@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
-from kraftsim.controller.result import ApiError, ControllerResult, RecordAndVersion
+from kraftsim.controller.result import ControllerResult
 from kraftsim.metadata.image.fast_replay import replay_at_append
 from kraftsim.metadata.image.image import MetadataImage
-from kraftsim.metadata.records import FramedRecord, frame
+from kraftsim.metadata.records import FramedRecord, RecordAndVersion, frame
+from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.clock import Clock
 from kraftsim.rpc.error_codes import ErrorCode
 

@@ -1,5 +1,5 @@
 """``python -m kraftsim`` is the ``kraftsim`` console script."""
 
-from kraftsim.controller.cli import main
+from kraftsim.cli.main import main
 
 raise SystemExit(main())

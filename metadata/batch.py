@@ -26,7 +26,7 @@ from typing import Any
 
 from kraftsim.metadata.crc import crc32c
 from kraftsim.rpc._runtime import read_varint, read_varlong
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.message import Message
 
 __all__ = [

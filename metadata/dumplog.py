@@ -15,7 +15,7 @@ from kraftsim.metadata.records import type_name
 from kraftsim.metadata.segments import iter_file_batches, parse_segment_name
 from kraftsim.metadata.snapshots import SnapshotId
 from kraftsim.rpc import uuids
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.values import camel, to_dict
 

@@ -16,7 +16,12 @@ from pathlib import Path
 
 from kraftsim.rpc import uuids
 
-METADATA_TOPIC_DIR = "__cluster_metadata-0"
+# The metadata topic (Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME, its one partition, and
+# Uuid.METADATA_TOPIC_ID, "AAAAAAAAAAAAAAAAAAAAAQ"), and its directory in the log dir.
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION = 0
+METADATA_TOPIC_ID = uuids.ONE
+METADATA_TOPIC_DIR = f"{METADATA_TOPIC}-{METADATA_PARTITION}"
 META_PROPERTIES = "meta.properties"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 QUORUM_STATE = "quorum-state"

@@ -69,7 +69,7 @@ from typing import Any
 
 from kraftsim.metadata import records
 from kraftsim.rpc import _runtime, registry, uuids
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.message import DECODE_FAILURES, Message
 
 LEGACY_SCHEMAS = Path(__file__).with_name("schemas") / "legacy"

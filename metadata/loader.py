@@ -21,7 +21,7 @@ from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.legacy import decode_value
 from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.snapshots import SnapshotError, SnapshotId, iter_snapshot_values, read_snapshot_file
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.loader")

@@ -13,7 +13,7 @@ from typing import Any
 
 from kraftsim.metadata.record_types import SCHEMA_NAMES
 from kraftsim.rpc import _runtime, registry
-from kraftsim.rpc.errors import CodecError, DecodeError, EncodeError
+from kraftsim.rpc.codec_errors import CodecError, DecodeError, EncodeError
 from kraftsim.rpc.message import DECODE_FAILURES, ENCODE_FAILURES, Message
 
 SCHEMAS = Path(__file__).with_name("schemas")
@@ -194,6 +194,11 @@ class FramedRecord:
 
     def __repr__(self) -> str:
         return repr(self.record())
+
+
+# A record to append and its version (Kafka's ApiMessageAndVersion): a message, or a record
+# already framed (CreateTopics' PartitionRecords, see FramedRecord).
+RecordAndVersion = tuple[Message | FramedRecord, int]
 
 
 def type_name(api_key: int) -> str:

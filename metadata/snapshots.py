@@ -26,7 +26,7 @@ from kraftsim.metadata.batch import (
 )
 from kraftsim.metadata.files import fsync_dir
 from kraftsim.metadata.segments import iter_file_batches
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.snapshot")

@@ -26,8 +26,8 @@ from typing import Any, Final
 from kraftsim.migration.propagator import ControlRequest
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.client import ConnectionClosed, KafkaClient
+from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.errors import DecodeError
 from kraftsim.rpc.frames import api_codec
 
 log = logging.getLogger("kraftsim.migration.channel")

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from kraftsim.cli.common import CommandError, Parser
+
 
 def _seed(args: argparse.Namespace) -> int:
-    from kraftsim.controller.cli import CommandError
     from kraftsim.migration.seed import SeedError, SeedSpec, seed
     from kraftsim.migration.zk_client import ZkSession, ZooKeeperUnavailableError
 
@@ -40,8 +41,6 @@ def _status(args: argparse.Namespace) -> int:
     import json
     import urllib.error
     import urllib.request
-
-    from kraftsim.controller.cli import CommandError
 
     url = f"http://{args.http}/migration"
     try:
@@ -76,10 +75,8 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from kraftsim.controller.cli import _Parser
-
     zk = subparsers.add_parser("zk", help="ZooKeeper tools for migration rehearsals")
-    zk_sub = zk.add_subparsers(dest="zk_command", required=True, parser_class=_Parser)
+    zk_sub = zk.add_subparsers(dest="zk_command", required=True, parser_class=Parser)
     s = zk_sub.add_parser("seed", help="write a ZooKeeper-mode cluster into ZooKeeper, in Kafka's layout",
                           description="Brokers, topics (ids, assignments, partition states, configs), broker "
                                       "configs, client quotas, SCRAM users, ACLs, the producer id block and "
@@ -99,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s.set_defaults(func=_seed)
 
     m = subparsers.add_parser("migration", help="the ZooKeeper migration on a running controller")
-    m_sub = m.add_subparsers(dest="migration_command", required=True, parser_class=_Parser)
+    m_sub = m.add_subparsers(dest="migration_command", required=True, parser_class=Parser)
     st = m_sub.add_parser("status", help="the migration driver's state, /migration and the write-behind lag",
                           description="Read from the controller's HTTP endpoint (kraftsim.http.listen): no Kafka "
                                       "RPC carries the driver's state.")

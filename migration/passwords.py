@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterable
 from typing import Protocol
 
-from kraftsim.controller.broker_config_defs import BROKER_CONFIGS, PASSWORD
+from kraftsim.metadata.config_defs.broker import BROKER_CONFIGS, PASSWORD
 
 # The dynamic broker configs of type PASSWORD: a name ending with one of them is encrypted.
 PASSWORD_CONFIGS: frozenset[str] = frozenset(d.name for d in BROKER_CONFIGS.values()

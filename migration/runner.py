@@ -29,15 +29,15 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from kraftsim.controller.acl_bindings import PatternType
-from kraftsim.controller.result import ControllerResult, RecordAndVersion
 from kraftsim.metadata import versions
+from kraftsim.metadata.authorizer.acl_bindings import PatternType
+from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.image.quotas import entity_of
 from kraftsim.metadata.messages import BeginTransactionRecord, EndTransactionRecord, ZkMigrationStateRecord
-from kraftsim.metadata.records import record_name
+from kraftsim.metadata.records import RecordAndVersion, record_name
 from kraftsim.migration import zk_copy, zk_writer
 from kraftsim.migration import zk_layout as L
 from kraftsim.migration.broker_channels import Address, BrokerChannels
@@ -53,9 +53,8 @@ from kraftsim.migration.zk_client import (
     ZkWriteError,
     ZooKeeperUnavailableError,
 )
-
-if TYPE_CHECKING:
-    from kraftsim.controller.quorum import QuorumController
+from kraftsim.raft.leader import RaftLeader
+from kraftsim.rpc.clock import Clock
 
 log = logging.getLogger("kraftsim.migration")
 TRANSACTION_NAME = "ZK Migration"
@@ -77,8 +76,64 @@ SCRAM_NAMES = {code: name for name, code in L.SCRAM_MECHANISMS.items()}
 EntityKey = tuple[Any, ...]
 
 
+class _Settings(Protocol):
+    def get(self, key: str) -> Any: ...
+
+
+class _Timer(Protocol):
+    def observe(self, value: float) -> None: ...
+
+
+class _Metrics(Protocol):
+    @property
+    def zk_write_snapshot_time(self) -> _Timer: ...
+
+    @property
+    def zk_write_delta_time(self) -> _Timer: ...
+
+
+class MigrationHost(Protocol):
+    """What the driver needs of the active controller it runs on (Kafka's ZkRecordConsumer, and
+    the controller state its driver reads). The controller satisfies it; the migration imports
+    nothing of the controller, which is handed this driver by the process that wires them."""
+
+    @property
+    def config(self) -> _Settings: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def raft(self) -> RaftLeader | None: ...
+
+    @property
+    def active(self) -> bool: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def voters(self) -> list[int]: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def metrics(self) -> _Metrics: ...
+
+    def fatal_fault(self, e: BaseException) -> None: ...
+
+    async def write_records(self, name: str, records: list[RecordAndVersion]) -> int:
+        """Append ``records`` in one write event (not atomic: batched as the write path cuts
+        them); the offset of the last, once committed."""
+        ...
+
+
 class MigrationRunner:
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: MigrationHost) -> None:
         self.controller = controller
         cfg = controller.config
         self.hosts: str = cfg.get("zookeeper.connect")
@@ -541,17 +596,7 @@ class MigrationRunner:
 
     async def _write(self, name: str, records: list[RecordAndVersion]) -> int:
         """One write event; returns the offset of its last record once committed."""
-        controller = self.controller
-        raft = controller.raft
-        assert raft is not None
-        last: list[int] = []
-
-        def op() -> ControllerResult[None]:
-            last.append(raft.end_offset + len(records) - 1)  # where the write path will put them
-            return ControllerResult(list(records), None, atomic=False)
-
-        await controller.write(name, op)
-        return last[0]
+        return await self.controller.write_records(name, records)
 
     # ---- for `migration status` and metrics ---------------------------------------------------
     def write_behind_lag(self) -> int:

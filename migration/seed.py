@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kraftsim.controller.acl_bindings import AclPermissionType, PatternType
-from kraftsim.controller.authorizer import AclOperation, ResourceType
+from kraftsim.metadata.authorizer.acl_bindings import AclPermissionType, PatternType
+from kraftsim.metadata.authorizer.authorizer import AclOperation, ResourceType
 from kraftsim.migration import zk_layout as L
 from kraftsim.rpc.uuids import random_uuid
 

@@ -17,8 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from kraftsim.controller.acl_bindings import PatternType
-from kraftsim.controller.result import RecordAndVersion
+from kraftsim.metadata.authorizer.acl_bindings import PatternType
 from kraftsim.metadata.messages import (
     AccessControlEntryRecord,
     ClientQuotaRecord,
@@ -29,6 +28,7 @@ from kraftsim.metadata.messages import (
     TopicRecord,
     UserScramCredentialRecord,
 )
+from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.migration import zk_layout as L
 from kraftsim.migration.passwords import NoOpCodec, PasswordCodec, decoded
 from kraftsim.rpc.uuids import random_uuid

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import quote, unquote_plus
 
-from kraftsim.controller.acl_bindings import AclPermissionType, PatternType
-from kraftsim.controller.authorizer import AclOperation, ResourceType
+from kraftsim.metadata.authorizer.acl_bindings import AclPermissionType, PatternType
+from kraftsim.metadata.authorizer.authorizer import AclOperation, ResourceType
 from kraftsim.rpc.uuids import from_str, to_str
 
 CONTROLLER: Final = "/controller"

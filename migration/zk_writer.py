@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kraftsim.controller.acl_bindings import PatternType
-from kraftsim.controller.authorizer import ResourceType
+from kraftsim.metadata.authorizer.acl_bindings import PatternType
+from kraftsim.metadata.authorizer.authorizer import ResourceType
 from kraftsim.metadata.image.topics import Topic
 from kraftsim.migration import zk_layout as L
 from kraftsim.migration.passwords import PasswordCodec, PasswordError, decoded, encoded

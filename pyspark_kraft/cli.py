@@ -12,6 +12,8 @@ import json
 import sys
 from typing import Any
 
+from kraftsim.cli.common import CommandError
+
 RESOURCE_TYPES = {1: "ANY", 2: "TOPIC", 3: "GROUP", 4: "CLUSTER", 5: "TRANSACTIONAL_ID", 6: "DELEGATION_TOKEN",
                   7: "USER"}
 PATTERN_TYPES = {1: "ANY", 2: "MATCH", 3: "LITERAL", 4: "PREFIXED"}
@@ -48,8 +50,6 @@ def register(sub: Any) -> None:
 
 
 def _fail(message: str) -> Any:
-    from kraftsim.controller.cli import CommandError
-
     return CommandError(message)
 
 

@@ -32,7 +32,7 @@ from kraftsim.metadata.batch import (
 )
 from kraftsim.metadata.dumplog import CONTROL_NAMES
 from kraftsim.rpc import registry
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.schema import FieldSpec, StructSpec
 from kraftsim.rpc.values import camel
 from pyspark_kraft.convert import Converter, converter

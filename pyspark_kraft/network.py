@@ -25,15 +25,14 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from kraftsim.metadata.batch import LOG_OVERHEAD
-from kraftsim.rpc import registry, uuids
+from kraftsim.metadata.files import METADATA_TOPIC, METADATA_TOPIC_ID
+from kraftsim.rpc import registry
 from kraftsim.rpc.client import KafkaClient
 from pyspark_kraft.columns import RowBuilder, RowFilter
 from pyspark_kraft.layout import DataLossError
 from pyspark_kraft.options import OptionError, ReadOptions
 
 FETCH, FETCH_SNAPSHOT = 1, 59
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_TOPIC_ID = uuids.ONE
 NON_REPLICA = -1
 RETRIABLE = {6: "NOT_LEADER_OR_FOLLOWER", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH",
              8: "BROKER_NOT_AVAILABLE"}

@@ -21,15 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kraftsim.controller.authorizer import CLUSTER_NAME, AclOperation, AllowAll, Authorizer, ResourceType
-from kraftsim.metadata.files import METADATA_TOPIC_DIR
+from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, AllowAll, Authorizer, ResourceType
+from kraftsim.metadata.files import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.snapshots import SnapshotId
 from kraftsim.raft.leader import RaftLeader, ReplicaState
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import Dispatcher, Handler, RequestContext
-from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.error_messages import generic_message
+from kraftsim.rpc.error_codes import ErrorCode, generic_message
 from kraftsim.rpc.file_slice import FileSlice
 from kraftsim.rpc.messages import (
     BeginQuorumEpochResponse,
@@ -42,13 +41,8 @@ from kraftsim.rpc.messages import (
 
 log = logging.getLogger("kraftsim.raft")
 
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_PARTITION = 0
-METADATA_TOPIC_ID = uuid.UUID(int=1)  # Uuid.METADATA_TOPIC_ID, "AAAAAAAAAAAAAAAAAAAAAQ"
 MAX_FETCH_SIZE_BYTES = 8 * 1024 * 1024  # KafkaRaftClient.MAX_FETCH_SIZE_BYTES
 BOOTSTRAP_SNAPSHOT_ID = SnapshotId(0, 0)
-
-assert METADATA_TOPIC_DIR == f"{METADATA_TOPIC}-{METADATA_PARTITION}"
 
 
 @dataclass(frozen=True, slots=True)

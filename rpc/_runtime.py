@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 import uuid as _uuid
 
-from kraftsim.rpc.errors import DecodeError, EncodeError
+from kraftsim.rpc.codec_errors import DecodeError, EncodeError
 
 _UUID_NEW = object.__new__
 _UUID_SETATTR = object.__setattr__

@@ -38,6 +38,13 @@ def unsupported_version_response(correlation_id: int) -> bytes:
     return bytes(out)
 
 
+def advertised(dispatcher: Dispatcher) -> list[tuple[int, int, int]]:
+    """(api key, min, max) for ApiVersions: every routed API plus ApiVersions itself."""
+    rows = {k: (k, r.min_version, r.max_version) for k, r in dispatcher.routes.items()}
+    rows[ApiKey.API_VERSIONS] = (ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)
+    return [rows[k] for k in sorted(rows)]
+
+
 def build_response(dispatcher: Dispatcher, version: int, request: Any) -> Any:
     resp_cls = response_class()
     if version >= 3:
@@ -46,7 +53,7 @@ def build_response(dispatcher: Dispatcher, version: int, request: Any) -> Any:
         if not _SOFTWARE.fullmatch(name or "") or not _SOFTWARE.fullmatch(ver or ""):
             return resp_cls(error_code=ErrorCode.INVALID_REQUEST)
     api_keys = [resp_cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                for k, lo, hi in dispatcher.advertised()]
+                for k, lo, hi in advertised(dispatcher)]
     resp = resp_cls(error_code=0, api_keys=api_keys, throttle_time_ms=0)
     if version >= 3:
         feats = dispatcher.features

@@ -2,7 +2,7 @@
 and tests use to talk to a controller. Requests may be pipelined; responses are matched to
 requests by order and checked by correlation id, as Kafka's NetworkClient does.
 
-Responses are read with a :class:`~kraftsim.rpc.framing.FrameReceiver`: a large one is received
+Responses are read with a :class:`~kraftsim.rpc.frame_reader.FrameReceiver`: a large one is received
 straight into a buffer of its own, and a caller that asks for ``views`` gets its records as
 read-only memoryviews of that buffer (a Raft observer's 8 MiB Fetch responses are not copied
 once received)."""
@@ -16,9 +16,9 @@ from typing import Any
 
 from kraftsim import __version__
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
+from kraftsim.rpc.frame_reader import FrameError, FrameReceiver
 from kraftsim.rpc.frames import ApiCodec, api_codec
-from kraftsim.rpc.framing import FrameError, FrameReceiver
 from kraftsim.rpc.message import Message
 
 

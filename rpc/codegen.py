@@ -33,7 +33,7 @@ from types import CodeType
 from typing import Any
 
 from kraftsim.rpc import _runtime
-from kraftsim.rpc.errors import DecodeError, EncodeError, UnsupportedVersionError
+from kraftsim.rpc.codec_errors import DecodeError, EncodeError, UnsupportedVersionError
 from kraftsim.rpc.file_slice import FileSlice, put_slice
 from kraftsim.rpc.schema import (
     FIXED_FORMATS,

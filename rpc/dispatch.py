@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
 from kraftsim.rpc import registry
-from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.message import Message
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -42,7 +41,7 @@ class CloseConnection(Exception):
 
 Handler: TypeAlias = Callable[[RequestContext, Message], "Message | Awaitable[Message]"]
 # Run on a freshly decoded body at its version, where Kafka's request class checks (and may
-# normalise) it on construction; raises RequestRejected (see errors.py).
+# normalise) it on construction; raises RequestRejected (see codec_errors.py).
 RequestCheck: TypeAlias = Callable[[Message, int], None]
 # A route's synchronous lane: ``lane(frame, version, correlation_id)`` answers a request from its
 # frame (size prefix excluded) with the whole response frame, or returns None and the request
@@ -108,12 +107,4 @@ class Dispatcher:
         if r is None or not (r.min_version <= version <= r.max_version):
             return None
         return r
-
-    def advertised(self) -> list[tuple[int, int, int]]:
-        """(api key, min, max) for ApiVersions: every routed API plus ApiVersions itself."""
-        from kraftsim.rpc.apiversions import API_VERSIONS_RANGE
-
-        rows = {k: (k, r.min_version, r.max_version) for k, r in self.routes.items()}
-        rows[ApiKey.API_VERSIONS] = (ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)
-        return [rows[k] for k in sorted(rows)]
 

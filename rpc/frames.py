@@ -14,7 +14,7 @@ from typing import Any
 
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.errors import CodecError, DecodeError, EncodeError
+from kraftsim.rpc.codec_errors import CodecError, DecodeError, EncodeError
 from kraftsim.rpc.file_slice import SliceOut, SplitFrame
 from kraftsim.rpc.message import DECODE_FAILURES, ENCODE_FAILURES, Message, view_of
 from kraftsim.rpc.schema import FIXED_FORMATS, StructSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from typing import Any, ClassVar, Self
 
-from kraftsim.rpc.errors import CodecError, DecodeError, EncodeError
+from kraftsim.rpc.codec_errors import CodecError, DecodeError, EncodeError
 
 # Everything a decoder can trip over in hostile bytes; each becomes a DecodeError.
 DECODE_FAILURES = (IndexError, struct.error, ValueError, TypeError, OverflowError, MemoryError, RecursionError)

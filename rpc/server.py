@@ -19,12 +19,12 @@ from typing import Any
 from kraftsim.rpc import apiversions
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import Clock, SystemClock
+from kraftsim.rpc.codec_errors import CodecError
 from kraftsim.rpc.dispatch import ANONYMOUS, CloseConnection, Dispatcher, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.errors import CodecError
 from kraftsim.rpc.file_slice import FileSlice, SplitFrame
+from kraftsim.rpc.frame_reader import FrameError, FrameReader
 from kraftsim.rpc.frames import api_codec
-from kraftsim.rpc.framing import FrameError, FrameReader
 from kraftsim.rpc.memory_pool import MemoryPool
 from kraftsim.rpc.message import Message
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kraftsim.controller.config import Config
+from kraftsim.controller.configs.server_config import Config
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.write_path import WritePath

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kraftsim.controller.config import load
-from kraftsim.controller.daemon import RunningController, start
-from kraftsim.controller.storage import format_storage
+from kraftsim.cli.storage import format_storage
+from kraftsim.controller.configs.server_config import load
+from kraftsim.controller.process.daemon import RunningController, start
 from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.clock import Clock
 from kraftsim.rpc.uuids import random_uuid, to_str
@@ -69,7 +69,7 @@ async def settled(running: RunningController, timeout: float = 10.0) -> None:
     ctl = running.controller
 
     def quiet() -> bool:
-        return (not ctl._registering and not ctl.controllers.needs_registration()
+        return (not ctl._registering and not ctl.managers.controllers.needs_registration()
                 and ctl.raft.committed_offset >= ctl.image.offset)
 
     await poll_until(quiet, timeout)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.acls import STANDARD_AUTHORIZER
+from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
 from kraftsim.rpc.client import ConnectionClosed
 from kraftsim.rpc.error_codes import ErrorCode as E
 from kraftsim.rpc.messages import (
@@ -287,9 +287,9 @@ async def test_forwarded_principals_are_judged_by_the_acls(c: Cluster) -> None:
 
 def test_standard_authorizer_rules() -> None:
     """Resource patterns, principals, hosts and implied operations, over a real ACL slice."""
-    from kraftsim.controller.authorizer import AclOperation as Op
-    from kraftsim.controller.authorizer import ResourceType as RT
-    from kraftsim.controller.standard_authorizer import StandardAuthorizer
+    from kraftsim.metadata.authorizer.authorizer import AclOperation as Op
+    from kraftsim.metadata.authorizer.authorizer import ResourceType as RT
+    from kraftsim.metadata.authorizer.standard_authorizer import StandardAuthorizer
     from kraftsim.metadata.image.acls import AclsImage, replay_acl
     from kraftsim.metadata.messages import AccessControlEntryRecord
     from kraftsim.rpc.dispatch import RequestContext

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.acls import STANDARD_AUTHORIZER
+from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
 from kraftsim.rpc.error_codes import ErrorCode as E
 from kraftsim.rpc.messages import (
     AllocateProducerIdsRequest,

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.alter_partition import AlterPartitionManager, validate_isr
-from kraftsim.controller.cluster import ClusterControlManager
-from kraftsim.controller.producer_ids import ProducerIdControlManager
-from kraftsim.controller.replica_directories import ReplicaDirectoryManager
-from kraftsim.controller.result import ApiError
+from kraftsim.controller.managers.alter_partition import AlterPartitionManager, validate_isr
+from kraftsim.controller.managers.cluster import ClusterControlManager
+from kraftsim.controller.managers.producer_ids import ProducerIdControlManager
+from kraftsim.controller.managers.replica_directories import ReplicaDirectoryManager
 from kraftsim.metadata.directories import LOST, UNASSIGNED
 from kraftsim.metadata.records import by_name
+from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode as E
 from kraftsim.rpc.messages import AllocateProducerIdsRequest, AlterPartitionRequest, AssignReplicasToDirsRequest

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import kraftsim
-from kraftsim.controller.cli import build_parser
+from kraftsim.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parent.parent
 COMPILED_RUN = os.environ.get("KRAFTSIM_EXPECT_COMPILED") == "1"

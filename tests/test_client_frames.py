@@ -18,7 +18,7 @@ from kraftsim.metadata.batch import encode_batch
 from kraftsim.rpc import frames, registry
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.client import ConnectionClosed, KafkaClient
-from kraftsim.rpc.framing import FrameError, FrameReader, FrameReceiver
+from kraftsim.rpc.frame_reader import FrameError, FrameReader, FrameReceiver
 from pyspark_kraft.network import RaftObserver, complete_prefix
 
 LARGE = FrameReceiver.LARGE

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.client_quotas import QuotaEntity, is_valid_ip_entity
+from kraftsim.controller.managers.client_quotas import QuotaEntity, is_valid_ip_entity
 from kraftsim.rpc.error_codes import ErrorCode as E
 from kraftsim.rpc.messages import AlterClientQuotasRequest as ACQ
 from tests.test_controller import Cluster, log_records_live

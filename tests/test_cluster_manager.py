@@ -1,4 +1,4 @@
-"""Broker registration, heartbeats, fencing and controlled shutdown (controller/cluster.py).
+"""Broker registration, heartbeats, fencing and controlled shutdown (controller/managers/cluster.py).
 
 The image only ever changes by replaying records, the fixtures' and the ones the handlers
 return, through the controller's own write path (tests/controller_harness.py): a real log,
@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.cluster import ClusterControlManager, HeartbeatResult
-from kraftsim.controller.result import ApiError, ControllerResult
+from kraftsim.controller.managers.cluster import ClusterControlManager, HeartbeatResult
+from kraftsim.controller.result import ControllerResult
 from kraftsim.metadata import versions
 from kraftsim.metadata.directories import is_reserved as is_reserved_dir
 from kraftsim.metadata.image.topics import RECOVERING
 from kraftsim.metadata.records import by_name
+from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.registry import request_class
@@ -794,7 +795,7 @@ def test_same_incarnation_reregistration_resets_controlled_shutdown_session() ->
 # ----- the tracker on its own -----------------------------------------------------------------
 
 def test_heartbeat_manager_from_context_and_ordering() -> None:
-    from kraftsim.controller.heartbeats import NO_ACTIVE_BROKERS, BrokerHeartbeatManager
+    from kraftsim.controller.managers.heartbeats import NO_ACTIVE_BROKERS, BrokerHeartbeatManager
     h = Harness(session_ms=100)
     hb = BrokerHeartbeatManager(h.ctx)
     assert (hb.session_timeout_ms, hb.clock) == (100, h.clock)

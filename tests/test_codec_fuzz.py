@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from kraftsim.rpc import frames, registry
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 
 MESSAGES = [(name, v) for name in registry.names() for v in registry.message_class(name)._spec.versions()]
 

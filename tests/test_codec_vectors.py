@@ -9,7 +9,7 @@ import pytest
 
 from kraftsim.rpc import _runtime, frames, registry, uuids
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.errors import DecodeError, EncodeError, UnsupportedVersionError
+from kraftsim.rpc.codec_errors import DecodeError, EncodeError, UnsupportedVersionError
 
 UVARINT = [(0, "00"), (1, "01"), (63, "3f"), (64, "40"), (8191, "ff3f"), (8192, "8040"),
            (1048575, "ffff3f"), (1048576, "808040"), (2**31 - 1, "ffffffff07"),

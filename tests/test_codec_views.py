@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kraftsim.rpc import frames, registry
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 from tests.message_strategies import message_strategy
 
 VIEW_MESSAGES = [(name, v) for name in ("FetchResponse", "FetchSnapshotResponse", "ProduceRequest")

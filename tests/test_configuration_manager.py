@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.authorizer import AclOperation
-from kraftsim.controller.configuration import ConfigurationControlManager
-from kraftsim.controller.java_hash import hash_order, string_hash
-from kraftsim.controller.result import ApiError
+from kraftsim.controller.java.hash_order import hash_order, string_hash
+from kraftsim.controller.managers.configuration import ConfigurationControlManager
 from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE
+from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.records import by_name
+from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode as E
 from kraftsim.rpc.messages import IncrementalAlterConfigsRequest as IAC

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from kraftsim import __version__, build_description
-from kraftsim.controller.container import DEFAULT_CLUSTER_ID, properties_from_env, property_name, render
+from kraftsim.cli.container import DEFAULT_CLUSTER_ID, properties_from_env, property_name, render
 from kraftsim.metadata.files import parse_java_properties
 from kraftsim.rpc.uuids import random_uuid, to_str
 from tests import harness
@@ -38,7 +38,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def _setup(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kraftsim.controller.container", "setup"], env=env,
+    return subprocess.run([sys.executable, "-m", "kraftsim.cli.container", "setup"], env=env,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -124,7 +124,7 @@ def _start(tmp_path: Path, env: dict[str, str], log: Path) -> subprocess.Popen[s
 
 def _healthcheck(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The image's HEALTHCHECK command, as docker runs it."""
-    return subprocess.run(["python", "-m", "kraftsim.controller.container", "healthcheck"], env=env,
+    return subprocess.run(["python", "-m", "kraftsim.cli.container", "healthcheck"], env=env,
                           capture_output=True, text=True, timeout=30)
 
 

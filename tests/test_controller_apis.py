@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kraftsim.controller.apis import ControllerApis
 from kraftsim.raft.apis import RaftApis
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode as E
@@ -58,7 +57,7 @@ async def test_api_versions_lists_exactly_what_is_served_with_kafkas_ranges(c: C
     # DescribeDelegationToken and ControlledShutdown, which a Kafka controller lists but answers
     # with an error without an event (scram_credentials.py, delegation_tokens.py,
     # controlled_shutdown.py), and the SASL APIs (sasl.py).
-    assert {r.api_key for r in ControllerApis(c.controller).routes()} | {ApiKey.ENVELOPE, ApiKey.API_VERSIONS} | \
+    assert {r.api_key for r in c.controller.managers.routes()} | {ApiKey.ENVELOPE, ApiKey.API_VERSIONS} | \
         set(RaftApis.API_KEYS) | {ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_DELEGATION_TOKEN,
                                   ApiKey.CONTROLLED_SHUTDOWN, ApiKey.SASL_HANDSHAKE,
                                   ApiKey.SASL_AUTHENTICATE} == served
@@ -201,8 +200,8 @@ async def test_below_37iv0_no_registration_until_metadata_version_allows_it(tmp_
 
 async def test_a_failed_self_registration_is_retried_after_a_backoff(tmp_path: Path, monkeypatch: Any) -> None:
     """Kafka's ControllerRegistrationManager backs off (100 ms, doubling) and sends again."""
-    from kraftsim.controller.controller_registrations import ControllerRegistrations
-    from kraftsim.controller.result import ApiError
+    from kraftsim.controller.managers.controller_registrations import ControllerRegistrations
+    from kraftsim.rpc.api_errors import ApiError
     from kraftsim.rpc.clock import ManualClock
 
     real = ControllerRegistrations.register_controller
@@ -246,7 +245,7 @@ async def test_controlled_shutdown_is_listed_but_fails_as_on_a_kafka_controller(
 def test_an_elect_leaders_error_answer_at_v0_carries_its_code_on_the_partitions() -> None:
     """ElectLeaders v0 has no top-level error code: Kafka sets it from v1 on, so a v0 error answer
     (a fuzzed request found one that did not encode) has it on the partitions alone."""
-    from kraftsim.controller.elections import error_response
+    from kraftsim.controller.managers.elections import error_response
     from kraftsim.rpc import frames
     from kraftsim.rpc.messages import ElectLeadersRequest as EL
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftsim.controller.quorum import FatalControllerError
+from kraftsim.controller.quorum_controller import FatalControllerError
 from kraftsim.controller.result import ControllerResult
 from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.messages import BeginTransactionRecord, RemoveTopicRecord, TopicRecord
@@ -160,7 +160,7 @@ async def test_a_heartbeat_queued_past_half_an_interval_times_out_and_is_counted
         assert r.error_code == E.REQUEST_TIMED_OUT
         assert metric(c, "TimedOutBrokerHeartbeatCount") == 1
         # processExpiredBrokerHeartbeat: the session is refreshed with the offset it reported.
-        st = c.controller.heartbeats.get(1)
+        st = c.controller.managers.heartbeats.get(1)
         assert (st.last_contact_ms, st.metadata_offset, st.fenced) == (clock.monotonic_ms(), 7, False)
     finally:
         await c.stop()

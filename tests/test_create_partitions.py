@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.result import ApiError
 from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE
 from kraftsim.metadata.directories import UNASSIGNED
 from kraftsim.metadata.records import by_name, type_name
+from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode as E
 from kraftsim.rpc.messages import CreatePartitionsRequest as CP

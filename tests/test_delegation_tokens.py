@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.acls import STANDARD_AUTHORIZER
-from kraftsim.controller.config import load
-from kraftsim.controller.delegation_tokens import secret_key
+from kraftsim.controller.configs.server_config import load
 from kraftsim.controller.envelope import serialize_principal
+from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
+from kraftsim.controller.managers.delegation_tokens import secret_key
 from kraftsim.rpc import frames
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import ManualClock
@@ -334,7 +334,7 @@ def test_the_secret_and_its_alias(tmp_path: Path, raw: dict[str, str], secret: s
 
 
 async def test_one_sweep_removes_every_expired_token_in_kafkas_cache_order(tc: Cluster) -> None:
-    from kraftsim.controller.java_hash import concurrent_hashmap_capacity, order_by_hash, string_hash
+    from kraftsim.controller.java.hash_order import concurrent_hashmap_capacity, order_by_hash, string_hash
 
     assert tc.clock is not None
     made = [await forwarded(tc, create(max_lifetime_ms=1000)) for _ in range(13)]

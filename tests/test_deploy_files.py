@@ -20,8 +20,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kraftsim.controller.config import Config
-from kraftsim.controller.container import DIRS, properties_from_env
+from kraftsim.cli.container import DIRS, properties_from_env
+from kraftsim.controller.configs.server_config import Config
 from kraftsim.controller.metrics import ControllerMetrics
 from kraftsim.metadata.files import parse_java_properties
 
@@ -115,7 +115,7 @@ def test_dockerfile_structure_matches_the_entrypoint_and_defaults() -> None:
     listener_port = _port(IMAGE_DEFAULTS["listeners"].split("//")[1])
     assert exposed == {listener_port, _port(IMAGE_DEFAULTS["kraftsim.http.listen"])}
     health = args["HEALTHCHECK"]
-    assert '"kraftsim.controller.container", "healthcheck"' in health
+    assert '"kraftsim.cli.container", "healthcheck"' in health
     assert args["STOPSIGNAL"] == "SIGTERM"
     entry = json.loads(args["ENTRYPOINT"])
     copies = [a.split() for i, a in final if i == "COPY" and not a.startswith("--from")]

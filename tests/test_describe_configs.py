@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.acls import STANDARD_AUTHORIZER
-from kraftsim.controller.broker_config_defs import BROKER_CONFIGS
-from kraftsim.controller.topic_configs import TOPIC_CONFIGS
+from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
+from kraftsim.metadata.config_defs.broker import BROKER_CONFIGS
+from kraftsim.metadata.config_defs.topic import TOPIC_CONFIGS
 from kraftsim.rpc.error_codes import ErrorCode as E
-from kraftsim.rpc.error_messages import generic_message
+from kraftsim.rpc.error_codes import generic_message
 from kraftsim.rpc.messages import CreateTopicsRequest as CT
 from kraftsim.rpc.messages import DescribeConfigsRequest as DC
 from kraftsim.rpc.messages import IncrementalAlterConfigsRequest as IAC
@@ -241,8 +241,8 @@ async def test_describe_configs_on_the_topic_or_the_cluster(acl_decides: Any) ->
 def test_defaults_of_kraftsims_own_are_the_ones_shown() -> None:
     """A config server.properties leaves out shows the default in force: Kafka's, except where
     kraftsim runs with one of its own (a controller listener rather than a broker's)."""
-    from kraftsim.controller.config import Config
-    from kraftsim.controller.dynamic_broker_config import BrokerConfigView
+    from kraftsim.controller.configs.dynamic_broker_config import BrokerConfigView
+    from kraftsim.controller.configs.server_config import Config
     from tests.controller_harness import WriteHarness
 
     h = WriteHarness()

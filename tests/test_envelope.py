@@ -173,7 +173,7 @@ def test_describe_quorum_hoists_not_leader_or_follower() -> None:
 
 
 async def test_every_forwardable_api_served_is_accepted_inside_an_envelope(c: Cluster) -> None:
-    from kraftsim.controller.envelope import FORWARDABLE
+    from kraftsim.rpc.forwardable import FORWARDABLE
 
     routes = c.running.server.dispatcher.routes
     served = sorted(k for k in FORWARDABLE if k in routes)

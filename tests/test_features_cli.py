@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from kraftsim.controller import features_cli
-from kraftsim.controller.features import FeatureControlManager
-from kraftsim.controller.features_cli import main
+from kraftsim.cli import features as features_cli
+from kraftsim.cli.features import main
+from kraftsim.controller.managers.features import FeatureControlManager
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.client import KafkaClient
@@ -287,7 +287,7 @@ def test_parse_metadata_version_like_from_version_string() -> None:
     assert features_cli.parse_metadata_version("3.7") == 19
     assert features_cli.parse_metadata_version("3.3-IV3") == 7
     assert features_cli.parse_metadata_version("3.2") == 3  # sent; the controller refuses it
-    with pytest.raises(features_cli.FeaturesError):
+    with pytest.raises(features_cli.CommandError):
         features_cli.parse_metadata_version("4.0")  # unstable in 3.9: not a valid version string
 
 
@@ -311,7 +311,7 @@ async def test_register_into_a_kraftsim_style_parser(ctl: Controller, capsys: py
 async def test_python_dash_m(ctl: Controller) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kraftsim.controller.features_cli", "--bootstrap-controller", ctl.addr, "describe",
+        sys.executable, "-m", "kraftsim.cli.features", "--bootstrap-controller", ctl.addr, "describe",
         cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err

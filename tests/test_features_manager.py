@@ -12,18 +12,19 @@ from collections.abc import Iterable
 
 import pytest
 
-from kraftsim.controller.features import (
+from kraftsim.controller.managers.features import (
     FeatureControlManager,
     UpgradeType,
     range_to_string,
     reason_not_supported,
 )
-from kraftsim.controller.result import ApiError, ControllerResult
+from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.write_path import MAX_RECORDS_PER_USER_OP
 from kraftsim.metadata import versions
 from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.records import by_name
 from kraftsim.rpc import registry
+from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.error_response import error_response

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.cluster import STEADY_RESPONSES
+from kraftsim.controller.managers.cluster import STEADY_RESPONSES
 from kraftsim.controller.result import ControllerResult
 from kraftsim.metadata.messages import NoOpRecord
 from kraftsim.rpc import frames, registry, uuids
@@ -52,7 +52,7 @@ def general(c: Cluster, frame: bytes) -> bytes:
 
 
 def session(c: Cluster, broker_id: int) -> tuple[int, int, bool]:
-    st = c.controller.heartbeats.get(broker_id)
+    st = c.controller.managers.heartbeats.get(broker_id)
     return st.last_contact_ms, st.metadata_offset, st.fenced
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kraftsim.metadata.image import MetadataImage, ReplayError
 from kraftsim.metadata.image.fast_replay import replay_at_append, replay_framed, replay_framed_all, replay_with_value
 from kraftsim.metadata.records import FramedRecord, by_name, frame, unframe
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 
 T = uuid.UUID(int=0xABC)
 DIRS = [uuid.UUID(int=(i + 1) << 64) for i in range(4)]
@@ -253,7 +253,7 @@ def test_framing_reuses_an_encoder_only_for_the_version_it_learned() -> None:
     """frame() keeps each (class, version)'s header and encoder after the first frame: the
     bytes stay those of the general path, and a version it never learned (a negative one
     included, which must not index from the end) still fails as the general path fails."""
-    from kraftsim.rpc.errors import EncodeError
+    from kraftsim.rpc.codec_errors import EncodeError
 
     rec = by_name("PartitionRecord")(partition_id=1, topic_id=T, replicas=[1, 2], isr=[1, 2], leader=1,
                                      directories=[DIRS[1], DIRS[2]])

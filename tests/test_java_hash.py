@@ -1,6 +1,6 @@
 """Java HashMap iteration order, which Kafka's CreateTopics follows when writing ConfigRecords."""
 
-from kraftsim.controller.java_hash import hash_map_order, string_hash
+from kraftsim.controller.java.hash_order import hash_map_order, string_hash
 
 
 def test_string_hash_matches_java() -> None:
@@ -29,7 +29,7 @@ def test_the_table_grows_past_twelve_keys() -> None:
 
 
 def test_presized_maps_keep_their_small_tables() -> None:
-    from kraftsim.controller.java_hash import hashmap_capacity, order_by_hash
+    from kraftsim.controller.java.hash_order import hashmap_capacity, order_by_hash
 
     types = ["user", "client-id", "ip"]
     # Java 17: a new HashMap<>(3) of these prints [client-id, user, ip]; a new HashMap<>() [ip, client-id, user].
@@ -42,7 +42,7 @@ def test_presized_maps_keep_their_small_tables() -> None:
 
 
 def test_string_map_hash_is_javas_map_hash_code() -> None:
-    from kraftsim.controller.java_hash import string_map_hash
+    from kraftsim.controller.java.hash_order import string_map_hash
 
     # Objects.hash(Map.of("user", "alice", "client-id" -> null)) is -1807702073 in Java 17: 31 + the map's hash.
     assert 31 + string_map_hash([("user", "alice"), ("client-id", None)]) == -1807702073
@@ -50,8 +50,8 @@ def test_string_map_hash_is_javas_map_hash_code() -> None:
 
 
 def test_scala_hash_map_order_is_kafkas_describe_configs_order() -> None:
-    from kraftsim.controller.java_hash import scala_hash_map_order, scala_table_size
-    from kraftsim.controller.topic_configs import TOPIC_CONFIGS
+    from kraftsim.controller.java.hash_order import scala_hash_map_order, scala_table_size
+    from kraftsim.metadata.config_defs.topic import TOPIC_CONFIGS
 
     # The order a Kafka 3.9.2 controller listed a topic's 36 configs in (DescribeConfigs), and the
     # order of two of them asked for by name.

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kraftsim.metadata import legacy, records
 from kraftsim.rpc import uuids
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 
 # ---- independent byte builders (Kafka's non-flexible and flexible primitives) ---------------
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftsim.controller.events import EventQueue, EventTimeoutError
+from kraftsim.controller.event_queue import EventQueue, EventTimeoutError
 from kraftsim.metadata import records as recs
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.loader import LoadError, load_image

@@ -856,7 +856,7 @@ async def test_dual_write_of_delegation_tokens(tmp_path: Path, zk_root: tuple[st
 async def test_dual_write_of_configs_quotas_scram_and_acls(tmp_path: Path, zk_root: tuple[str, Any]) -> None:
     """Each kind once, in Kafka's layout: a topic config, client quotas (a user's beside its SCRAM
     credential, a client id's), ACLs literal and prefixed; each with its change notification."""
-    from kraftsim.controller.acls import STANDARD_AUTHORIZER
+    from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
     from tests.acl_requests import CA, DA, LITERAL, PREFIXED, acl, flt
 
     connect, client = zk_root
@@ -1019,13 +1019,12 @@ async def test_restart_without_the_flag_finalizes(tmp_path: Path, zk_root: tuple
 async def test_every_read_route_runs_in_pre_migration(tmp_path: Path) -> None:
     """Kafka gates write events only: each route that only reads (not audited as mutating) must be
     in the pre-migration set, or it would be refused while the migration waits."""
-    from kraftsim.controller.apis import ControllerApis
-    from kraftsim.controller.quorum import RUNS_IN_PREMIGRATION
+    from kraftsim.controller.quorum_controller import RUNS_IN_PREMIGRATION
 
     c = Cluster(tmp_path)
     await c.start()
     try:
-        reads = {r.event for r in ControllerApis(c.controller).routes() if not r.mutating}
+        reads = {r.event for r in c.controller.managers.routes() if not r.mutating}
         assert await status_lines(c) == ["ZkMigrationState: NONE (zookeeper.metadata.migration.enable is off)"]
     finally:
         await c.stop()

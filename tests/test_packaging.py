@@ -76,7 +76,7 @@ def test_build_then_run_the_wheel_in_a_clean_venv(tmp_path: Path) -> None:
     assert "kraftsim" in tops and tops <= {"kraftsim", "pyspark_kraft"}, tops
     assert _schemas() <= files, sorted(_schemas() - files)[:5]
     assert f"\nVersion: {__version__}\n" in meta
-    assert "kraftsim = kraftsim.controller.cli:main" in entry_points
+    assert "kraftsim = kraftsim.cli.main:main" in entry_points
 
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)

@@ -1,4 +1,4 @@
-"""PartitionChangeBuilder (controller/partition_change.py): elections, ISR, epochs, no-ops.
+"""PartitionChangeBuilder (controller/managers/partition_change.py): elections, ISR, epochs, no-ops.
 
 Each produced record is also replayed into an image to check the epochs Kafka's merge gives.
 """
@@ -10,12 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from kraftsim.controller.partition_change import (
-    Election,
-    PartitionChangeBuilder,
-    build,
-    election_from_wire,
-)
+from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder, build, election_from_wire
 from kraftsim.metadata import versions
 from kraftsim.metadata.image import MetadataImage
 from kraftsim.metadata.image.topics import RECOVERING, Partition

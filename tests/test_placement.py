@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftsim.controller.placement import (
+from kraftsim.controller.managers.placement import (
     InvalidReplicationFactor,
     StripedReplicaPlacer,
     UsableBroker,
@@ -102,7 +102,7 @@ def test_place_many_is_place_one_at_a_time(n: int, racks: int, fenced: set[int],
     replica lists, from the same random draws, as the plain walk (place_one) called once per
     partition: racks or none, fenced brokers, replication factors over the rack count,
     reshuffles, and the same refusals."""
-    from kraftsim.controller.placement import _RackList
+    from kraftsim.controller.managers.placement import _RackList
 
     bs = [UsableBroker(i, f"r{i % racks}" if racks and i % 5 else None, i in fenced) for i in range(n)]
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from kraftsim.metadata.batch import IncompleteBatchError, read_batches
+from kraftsim.metadata.files import METADATA_TOPIC_ID
 from kraftsim.metadata.records import unframe
-from kraftsim.raft.apis import METADATA_TOPIC_ID
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import (
     BeginQuorumEpochRequest,
@@ -340,7 +340,7 @@ async def test_metadata_quorum_replication_table(cluster: Cluster, capsys: pytes
     import argparse
     import base64
 
-    from kraftsim.controller import quorum_cli
+    from kraftsim.cli import metadata_quorum as quorum_cli
 
     c = cluster
     end = c.controller.mlog.end_offset

@@ -9,20 +9,21 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.replication import ReplicationControlManager
-from kraftsim.controller.result import ApiError, ControllerResult
-from kraftsim.controller.topic_configs import (
+from kraftsim.controller.managers.replication import ReplicationControlManager
+from kraftsim.controller.result import ControllerResult
+from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE as EXCESSIVE_BATCH
+from kraftsim.metadata import versions
+from kraftsim.metadata.config_defs.topic import (
     DEFAULT_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
     STATIC_BROKER_CONFIG,
     TOPIC_CONFIGS,
 )
-from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE as EXCESSIVE_BATCH
-from kraftsim.metadata import versions
 from kraftsim.metadata.directories import MIGRATING, UNASSIGNED
 from kraftsim.metadata.records import FramedRecord, by_name, frame, record_name, type_name, unframe
 from kraftsim.rpc import registry
+from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode as E
 from kraftsim.rpc.uuids import ZERO

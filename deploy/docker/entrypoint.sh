@@ -17,6 +17,6 @@ done
 echo "===> User"
 id
 echo "===> Configuring ..."
-python -m kraftsim.controller.container setup
+python -m kraftsim.cli.container setup
 echo "===> Launching ..."
 exec kraftsim controller "${KRAFTSIM_CONFIG_DIR:-/opt/kraftsim/config}/server.properties"

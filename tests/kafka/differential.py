@@ -32,7 +32,7 @@ from kraftsim.metadata.records import type_name, unframe
 from kraftsim.metadata.segments import iter_file_batches, parse_segment_name
 from kraftsim.rpc import registry
 from kraftsim.rpc.client import KafkaClient
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.message import Message
 from tests.kafka import normalise as norm
 from tests.kafka.harness import Node
@@ -395,7 +395,7 @@ async def configs_settled(side: Side, req: Any, timeout: float) -> None:
     """CONFIG_PUBLICATION_LAG: ask DescribeConfigs for the cluster default, this node and the
     topics ``req`` names until they show what the log holds (of broker configs, as far as the
     node keeps them), with a deadline."""
-    from kraftsim.controller.dynamic_broker_config import dynamic_layer
+    from kraftsim.controller.configs.dynamic_broker_config import dynamic_layer
 
     node = str(side.node.node_id)
     logged, topics = logged_configs(side.node.metadata_dir)

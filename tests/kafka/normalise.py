@@ -441,7 +441,7 @@ def normalise(obj: Any, view: SideView, cls_name: str | None = None, mask: bool 
 def normalise_envelope(req: Any, resp: Any, view: SideView, mask: bool = True) -> Any:
     """ENVELOPE_DATA: an EnvelopeResponse with its ResponseData decoded as the inner response."""
     from kraftsim.rpc import frames
-    from kraftsim.rpc.errors import CodecError
+    from kraftsim.rpc.codec_errors import CodecError
 
     out = normalise(resp, view, mask=mask)
     data = resp.response_data
@@ -459,7 +459,7 @@ def normalise_envelope(req: Any, resp: Any, view: SideView, mask: bool = True) -
 
 def _inner_request(data: bytes) -> Any:
     from kraftsim.rpc import frames
-    from kraftsim.rpc.errors import CodecError
+    from kraftsim.rpc.codec_errors import CodecError
 
     try:
         return frames.decode_request(data)[1]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kraftsim.controller.acls import STANDARD_AUTHORIZER
 from kraftsim.controller.envelope import serialize_principal
+from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
 from kraftsim.rpc import frames
 from kraftsim.rpc.messages import CreateAclsRequest as CA
 from kraftsim.rpc.messages import DeleteAclsRequest as DA

@@ -59,7 +59,7 @@ async def test_update_features_error_paths_and_partial_success(pair_factory: Cal
 
 async def test_v0_allow_downgrade_is_a_deliberate_difference(pair_factory: Callable[..., PairNodes]) -> None:
     """kraftsim maps a v0 request's AllowDowngrade=true to SAFE_DOWNGRADE, as Kafka's Java client
-    does when it builds the request (controller/features.py). A 3.9 controller ignores the
+    does when it builds the request (controller/managers/features.py). A 3.9 controller ignores the
     flag, reads the v0 default UpgradeType (upgrade) and refuses the downgrade."""
     pair = await connect(pair_factory("v0-downgrade"))
     try:

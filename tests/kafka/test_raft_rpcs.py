@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kraftsim.raft.apis import METADATA_TOPIC_ID
+from kraftsim.metadata.files import METADATA_TOPIC_ID
 from kraftsim.rpc.messages import DescribeQuorumRequest, FetchRequest, FetchSnapshotRequest
 from tests.kafka import differential as d
 from tests.kafka.conftest import PairNodes, close, connect

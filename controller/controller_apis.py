@@ -1,0 +1,206 @@
+"""ControllerApis: every route of every control manager, run the same way.
+
+The managers declare their routes beside their handlers (``routes()``; see ``routes.py``). Here
+each becomes a dispatcher handler: the request runs as an event on the controller's queue
+(inline when the queue is idle), its records go through the write path, and the response goes
+back once they are committed. A failure becomes the API's whole-request error response, as
+Kafka's ``ControllerApis`` maps it: an ApiError keeps its code and message, an event that timed
+out in the queue is REQUEST_TIMED_OUT, a controller that is not active (or failed) is
+NOT_CONTROLLER, anything else UNKNOWN_SERVER_ERROR. A route's cluster check
+(``Route.cluster_operation``) comes first, before the queue, as in Kafka's API layer. A route
+that can change the cluster (``Route.mutating``) leaves one line on the audit log once it is
+answered (``audit.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import struct
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+from kraftsim.controller.audit import audit
+from kraftsim.controller.envelope import EnvelopeHandler
+from kraftsim.controller.event_queue import EventTimeoutError
+from kraftsim.controller.managers.controlled_shutdown import controlled_shutdown
+from kraftsim.controller.managers.delegation_tokens import describe_tokens
+from kraftsim.controller.managers.sasl import sasl_authenticate, sasl_handshake
+from kraftsim.controller.managers.scram_credentials import describe_credentials
+from kraftsim.controller.quorum_controller import (
+    RUNS_IN_PREMIGRATION,
+    FatalControllerError,
+    HandlerFaultError,
+    QuorumController,
+)
+from kraftsim.controller.routes import ErrorBuilder, Route
+from kraftsim.metadata.authorizer.authorizer import AllowAll, authorize_cluster
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_errors import ApiError
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.dispatch import Dispatcher, Handler, Lane, RequestContext
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.frames import api_codec, body_offset, fixed_fields
+from kraftsim.rpc.message import Message
+
+_pack_corr = struct.Struct(">i").pack_into  # the correlation id, after a response's size prefix
+
+log = logging.getLogger("kraftsim.apis")
+
+
+class ControllerApis:
+    def __init__(self, controller: QuorumController) -> None:
+        self.controller = controller
+
+    def install(self, dispatcher: Dispatcher) -> None:
+        """Serve every route; Envelope (api 58), which re-enters ``dispatcher`` with the request
+        inside it, so whatever else is registered there (the Raft APIs) is forwardable too;
+        DescribeUserScramCredentials (api 50), DescribeDelegationToken (api 41) and
+        ControlledShutdown (api 7), which a Kafka controller lists but always fails; and the two SASL APIs (``sasl.py``)."""
+        dispatcher.features = self.controller  # ApiVersions: supported/finalized features
+        for route in self.controller.managers.routes():
+            dispatcher.register(route.api_key, self.handler(route), check=route.check, lane=self.lane(route))
+            registry.request_class(route.api_key)  # compile the codecs now, not on the first request
+            registry.response_class(route.api_key)
+        authorizer = self.controller.ctx.authorizer if self.controller.ctx is not None else None
+        dispatcher.register(ApiKey.ENVELOPE, EnvelopeHandler(dispatcher, authorizer))
+        dispatcher.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, describe_credentials)
+        dispatcher.register(ApiKey.DESCRIBE_DELEGATION_TOKEN, describe_tokens)
+        dispatcher.register(ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown)
+        dispatcher.register(ApiKey.SASL_HANDSHAKE, sasl_handshake)
+        dispatcher.register(ApiKey.SASL_AUTHENTICATE, sasl_authenticate)
+
+    def handler(self, route: Route) -> Handler:
+        """The dispatcher handler for one route. Built once per route, with what it needs bound
+        as locals: this is the heartbeat hot path."""
+        c = self.controller
+        queue = c.queue
+        call, run_request, await_nested = queue.call, c.run_request, c.await_nested
+        run, event, error = route.handler, route.event, route.error
+        gated = event not in RUNS_IN_PREMIGRATION
+        timeout_ms, on_timeout = route.timeout_ms, route.on_timeout
+        fixed_timeout = timeout_ms if isinstance(timeout_ms, int) else None
+        timeout_of = timeout_ms if callable(timeout_ms) else None
+        operation = route.cluster_operation
+
+        def handle(ctx: RequestContext, request: Message) -> Any:
+            try:
+                if operation is not None and c.ctx is not None:
+                    authorizer = c.ctx.authorizer
+                    if authorizer.__class__ is not AllowAll:  # AllowAll allows everything
+                        authorize_cluster(authorizer, ctx, operation)
+                t = fixed_timeout if timeout_of is None else timeout_of(request)
+                if t is not None and t <= 0:
+                    # Kafka's queue finds such a deadline already passed, even when idle.
+                    queue.expired(event)
+                    if on_timeout is not None:
+                        on_timeout(request)
+                    raise EventTimeoutError(f"{event} timed out in the controller queue")
+                # One event on the queue (QuorumController.submit, without a closure): run inline
+                # when the queue is idle (then it cannot time out), else queued with its deadline.
+                r = call(event, run_request, (run, request, ctx, gated), t, on_timeout, request)
+                if r.__class__ is asyncio.Future:
+                    r = await_nested(r)
+            except BaseException as e:  # noqa: BLE001 - mapped to Kafka errors
+                return failure(request, ctx.api_version, e, error)
+            if isinstance(r, Message):
+                return r
+            return answer_later(request, ctx.api_version, r, error)
+
+        if not route.mutating:
+            return handle
+
+        def audited(ctx: RequestContext, request: Message) -> Any:
+            started = time.monotonic()
+            r = handle(ctx, request)
+            if isinstance(r, Message):
+                audit(ctx, r, (time.monotonic() - started) * 1000)
+                return r
+            return audit_later(ctx, r, started)
+
+        return audited
+
+    def lane(self, route: Route) -> Lane | None:
+        """The server's lane for a route with a ``steady`` answer (the broker heartbeat): the
+        body's fixed fields read straight from the frame with one struct call, ``route.steady``
+        run with them at once, and its answer's frame, encoded once per version, returned with
+        the correlation id patched in. No header or request object, RequestContext, queue
+        closure, result or response object. It answers only where :meth:`handler` would answer
+        at once the same way: no authorizer to ask, the queue idle, the controller able to
+        answer now (``answers_now``), the request's deadline not already passed, the body
+        carrying no tagged field. Everything else, a frame that is not exactly such a body
+        included, returns None and takes the general path, which answers or refuses it."""
+        steady = route.steady
+        if steady is None:
+            return None
+        if route.mutating or route.check is not None or callable(route.timeout_ms):
+            raise ValueError(f"{route.event}: a lane would skip its audit, check or deadline")
+        if isinstance(route.timeout_ms, int) and route.timeout_ms <= 0:
+            return None  # every request expires in the queue (handler): nothing to answer at once
+        cls = registry.request_class(route.api_key)
+        params = tuple(inspect.signature(steady).parameters)
+        readers: list[tuple[int, Any, int] | None] = []
+        answers: list[tuple[bytes, ...]] = []
+        for v in range(cls.highest_version() + 1):
+            fixed = fixed_fields(cls, v) if v >= cls.lowest_version() else None
+            if fixed is not None and fixed[1] != params:
+                raise ValueError(f"{route.event}: steady takes {params}, the v{v} body has {fixed[1]}")
+            co = api_codec(route.api_key, v) if fixed is not None else None
+            readers.append(None if co is None or fixed is None
+                           else (co.request_header_version, fixed[0].unpack_from, fixed[0].size))
+            answers.append(() if co is None else tuple(co.encode_response(r, 0) for r in route.steady_responses))
+        c = self.controller
+        run_if_idle, answers_now = c.queue.run_if_idle, c.answers_now
+        gated = route.event not in RUNS_IN_PREMIGRATION
+        asks = route.cluster_operation is not None
+
+        def lane(frame: bytes, version: int, correlation_id: int) -> bytearray | None:
+            reader = readers[version]
+            if reader is None:
+                return None
+            header_version, unpack, size = reader
+            pos = body_offset(frame, header_version)
+            if pos < 0 or len(frame) != pos + size + 1 or frame[pos + size]:  # 0: no tagged field
+                return None
+            if asks and c.ctx is not None and c.ctx.authorizer.__class__ is not AllowAll:
+                return None
+            if not answers_now(gated):
+                return None
+            k = run_if_idle(steady, unpack(frame, pos))
+            if k is None:
+                return None
+            out = bytearray(answers[version][k])
+            _pack_corr(out, 4, correlation_id)
+            return out
+
+        return lane
+
+
+async def audit_later(ctx: RequestContext, pending: Awaitable[Message], started: float) -> Message:
+    response = await pending
+    audit(ctx, response, (time.monotonic() - started) * 1000)
+    return response
+
+
+async def answer_later(request: Message, version: int, pending: Awaitable[Any], error: ErrorBuilder) -> Any:
+    try:
+        return await pending
+    except BaseException as e:  # noqa: BLE001
+        return failure(request, version, e, error)
+
+
+def failure(request: Message, version: int, e: BaseException, error: ErrorBuilder) -> Message:
+    if isinstance(e, ApiError):
+        return error(request, version, e.code, e.message)
+    if isinstance(e, EventTimeoutError):
+        return error(request, version, ErrorCode.REQUEST_TIMED_OUT, None)  # Kafka's TimeoutException()
+    if isinstance(e, HandlerFaultError):
+        return error(request, version, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+    if isinstance(e, FatalControllerError):
+        return error(request, version, ErrorCode.NOT_CONTROLLER, "The active controller appears to have failed.")
+    if isinstance(e, Exception):
+        log.exception("unexpected error handling %s", type(request).__name__)
+        return error(request, version, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+    raise e

@@ -1,0 +1,319 @@
+"""Finalized features: UpdateFeatures (api 57) and what ApiVersions reports (api 18).
+
+Mirrors Kafka 3.9's ``FeatureControlManager`` plus the request/response glue that sits in
+``QuorumController.updateFeatures``. The manager never changes state: it reads the image and
+returns the FeatureLevelRecords to append; the controller core appends and replays them
+(``image.replay`` refuses a level outside this node's range, so the checks here are what keeps
+a bad level from ever reaching the log).
+
+Behaviour worth knowing (reference §4, §11.8):
+
+* Each feature is judged independently and the successful ones are written as **one atomic
+  batch even if others failed** (partial success, not all-or-nothing).
+* Every rejection is INVALID_UPDATE_VERSION with Kafka's exact message text, because operators
+  and scripts match on those strings.
+* Level 0 removes a non-MV feature on replay; metadata.version can never be removed because 0 is
+  outside every node's metadata.version range.
+* **The one deliberate deviation:** a 3.9 controller ignores a v0 request's ``AllowDowngrade``
+  (it reads only ``UpgradeType``, which defaults to UPGRADE at v0). Our issue asks that v0
+  ``AllowDowngrade=true`` map to SAFE_DOWNGRADE, as ``UpdateFeaturesRequest.getFeature`` does on
+  the Java client side, so we do that.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Iterable
+from enum import IntEnum
+from typing import Any
+
+from kraftsim.controller.context import ControllerContext
+from kraftsim.controller.result import ControllerResult
+from kraftsim.controller.routes import Route
+from kraftsim.controller.write_path import check_record_count
+from kraftsim.metadata import versions
+from kraftsim.metadata.authorizer.authorizer import AclOperation
+from kraftsim.metadata.image.migration import ZkMigrationState
+from kraftsim.metadata.messages import FeatureLevelRecord, ZkMigrationStateRecord
+from kraftsim.metadata.records import RecordAndVersion
+from kraftsim.rpc.api_errors import ApiError
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.dispatch import RequestContext
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.message import Message
+from kraftsim.rpc.messages import UpdateFeaturesResponse
+
+log = logging.getLogger("kraftsim.controller.managers.features")
+
+_FEATURE_RECORDS = frozenset((FeatureLevelRecord, ZkMigrationStateRecord))  # what a FeaturesDelta holds
+_first = operator.itemgetter(0)
+
+# Generated classes: their fields exist only at run time, so type checkers see them as Any.
+
+_SHORT_MAX = 32767
+DISABLED: tuple[int, int] = (0, 0)
+"""What a node that does not list a feature supports (QuorumFeatures.DISABLED)."""
+
+
+class UpgradeType(IntEnum):
+    """FeatureUpdate.UpgradeType codes; anything else on the wire is UNKNOWN (0)."""
+
+    UNKNOWN = 0
+    UPGRADE = 1
+    SAFE_DOWNGRADE = 2
+    UNSAFE_DOWNGRADE = 3
+
+    @classmethod
+    def from_code(cls, code: int) -> UpgradeType:
+        """Like Kafka's ``fromCode``: an unexpected code is UNKNOWN, later refused per feature."""
+        try:
+            return cls(code)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+def range_to_string(lo: int, hi: int) -> str:
+    """Kafka's VersionRange.toString ("a", "a+" for an open max, else "a-b"): the messages
+    that embed a range must match byte for byte."""
+    if lo == hi:
+        return str(lo)
+    if hi == _SHORT_MAX:
+        return f"{lo}+"
+    return f"{lo}-{hi}"
+
+
+def reason_not_supported(level: int, what: str, supported: tuple[int, int]) -> str | None:
+    """QuorumFeatures.reasonNotSupported: None when ``level`` is inside ``supported``."""
+    lo, hi = supported
+    if lo <= level <= hi:
+        return None
+    if hi == 0:
+        return f"{what} does not support this feature."
+    return f"{what} only supports versions {range_to_string(lo, hi)}"
+
+
+def _invalid_update_version(feature: str, level: int, reason: str) -> ApiError:
+    msg = f"Invalid update version {level} for feature {feature}. {reason}"
+    log.warning(msg)
+    return ApiError(ErrorCode.INVALID_UPDATE_VERSION, msg)
+
+
+def _invalid_metadata_version(level: int, reason: str) -> ApiError:
+    msg = f"Invalid metadata.version {level}. {reason}"
+    log.warning(msg)
+    return ApiError(ErrorCode.INVALID_UPDATE_VERSION, msg)
+
+
+class FeatureControlManager:
+    """UpdateFeatures validation and the feature view ApiVersions reports.
+
+    Also satisfies ``rpc.dispatch.FeatureSource``, so the server can use it directly as
+    ``dispatcher.features``.
+    """
+
+    def __init__(self, ctx: ControllerContext,
+                 supported: dict[str, tuple[int, int]] | None = None) -> None:
+        """``supported`` overrides this controller's ranges (tests use it to reach checks a
+        production 3.9 range cannot, as Kafka's tests inject a QuorumFeatures); by default they
+        come from ``unstable.feature.versions.enable``, as Kafka's defaultFeatureMap does."""
+        self.ctx = ctx
+        self._supported = dict(supported) if supported is not None else None
+        # FinalizedFeaturesEpoch: -1 until a features change is published (note_batch, or the
+        # loader's LoadResult.features_epoch at start-up).
+        self.epoch = -1
+        self._epoch_pending = False
+
+    # ----- ApiVersions (FeatureSource) ------------------------------------------------------
+
+    def supported_features(self) -> dict[str, tuple[int, int]]:
+        """This controller's supported ranges (SupportedFeatures in ApiVersions, and the local
+        check in UpdateFeatures)."""
+        if self._supported is not None:
+            return dict(self._supported)
+        return versions.supported_features(bool(self._config("unstable.feature.versions.enable", False)))
+
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        """(epoch, levels). metadata.version is always listed because a KRaft node always has
+        one (3.0-IV1 before any record)."""
+        image = self.ctx.image
+        levels = image.features.all_levels()
+        levels[versions.FEATURE_NAME] = image.features.effective_metadata_version()
+        return self.epoch, levels
+
+    def note_batch(self, records: list[Any], base_offset: int) -> None:
+        """A write-path listener keeping FinalizedFeaturesEpoch as Kafka's FeaturesPublisher does:
+        the last offset of the image published with a features change (FeatureLevelRecord or
+        ZkMigrationStateRecord), where a change inside a metadata transaction is published with
+        the batch that ends the transaction."""
+        if not _FEATURE_RECORDS.isdisjoint(map(type, map(_first, records))):  # a C loop: 10,000 records a batch
+            self._epoch_pending = True
+        if self._epoch_pending and not self.ctx.image.transaction.open:
+            self.epoch = base_offset + len(records) - 1
+            self._epoch_pending = False
+
+    def zk_migration_ready(self) -> bool:
+        """ApiVersions' ZkMigrationReady: this node has ``zookeeper.metadata.migration.enable``."""
+        return bool(self._config("zookeeper.metadata.migration.enable", False))
+
+    def _config(self, key: str, default: Any) -> Any:
+        try:
+            return self.ctx.config.get(key)
+        except (KeyError, AttributeError):
+            return default
+
+    def routes(self) -> list[Route]:
+        return [Route(ApiKey.UPDATE_FEATURES, "updateFeatures", self.update_features,
+                      cluster_operation=AclOperation.ALTER)]
+
+    # ----- UpdateFeatures ---------------------------------------------------------------------
+
+    def update_features(self, request: Message, context: RequestContext) -> ControllerResult[Message]:
+        """Validate every requested feature; return the successful ones' records as one
+        atomic batch and a result per distinct feature name.
+
+        Duplicate names in one request: like Kafka's controller (it fills a HashMap), the last
+        entry for a name wins and the name gets one result. Results are ordered by name, as
+        Kafka's TreeMap orders them. ``context`` (who asked) is unused: authorization (ALTER on
+        CLUSTER) happens before the manager is called.
+        """
+        version = context.api_version
+        updates: dict[str, tuple[int, UpgradeType]] = {}
+        for fu in request.feature_updates:  # type: ignore[attr-defined]
+            updates[fu.feature] = (fu.max_version_level, self._upgrade_type(fu, version))
+        validate_only = bool(getattr(request, "validate_only", False)) if version >= 1 else False
+
+        records: list[RecordAndVersion] = []
+        errors: dict[str, ApiError | None] = {}
+        for name in sorted(updates):
+            level, utype = updates[name]
+            errors[name] = self._update_feature(name, level, utype, records)
+            check_record_count(len(records))  # Kafka's BoundedList throws while collecting, even for validateOnly
+
+        response = self._response(errors, version)
+        if validate_only:
+            return ControllerResult(records=[], response=response, atomic=True)
+        return ControllerResult(records=records, response=response, atomic=True)
+
+    @staticmethod
+    def _upgrade_type(fu: Any, version: int) -> UpgradeType:
+        if version == 0:
+            # Deliberate deviation (see module docstring): honour v0 AllowDowngrade.
+            return UpgradeType.SAFE_DOWNGRADE if fu.allow_downgrade else UpgradeType.UPGRADE
+        return UpgradeType.from_code(fu.upgrade_type)
+
+    @staticmethod
+    def error_response(error: ApiError, version: int = 1) -> Message:
+        """What Kafka sends when the whole request fails (NOT_CONTROLLER, authorization, an
+        oversized batch): the top-level error and no per-feature results."""
+        return UpdateFeaturesResponse(throttle_time_ms=0, error_code=int(error.code),
+                                      error_message=error.message, results=[])
+
+    @staticmethod
+    def _response(errors: dict[str, ApiError | None], version: int) -> Message:
+        """Top-level NONE plus one result per feature (Results exist in every version our
+        UpdateFeatures schema has, 0-1). The top-level ErrorMessage keeps the schema default
+        (""), as Kafka's controller never sets it on success; a per-feature success has null."""
+        results = [
+            UpdateFeaturesResponse.UpdatableFeatureResult(
+                feature=name,
+                error_code=int(err.code) if err is not None else 0,
+                error_message=err.message if err is not None else None)
+            for name, err in errors.items()
+        ]
+        return UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, results=results)
+
+    def _update_feature(self, name: str, level: int, utype: UpgradeType,
+                        records: list[RecordAndVersion]) -> ApiError | None:
+        """FeatureControlManager.updateFeature: the checks of reference §4.2, in order."""
+        if utype == UpgradeType.UNKNOWN:
+            return _invalid_update_version(name, level, "The controller does not support the given upgrade type.")
+        current = self.ctx.image.features.level(name) if name != versions.FEATURE_NAME \
+            else self.ctx.image.features.effective_metadata_version()
+        if level < 0:
+            return _invalid_update_version(name, level, "A feature version cannot be less than 0.")
+        reason = self.reason_not_supported(name, level)
+        if reason is not None:
+            return _invalid_update_version(name, level, reason)
+        if level < current:
+            if utype == UpgradeType.UPGRADE:
+                return _invalid_update_version(
+                    name, level, "Can't downgrade the version of this feature without setting the "
+                    "upgrade type to either safe or unsafe downgrade.")
+        elif level > current:
+            if utype != UpgradeType.UPGRADE:
+                return _invalid_update_version(name, level, "Can't downgrade to a newer version.")
+        if name == versions.FEATURE_NAME:
+            return self._update_metadata_version(level, current, utype == UpgradeType.UNSAFE_DOWNGRADE, records)
+        # Equal levels are allowed with any type and still write a record, as in Kafka.
+        records.append((FeatureLevelRecord(name=name, feature_level=level), 0))
+        return None  # success: the result carries a null ErrorMessage
+
+    def reason_not_supported(self, name: str, level: int) -> str | None:
+        """Why ``level`` of ``name`` is not supported cluster-wide, or None.
+
+        The local range first, then every registered broker (a feature it does not list counts
+        as [0, 0]), then, only from metadata.version 3.7-IV0 when controllers register, every
+        other registered controller and finally every voter that has not registered at all.
+        Below 3.7-IV0 the controller check is skipped (Kafka only logs a note).
+        """
+        node_id = self.ctx.node_id
+        reason = reason_not_supported(level, f"Local controller {node_id}",
+                                      self.supported_features().get(name, DISABLED))
+        if reason is not None:
+            return reason
+        cluster = self.ctx.image.cluster
+        for broker_id in sorted(cluster.brokers):
+            reason = reason_not_supported(level, f"Broker {broker_id}",
+                                          cluster.brokers[broker_id].supported_features.get(name, DISABLED))
+            if reason is not None:
+                return reason
+        if not versions.controller_registration_supported(self.ctx.image.features.effective_metadata_version()):
+            log.info("Verified brokers support changing %s to feature level %d. Note: unable to "
+                     "verify controller support in the current MetadataVersion.", name, level)
+            return None
+        found = {node_id}
+        for controller_id in sorted(cluster.controllers):
+            if controller_id == node_id:
+                continue  # the local range was checked above, from our own software
+            reason = reason_not_supported(level, f"Controller {controller_id}",
+                                          cluster.controllers[controller_id].supported_features.get(name, DISABLED))
+            if reason is not None:
+                return reason
+            found.add(controller_id)
+        for voter in self._voters():
+            if voter not in found:
+                return f"controller {voter} has not registered, and may not support this feature"
+        return None
+
+    def _voters(self) -> Iterable[int]:
+        return list(self.ctx.voters)
+
+    def _update_metadata_version(self, level: int, current: int, allow_unsafe: bool,
+                                 records: list[RecordAndVersion]) -> ApiError | None:
+        """FeatureControlManager.updateMetadataVersion: the extra rules of reference §4.3."""
+        if not versions.is_known(level):
+            return _invalid_metadata_version(level, "Unknown metadata.version.")
+        if ZkMigrationState(self.ctx.image.migration.state).in_progress():
+            return _invalid_metadata_version(
+                level, "Unable to modify metadata.version while a ZK migration is in progress.")
+        if level < versions.MINIMUM_BOOTSTRAP:
+            # FeatureLevelRecord itself only exists from 3.3-IV0, so nothing lower can be written.
+            return _invalid_metadata_version(
+                level, f"Unable to set a metadata.version less than {versions.name(versions.MINIMUM_BOOTSTRAP)}")
+        if level < current:
+            if not versions.metadata_changed_between(level, current):
+                log.warning("Downgrading metadata.version from %s to %s.",
+                            versions.name(current) if versions.is_known(current) else current,
+                            versions.name(level))
+            elif allow_unsafe:
+                return _invalid_metadata_version(level, "Unsafe metadata downgrade is not supported in this version.")
+            else:
+                return _invalid_metadata_version(
+                    level, "Refusing to perform the requested downgrade because it might delete "
+                    "metadata information.")
+        else:
+            log.warning("Upgrading metadata.version from %s to %s.",
+                        versions.name(current) if versions.is_known(current) else current, versions.name(level))
+        records.append((FeatureLevelRecord(name=versions.FEATURE_NAME, feature_level=level), 0))
+        return None  # success: the result carries a null ErrorMessage

@@ -1,0 +1,135 @@
+"""``kraftsim controller``: a controller process in the foreground until SIGTERM/SIGINT.
+
+Wires the parts together (config, controller core, Kafka listener, HTTP) and owns the process
+lifecycle: a clean signal ends with exit 0 after the log is fsynced and closed; a start-up
+problem or a fatal fault is one log line and exit 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+
+from kraftsim import build_description
+from kraftsim.controller.configs.server_config import Config
+from kraftsim.controller.controller_apis import ControllerApis
+from kraftsim.controller.process.gc_tuning import tune_collector
+from kraftsim.controller.process.http import start_http
+from kraftsim.controller.quorum_controller import QuorumController
+from kraftsim.metadata.authorizer.authorizer import AllowAll
+from kraftsim.metadata.files import StorageError
+from kraftsim.metadata.loader import LoadError
+from kraftsim.metadata.segments import CorruptLogError
+from kraftsim.migration.runner import MigrationRunner
+from kraftsim.raft.apis import Endpoint, RaftApis
+from kraftsim.rpc import uuids
+from kraftsim.rpc.clock import Clock
+from kraftsim.rpc.dispatch import Dispatcher
+from kraftsim.rpc.server import KafkaServer
+
+log = logging.getLogger("kraftsim")
+
+
+class StartupError(Exception):
+    """Why the controller could not start (one line for the user)."""
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    """Kafka's log4j pattern: ``[date] LEVEL message (logger)``."""
+    handler = logging.StreamHandler(sys.stdout)
+    fmt = logging.Formatter("[%(asctime)s,%(msecs)03d] %(levelname)s %(message)s (%(name)s)", "%Y-%m-%d %H:%M:%S")
+    handler.setFormatter(fmt)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("aiohttp").setLevel(logging.WARNING)
+
+
+@dataclass
+class RunningController:
+    controller: QuorumController
+    server: KafkaServer
+    http: object
+
+    async def stop(self) -> None:
+        await self.server.stop()
+        await self.http.cleanup()  # type: ignore[attr-defined]
+        await self.controller.stop()
+
+
+def raft_apis(controller: QuorumController, config: Config) -> RaftApis:
+    """The Raft RPCs of this node, with its address as the static voter set gives it."""
+    listener = config.controller_listener[0]
+    endpoints = [Endpoint(listener, host, port) for node, host, port in config.get("controller.quorum.voters")
+                 if node == config.node_id]
+    if not endpoints:
+        endpoints = [Endpoint(*config.controller_listener)]
+    directory = uuids.from_str(controller.directory_id) if controller.directory_id else None
+    assert controller.raft is not None
+    return RaftApis(controller.raft, controller.cluster_id, endpoints, directory,
+                    authorizer=lambda: controller.ctx.authorizer if controller.ctx is not None else AllowAll())
+
+
+async def start(config: Config, clock: Clock | None = None) -> RunningController:
+    migration = MigrationRunner if config.get("zookeeper.metadata.migration.enable") else None
+    controller = QuorumController(config, clock, migration)
+    try:
+        await controller.start()
+    except (StorageError, LoadError, CorruptLogError) as e:
+        await controller.stop()
+        raise StartupError(str(e)) from e
+    except OSError as e:  # an I/O error reading the directory: one line, never a traceback
+        await controller.stop()
+        raise StartupError(f"cannot read the metadata log: {e.strerror or e}"
+                           + (f": {e.filename}" if e.filename else "")) from e
+    dispatcher = Dispatcher()
+    ControllerApis(controller).install(dispatcher)
+    raft_apis(controller, config).install(dispatcher)
+    name, host, port = config.controller_listener
+    server = KafkaServer(dispatcher, host, port, listener_name=name,
+                         max_request_size=config.get("socket.request.max.bytes"),
+                         connections_max_idle_ms=config.get("connections.max.idle.ms"),
+                         queued_max_request_bytes=config.get("queued.max.request.bytes"),
+                         max_connections=config.get("max.connections"),
+                         max_connections_per_ip=config.get("max.connections.per.ip"),
+                         max_connections_per_ip_overrides=config.get("max.connections.per.ip.overrides"),
+                         clock=clock)
+    try:
+        await server.start()
+        controller.set_listeners([(name, host, server.port, config.get("listener.security.protocol.map")[name])])
+        hhost, hport = config.get("kraftsim.http.listen")
+        http = await start_http(controller, hhost, hport)
+    except OSError as e:
+        await server.stop()
+        await controller.stop()
+        raise StartupError(f"cannot listen: {e.strerror or e}") from e
+    log.info("kraftsim controller %d is serving %s on %s:%d and HTTP on %s:%d (%s)", config.node_id, name, host,
+             server.port, hhost, hport, build_description())
+    return RunningController(controller, server, http)
+
+
+async def run(config: Config) -> int:
+    running = await start(config)
+    tune_collector()  # this process's heap is the image from now on
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    failed: list[BaseException] = []
+
+    def on_fatal(e: BaseException) -> None:
+        failed.append(e)
+        stop.set()
+
+    running.controller.on_fatal = on_fatal
+    await stop.wait()
+    log.info("shutting down")
+    await running.stop()
+    if failed:
+        log.error("exiting after a fatal fault: %r", failed[0])
+        return 1
+    log.info("shut down cleanly")
+    return 0

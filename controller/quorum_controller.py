@@ -1,0 +1,612 @@
+"""The controller core: one event queue, one writer, records as the only state change.
+
+A write operation runs as an event that reads the image and returns (records, response)
+without mutating anything. The core hands the records to the write path (frame, cap, replay at
+append, append through the Raft leader) and answers only once they are committed, as Kafka's
+QuorumController answers after commit. An operation that writes nothing answers at once, unless
+earlier writes are still uncommitted, in which case it waits for them, so nobody is told about
+state that could still be lost. If a write can no longer commit (the log failed), the image is
+reverted to the committed offset before the controller resigns: it never serves state that was
+not durable.
+
+Start-up: load the newest snapshot and the log (``metadata.loader``), win the single-voter
+election (``raft.election``), then append the activation records (``controller.activation``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from kraftsim.controller.activation import ActivationError, activation_records
+from kraftsim.controller.configs.server_config import Config
+from kraftsim.controller.context import ControllerContext
+from kraftsim.controller.control_managers import ControlManagers
+from kraftsim.controller.event_queue import EventQueue, EventTimeoutError
+from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
+from kraftsim.controller.managers.controller_registrations import endpoint
+from kraftsim.controller.metrics import ControllerMetrics
+from kraftsim.controller.result import ControllerResult
+from kraftsim.controller.snapshotter import Snapshotter
+from kraftsim.controller.state_change_log import log_state_changes
+from kraftsim.controller.write_path import ReplayFailedError, WritePath
+from kraftsim.metadata import files, versions
+from kraftsim.metadata.authorizer.standard_authorizer import StandardAuthorizer
+from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.metadata.image.migration import ZkMigrationState
+from kraftsim.metadata.loader import load_image
+from kraftsim.metadata.log import LogConfig, MetadataLog
+from kraftsim.metadata.messages import NoOpRecord
+from kraftsim.metadata.records import RecordAndVersion
+from kraftsim.metadata.segments import LogFailedError
+from kraftsim.raft.election import elect_single_voter
+from kraftsim.raft.leader import RaftLeader
+from kraftsim.rpc.api_errors import ApiError, NotControllerError
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.clock import Clock, SystemClock
+from kraftsim.rpc.dispatch import RequestContext
+
+log = logging.getLogger("kraftsim.controller")
+
+T = TypeVar("T")
+
+# Partitions' deferred ISR index entries written per slice: about a millisecond.
+_ISR_INDEX_SLICE = 4_000
+
+# Kafka's RUNS_IN_PREMIGRATION: while the persisted migration state is PRE_MIGRATION (the
+# ZooKeeper metadata is not copied yet), every other write event fails with NOT_CONTROLLER.
+RUNS_IN_PREMIGRATION = frozenset({
+    "completeActivation", "processBrokerRegistration", "processBrokerHeartbeat", "unregisterBroker",
+    "registerController", "writeNoOpRecord",
+    "Begin ZK Migration Transaction", "ZK Migration Batch", "Complete ZK Migration",  # the copy
+    # Kafka's read events and the requests ControllerApis answers without an event: never gated.
+    "describeAcls", "describeCluster", "describeConfigs", "listPartitionReassignments",
+})
+PRE_MIGRATION_MESSAGE = "The controller is in pre-migration mode."
+
+
+class FatalControllerError(Exception):
+    """A fault the controller cannot continue after (replay or log failure)."""
+
+
+class HandlerFaultError(Exception):
+    """A handler raised something other than an ApiError: Kafka's non-fatal fault, already
+    logged and counted (MetadataErrorCount) where it happened; the client gets
+    UNKNOWN_SERVER_ERROR and nothing logs it a second time."""
+
+
+class MigrationService(Protocol):
+    """What the controller needs of the ZooKeeper migration driver (``migration.runner``): a
+    task per activation, the batches the write path appends, and its state for metrics and
+    ``/migration``. The process that runs the controller hands it a factory when
+    ``zookeeper.metadata.migration.enable`` is set."""
+
+    async def run(self) -> None: ...
+
+    def note_batch(self, records: list[RecordAndVersion], base: int) -> None: ...
+
+    def write_behind_lag(self) -> int: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+
+class QuorumController:
+    def __init__(self, config: Config, clock: Clock | None = None,
+                 migration: Callable[[QuorumController], MigrationService] | None = None) -> None:
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self.node_id = config.node_id
+        self.voters = [v[0] for v in config.get("controller.quorum.voters")] or [self.node_id]
+        self.image = MetadataImage()
+        self.mlog: MetadataLog | None = None
+        self.raft: RaftLeader | None = None
+        self.writer: WritePath | None = None
+        self.snapshots: Snapshotter | None = None
+        self.cluster_id = ""
+        self.directory_id: str | None = None
+        self.epoch = 0
+        self.active = False
+        self.fatal: BaseException | None = None
+        self.fault_reason = ""
+        self.metadata_errors = 0
+        self.new_active_controllers = 0
+        self.timed_out_events = 0
+        self.metrics = ControllerMetrics(self._metric_values)
+        self.queue = EventQueue(self.clock, self.metrics.queue_time, self.metrics.processing_time,
+                                self._on_event_timeout)
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._snapshot_task: asyncio.Task[Any] | None = None
+        self.ctx: ControllerContext | None = None
+        self._managers: ControlManagers | None = None
+        self._new_migration = migration
+        self.migration: MigrationService | None = None  # this activation's migration driver, when enabled
+        self._registering = False  # a self-registration is being written (or waits to retry)
+        self._registration_failures = 0
+        self.on_fatal: Callable[[BaseException], None] | None = None
+
+    # ==== start-up ======================================================================
+    @property
+    def metadata_dir(self) -> Path:
+        return self.config.metadata_log_dir
+
+    def _read_meta_properties(self) -> files.MetaProperties:
+        path = self.metadata_dir / files.META_PROPERTIES
+        if not path.exists():
+            raise files.StorageError(f"No meta.properties found in {self.metadata_dir} (have you run "
+                                     f"`kraftsim format` to format the directory?)")
+        mp = files.MetaProperties.read(path)
+        if mp.node_id != self.node_id:
+            raise files.StorageError(f"Stored node id {mp.node_id} doesn't match previous node id "
+                                     f"{self.node_id} in {path}. If you moved your data, make sure your "
+                                     f"configured node id matches.")
+        return mp
+
+    async def start(self) -> None:
+        mp = self._read_meta_properties()
+        self.cluster_id = mp.cluster_id
+        self.directory_id = mp.directory_id
+        cfg = self.config
+        mlog = self.mlog = MetadataLog.open(self.metadata_dir, LogConfig(
+            segment_bytes=cfg.get("metadata.log.segment.bytes"), linger_ms=cfg.get("controller.quorum.append.linger.ms"),
+            retention_bytes=cfg.get("metadata.max.retention.bytes"),
+            retention_ms=cfg.get("metadata.max.retention.ms")))
+        # An open metadata transaction is kept (journaled): activation aborts it, as Kafka's does.
+        image, result = load_image(mlog, MetadataImage, open_transaction="keep")
+        self.image = image
+        log.info("loaded the metadata log: snapshot %s, %d records replayed, last offset %d",
+                 result.snapshot.file_name if result.snapshot else "none", result.records_replayed,
+                 result.last_offset)
+        election = elect_single_voter(mlog, self.node_id, self.voters, self.clock.wall_ms())
+        self.epoch = election.epoch
+        raft = self.raft = RaftLeader(mlog, self.node_id, self.epoch, self.voters, self.clock)
+        await raft.wait_committed(election.leader_change_offset)
+        raft.on_commit.append(image.commit)
+        raft.on_commit.append(self._after_commit)
+        raft.on_failure.append(self._fail)
+        writer = self.writer = WritePath(image, raft, self.clock, [log_state_changes])
+        self.snapshots = Snapshotter(image, mlog, self.clock, cfg.get("metadata.log.max.record.bytes.between.snapshots"),
+                                     cfg.get("metadata.log.max.snapshot.interval.ms"), lambda: writer.bytes_appended)
+        self.snapshots.on_fault = self._count_fault
+        self._build_managers()
+        if image.features.metadata_version is not None:
+            # Kafka's first publish after a restart covers the log up to the new epoch's
+            # LeaderChange: that is the FinalizedFeaturesEpoch until features change again.
+            self.managers.features.epoch = election.leader_change_offset
+        writer.listeners.append(self.managers.features.note_batch)
+        await self._activate()
+        log.info("node %d became the active controller in epoch %d at offset %d", self.node_id, self.epoch,
+                 mlog.end_offset - 1)
+
+    def _build_managers(self) -> None:
+        raft = self.raft
+        assert raft is not None
+        self.ctx = ControllerContext(image=self.image, config=self.config, clock=self.clock, node_id=self.node_id,
+                                     cluster_id=self.cluster_id, next_offset=lambda: raft.end_offset,
+                                     voters=list(self.voters))
+        if self.config.get("authorizer.class.name").strip() == STANDARD_AUTHORIZER:
+            ctx = self.ctx
+            self.ctx.authorizer = StandardAuthorizer(lambda: ctx.image.acls, self.config.get("super.users"),
+                                                     self.config.get("allow.everyone.if.no.acl.found"))
+        self._managers = ControlManagers.build(self.ctx, self.zk_migration_ready())
+
+    @property
+    def managers(self) -> ControlManagers:
+        """The control managers, from start-up on."""
+        m = self._managers
+        if m is None:
+            raise RuntimeError("the controller has not started")
+        return m
+
+    async def _activate(self) -> None:
+        try:
+            records = activation_records(self.image, self.metadata_dir,
+                                         self.config.get("zookeeper.metadata.migration.enable"))
+        except ActivationError as e:
+            raise FatalControllerError(str(e)) from e
+        self.active = True
+        self.new_active_controllers += 1
+        self.managers.cluster.activate()
+        if records:
+            await self.write("completeActivation", lambda: ControllerResult(records, None, False))
+        self._start_timers()
+        self._maybe_register()
+        self._start_migration()
+
+    def _start_migration(self) -> None:
+        """With zookeeper.metadata.migration.enable, each activation runs a migration driver
+        (Kafka's KRaftMigrationDriver on the active controller)."""
+        if self._new_migration is None:
+            return
+        self.migration = self._new_migration(self)
+        if self.writer is not None and self._note_migration_batch not in self.writer.listeners:
+            self.writer.listeners.append(self._note_migration_batch)
+        self._tasks.append(asyncio.create_task(self.migration.run(), name="kraftsim-migration-driver"))
+
+    def _note_migration_batch(self, records: list[RecordAndVersion], base: int) -> None:
+        if self.migration is not None:
+            self.migration.note_batch(records, base)
+
+    # ==== this controller's own registration (Kafka's ControllerRegistrationManager) ========
+    def set_listeners(self, listeners: list[tuple[str, str, int, str]]) -> None:
+        """The bound listeners (name, host, port, security protocol), once the server listens:
+        the registration carries the real port, as Kafka corrects ephemeral ports."""
+        self.managers.controllers.local.listeners = [endpoint(*lst) for lst in listeners]
+        self._maybe_register()
+
+    def _after_commit(self, offset: int) -> None:
+        self._maybe_register()  # metadata.version may just have reached 3.7-IV0
+
+    def _maybe_register(self) -> None:
+        if self._registering or not self.active or self._managers is None:
+            return
+        if self.managers.controllers.needs_registration():
+            self._registering = True
+            self._tasks.append(asyncio.create_task(self._register(), name="kraftsim-controller-registration"))
+
+    async def _register(self) -> None:
+        """Write this node's RegisterControllerRecord through the ControllerRegistration handler,
+        as the RPC Kafka's registration manager sends to the active controller would."""
+        controllers = self.managers.controllers
+        request = controllers.local.request()
+        ctx = RequestContext(ApiKey.CONTROLLER_REGISTRATION, 0, 0, str(self.node_id))
+        try:
+            await self.write("registerController", lambda: controllers.register_controller(request, ctx))
+            self._registration_failures = 0
+            log.info("controller %d registered incarnation %s", self.node_id, controllers.local.incarnation_id)
+        except Exception as e:  # noqa: BLE001 - any failure: back off and try again, as Kafka does
+            delay = min(100 * 2 ** self._registration_failures, 120_000)
+            self._registration_failures += 1
+            log.info("controller registration failed (%s); retrying in %d ms", e, delay)
+            await self.clock.sleep_ms(delay)
+        finally:
+            self._registering = False
+        self._maybe_register()
+
+    # ==== timers ========================================================================
+    def _start_timers(self) -> None:
+        idle = self.config.get("metadata.max.idle.interval.ms")
+        if idle > 0:
+            self._tasks.append(asyncio.create_task(self._periodic(idle, self._noop_tick), name="kraftsim-noop"))
+        self._tasks.append(asyncio.create_task(self._fencing_loop(), name="kraftsim-session-timeouts"))
+        self._tasks.append(asyncio.create_task(self._periodic(1000, self._snapshot_tick), name="kraftsim-snapshots"))
+        if self.managers.tokens.sweep_enabled():  # decided at activation, as Kafka schedules it
+            self._tasks.append(asyncio.create_task(self._token_sweeps(), name="kraftsim-token-sweep"))
+        if self.image.topics.defer_isr:
+            self._tasks.append(asyncio.create_task(self._settle_isr_index(), name="kraftsim-isr-index"))
+
+    async def _settle_isr_index(self) -> None:
+        """Write the ISR index entries a snapshot load deferred (a second's work for a million
+        partitions) in slices of about a millisecond, between requests: the controller is active
+        and answering meanwhile, and whatever needs the index first writes the rest at once."""
+        topics = self.image.topics
+        entries, slices, t0 = len(topics.defer_isr), 1, self.clock.monotonic_ms()
+        while not topics.settle_isr_index(_ISR_INDEX_SLICE):
+            slices += 1
+            await asyncio.sleep(0)
+        log.info("wrote the ISR index the load deferred (%d entries) in %d ms, %d slices", entries,
+                 self.clock.monotonic_ms() - t0, slices)
+
+    async def _periodic(self, period_ms: int, tick: Callable[[], Awaitable[None] | None]) -> None:
+        while True:
+            await self.clock.sleep_ms(period_ms)
+            if not self.active:
+                return
+            try:
+                r = tick()
+                if inspect.isawaitable(r):
+                    await r
+            except (ApiError, EventTimeoutError):
+                pass
+            except FatalControllerError:
+                return
+            except Exception as e:  # noqa: BLE001 - a periodic task must not die silently
+                log.exception("periodic task failed: %r", e)
+
+    async def _noop_tick(self) -> None:
+        """Kafka's maybeScheduleNextWriteNoOpRecord: the log moves even when idle, so brokers
+        see the high watermark advance."""
+        if versions.is_noop_supported(self.image.metadata_version):
+            await self.write("writeNoOpRecord", lambda: ControllerResult([(NoOpRecord(), 0)], None))
+
+    async def _token_sweeps(self) -> None:
+        """maybeScheduleNextExpiredDelegationTokenSweep: every expiry check interval, while
+        tokens stay enabled and supported, remove the expired ones."""
+        while self.active and self.managers.tokens.sweep_enabled():
+            await self.clock.sleep_ms(self.managers.tokens.check_interval_ms)
+            if not self.active:
+                return
+            try:
+                await self.write("sweepExpiredDelegationTokens", self.managers.tokens.sweep_expired)
+            except (ApiError, EventTimeoutError):
+                pass
+            except FatalControllerError:
+                return
+
+    async def _fencing_loop(self) -> None:
+        """Fence brokers whose session expired, one per event, in last-contact order."""
+        while self.active:
+            now = self.clock.monotonic_ms()
+            due = self.managers.heartbeats.next_check_time()
+            wait = 1000 if due is None else max(0, min(due - now, 1000))
+            if wait:
+                await self.clock.sleep_ms(wait)
+                continue
+            try:
+                await self.write("maybeFenceReplicas", self._fence_one)
+            except (ApiError, EventTimeoutError):
+                # Refused in pre-migration (as in Kafka): look again in a second, not at once.
+                pre = self.image.migration.state == ZkMigrationState.PRE_MIGRATION
+                await self.clock.sleep_ms(1000 if pre else 10)
+            except FatalControllerError:
+                return
+
+    def _fence_one(self) -> ControllerResult[None]:
+        result = self.managers.cluster.fence_stale_brokers()
+        return result if result is not None else ControllerResult([], None)
+
+    def _snapshot_tick(self) -> None:
+        self.snapshot(force=False)
+
+    def snapshot(self, force: bool = True) -> asyncio.Task[Any] | None:
+        """Start writing a snapshot of the committed image if one is due (always when forced
+        and possible); returns the task writing it, or None."""
+        snaps, raft = self.snapshots, self.raft
+        if snaps is None or raft is None or self.fatal is not None:
+            return None
+        if self._snapshot_task is not None and not self._snapshot_task.done():
+            return None
+        if not snaps.due(force):
+            return None
+        self._snapshot_task = asyncio.create_task(snaps.write(self.queue, raft), name="kraftsim-snapshot")
+        return self._snapshot_task
+
+    # ==== writes =========================================================================
+    def submit(self, name: str, op: Callable[[], ControllerResult[T]], deadline_ms: int | None = None,
+               on_timeout: Callable[[], None] | None = None) -> T | Awaitable[T]:
+        """Run ``op`` as a write event; returns the response now when nothing needs to commit,
+        else an awaitable of it. ApiError propagates (now or from the awaitable)."""
+        if name not in RUNS_IN_PREMIGRATION:
+            op = self._unless_pre_migration(op)
+        r = self.queue.submit(name, self._run, deadline_ms, on_timeout, op)
+        if r.__class__ is asyncio.Future:
+            return self.await_nested(r)
+        return r  # type: ignore[return-value]
+
+    async def write(self, name: str, op: Callable[[], ControllerResult[T]], deadline_ms: int | None = None) -> T:
+        r = self.submit(name, op, deadline_ms)
+        if inspect.isawaitable(r):
+            return await r
+        return r
+
+    async def write_records(self, name: str, records: list[RecordAndVersion]) -> int:
+        """Append ``records`` in one write event, not atomic (the ZooKeeper migration's copy,
+        Kafka's ZkRecordConsumer.acceptBatch); the offset of the last, once committed."""
+        raft = self.raft
+        assert raft is not None
+        last: list[int] = []
+
+        def op() -> ControllerResult[None]:
+            last.append(raft.end_offset + len(records) - 1)  # where the write path will put them
+            return ControllerResult(list(records), None, atomic=False)
+
+        await self.write(name, op)
+        return last[0]
+
+    def _unless_pre_migration(self, op: Callable[[], ControllerResult[T]]) -> Callable[[], ControllerResult[T]]:
+        """The pre-migration check, made when the event runs (after the active-controller check)."""
+        def gated() -> ControllerResult[T]:
+            if self.image.migration.state == ZkMigrationState.PRE_MIGRATION:
+                raise NotControllerError(PRE_MIGRATION_MESSAGE)
+            return op()
+        return gated
+
+    @staticmethod
+    async def await_nested(fut: asyncio.Future[Any]) -> Any:
+        v = await fut
+        if inspect.isawaitable(v):
+            v = await v
+        return v
+
+    def _run(self, op: Callable[[], ControllerResult[T]]) -> T | Awaitable[T]:
+        if self.fatal is not None or not self.active:
+            raise NotControllerError()
+        try:
+            result = op()
+        except ApiError:
+            raise
+        except Exception as e:
+            self._handler_fault(e)
+            raise HandlerFaultError(str(e)) from e
+        return self._finish(result)
+
+    def run_request(self, handler: Callable[[Any, Any], ControllerResult[T]], request: Any, ctx: Any,
+                    gated: bool) -> T | Awaitable[T]:
+        """``_run`` of ``handler(request, ctx)`` (a route's event, see ``controller_apis.py``), with the
+        pre-migration gate when ``gated``: the request path submits this with its arguments,
+        building no closure, and when it writes nothing and waits for no commit the answer is
+        returned inline (no future, no task)."""
+        if self.fatal is not None or not self.active:
+            raise NotControllerError()
+        try:
+            if gated and self.image.migration.state == ZkMigrationState.PRE_MIGRATION:
+                raise NotControllerError(PRE_MIGRATION_MESSAGE)
+            result = handler(request, ctx)
+        except ApiError:
+            raise
+        except Exception as e:
+            self._handler_fault(e)
+            raise HandlerFaultError(str(e)) from e
+        if result.records:
+            return self._finish(result)
+        raft = self.raft
+        assert raft is not None
+        if raft.committed_offset < self.image.offset:
+            return self._reply_after(self.image.offset, result.response)  # type: ignore[arg-type]
+        return result.response  # type: ignore[return-value]
+
+    def answers_now(self, gated: bool) -> bool:
+        """Whether :meth:`run_request` would run a handler now and, if it wrote nothing, answer
+        at once: active, not failed, past the pre-migration gate when ``gated``, and every
+        record written already committed. A lane (``controller_apis.py``) answers only then."""
+        raft = self.raft
+        return (self.fatal is None and self.active and raft is not None
+                and raft.committed_offset >= self.image.offset
+                and not (gated and self.image.migration.state == ZkMigrationState.PRE_MIGRATION))
+
+    def _finish(self, result: ControllerResult[T]) -> T | Awaitable[T]:
+        """Append the result's records (if any) and answer now or after their commit."""
+        raft = self.raft
+        assert raft is not None and self.writer is not None
+        if result.records:
+            try:
+                last = self.writer.append(result)  # type: ignore[arg-type]
+            except ReplayFailedError as e:
+                self._fail(e)
+                raise FatalControllerError(str(e)) from e
+            except LogFailedError as e:
+                self._fail(e)
+                raise NotControllerError("The controller failed to write the metadata log.") from e
+            return self._reply_after(last, result.response)  # type: ignore[arg-type]
+        if raft.committed_offset < self.image.offset:
+            return self._reply_after(self.image.offset, result.response)  # type: ignore[arg-type]
+        return result.response  # type: ignore[return-value]
+
+    async def _reply_after(self, offset: int, response: T) -> T:
+        raft = self.raft
+        assert raft is not None
+        try:
+            await raft.wait_committed(offset)
+        except LogFailedError as e:
+            self._fail(e)
+            raise NotControllerError("The controller failed to write the metadata log.") from e
+        return response
+
+    def _count_fault(self, e: BaseException) -> None:
+        """A fault the controller survives (a failed snapshot): Kafka's MetadataErrorCount."""
+        self.metadata_errors += 1
+
+    def _handler_fault(self, e: BaseException) -> None:
+        """Kafka's catch-all for an event that throws something other than an ApiException: a
+        non-fatal fault (MetadataErrorCount) and a failover. The client sees
+        UNKNOWN_SERVER_ERROR; with one voter, this node is elected again in the next epoch."""
+        self.metadata_errors += 1
+        log.error("event failed with %s (treated as UnknownServerException) at epoch %d: %s; renouncing",
+                  type(e).__name__, self.epoch, e)
+        self._renounce()
+
+    def _renounce(self) -> None:
+        """Resign: take back whatever is not committed, drop the soft state and the timers, then
+        (one voter) win the next election and activate again."""
+        if not self.active:
+            return
+        self.active = False
+        raft = self.raft
+        assert raft is not None
+        if self.image.journaling:
+            self.image.revert_to(max(raft.committed_offset, self.image.revertible_from()))
+        self.managers.cluster.deactivate()
+        current = asyncio.current_task()
+        for t in self._tasks:
+            if t is not current:
+                t.cancel()
+        self._tasks = [asyncio.create_task(self._reclaim(), name="kraftsim-reclaim")]
+
+    async def _reclaim(self) -> None:
+        mlog, raft = self.mlog, self.raft
+        assert mlog is not None and raft is not None
+        try:
+            await raft.wait_committed(mlog.end_offset - 1)  # what the last epoch appended, first
+            election = elect_single_voter(mlog, self.node_id, self.voters, self.clock.wall_ms())
+            self.epoch = raft.epoch = election.epoch
+            await raft.wait_committed(election.leader_change_offset)
+            log.info("node %d is the active controller again in epoch %d", self.node_id, self.epoch)
+            await self._activate()
+        except LogFailedError as e:
+            self._fail(e)
+
+    def _fail(self, e: BaseException) -> None:
+        """Resign after a fault: first take back whatever was applied but never committed."""
+        if self.fatal is not None:
+            return
+        self.fatal = e
+        self.fault_reason = f"{type(e).__name__}: {e}"
+        self.metadata_errors += 1  # Kafka's fatal fault handler counts it too
+        self.active = False
+        if self.raft is not None and self.image.journaling:
+            try:
+                self.image.revert_to(max(self.raft.committed_offset, self.image.revertible_from()))
+            except ValueError as err:  # noqa: PERF203 - nothing better to do while failing
+                log.error("could not revert the image to the committed offset: %s", err)
+        log.error("fatal controller fault, resigning: %r", e)
+        if self.on_fatal is not None:
+            self.on_fatal(e)
+
+    def fatal_fault(self, e: BaseException) -> None:
+        """Kafka's fatal fault handler, for parts outside the event queue (the migration driver
+        aborting its copy): resign for good; the process exits 1."""
+        self._fail(e)
+
+    def _on_event_timeout(self, name: str) -> None:
+        self.timed_out_events += 1
+
+    # ==== reads ==========================================================================
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        return self._managers.features.finalized_features() if self._managers is not None else (-1, {})
+
+    def supported_features(self) -> dict[str, tuple[int, int]]:
+        return (self._managers.features.supported_features() if self._managers is not None
+                else versions.supported_features())
+
+    def zk_migration_ready(self) -> bool:
+        return bool(self.config.get("zookeeper.metadata.migration.enable"))
+
+    # ==== metrics ========================================================================
+    def _metric_values(self) -> dict[str, float]:
+        img = self.image
+        topics = img.topics
+        cluster = img.cluster
+        now = self.clock.wall_ms()
+        return {
+            "ActiveBrokerCount": cluster.active_count,
+            "ActiveControllerCount": 1 if self.active else 0,
+            "FencedBrokerCount": cluster.fenced_count,
+            "GlobalTopicCount": topics.topic_count,
+            "GlobalPartitionCount": topics.partition_count,
+            "OfflinePartitionsCount": topics.offline_partition_count,
+            "PreferredReplicaImbalanceCount": topics.preferred_replica_imbalance_count,
+            "MetadataErrorCount": self.metadata_errors,
+            "LastAppliedRecordOffset": img.offset,
+            "LastCommittedRecordOffset": self.raft.committed_offset if self.raft else -1,
+            "LastAppliedRecordTimestamp": img.last_timestamp_ms,
+            "LastAppliedRecordLagMs": max(0, now - img.last_timestamp_ms) if img.last_timestamp_ms else 0,
+            "TimedOutBrokerHeartbeatCount": self._managers.cluster.timed_out_heartbeats if self._managers else 0,
+            "NewActiveControllersCount": self.new_active_controllers,
+            "ZkMigrationState": int(img.migration.state),
+            "MigratingZkBrokerCount": cluster.migrating_zk_count,
+            "ZkWriteBehindLag": self.migration.write_behind_lag() if self.migration is not None else 0,
+            "EventQueueOperationsTimedOutCount": self.timed_out_events,
+        }
+
+    # ==== shutdown =======================================================================
+    async def stop(self) -> None:
+        self.active = False
+        if self._snapshot_task is not None:
+            self._tasks.append(self._snapshot_task)
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        self.queue.close()
+        if self.mlog is not None:
+            try:
+                if self.fatal is None:
+                    self.mlog.flush_now()
+            finally:
+                self.mlog.close()
