@@ -45,7 +45,7 @@ test: $(VENV)/.installed lint
 	$(PY) -m pytest -q $(XDIST)
 	$(MAKE) --no-print-directory test-compiled
 
-# The optional mypyc build of the hot modules (kraftsim.COMPILED_MODULES; README "Compiled
+# The optional mypyc build of the hot modules (kraftsim.COMPILED_MODULES; docs/deploy.md "Compiled
 # build"): a copy of the package in build/compiled/ with those modules compiled, never beside
 # the sources (a .so next to its .py would shadow it in the pure install). Run it with
 # PYTHONPATH=build/compiled. Without a C compiler (or Python's headers, or mypyc) the copy stays
