@@ -3,24 +3,32 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 DATA := kraft-data
-CONFIG := deploy/controller.properties
+# `make run` runs the controller on CONFIG, with ARGS given to both `kraftsim format` and
+# `kraftsim controller` (so the two agree on the data dir): --override K=V flags, e.g.
+#   make run ARGS='--override listeners=CONTROLLER://127.0.0.1:9193 --override controller.quorum.voters=3000@127.0.0.1:9193'
+#   make run CONFIG=my-server.properties
+CONFIG ?= deploy/controller.properties
+ARGS ?=
 
 .PHONY: run run-migration test test-fast test-compiled compiled lint bench image dist clean kafka
 
 $(VENV)/.installed: pyproject.toml
+	@echo "kraftsim: installing kraftsim with its test, Spark and dev extras into $(VENV) (a few minutes the first time)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[spark,test,dev]'
 	touch $@
 
 $(VENV)/.installed-run: pyproject.toml
+	@echo "kraftsim: installing kraftsim and its dependencies into $(VENV) (about a minute the first time)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
+# The first run formats the data dir with a new cluster id; later runs find it formatted.
 run: $(VENV)/.installed-run
-	test -f $(DATA)/meta.properties || $(VENV)/bin/kraftsim format -t "$$($(VENV)/bin/kraftsim random-uuid)" -c $(CONFIG)
-	exec $(VENV)/bin/kraftsim controller $(CONFIG)
+	$(VENV)/bin/kraftsim format --ignore-formatted -t "$$($(VENV)/bin/kraftsim random-uuid)" -c $(CONFIG) $(ARGS)
+	exec $(VENV)/bin/kraftsim controller $(CONFIG) $(ARGS)
 
 # The suite runs on WORKERS processes (pytest-xdist), each handed whole files, so that a file's
 # module fixtures (a real Kafka, a ZooKeeper) start once. The files with a test marked `slow` go
@@ -37,7 +45,7 @@ test: $(VENV)/.installed lint
 	$(PY) -m pytest -q $(XDIST)
 	$(MAKE) --no-print-directory test-compiled
 
-# The optional mypyc build of the hot modules (kraftsim.COMPILED_MODULES; README "Compiled
+# The optional mypyc build of the hot modules (kraftsim.COMPILED_MODULES; docs/deploy.md "Compiled
 # build"): a copy of the package in build/compiled/ with those modules compiled, never beside
 # the sources (a .so next to its .py would shadow it in the pure install). Run it with
 # PYTHONPATH=build/compiled. Without a C compiler (or Python's headers, or mypyc) the copy stays

@@ -1,4 +1,4 @@
-"""How long one request takes to be answered, and what it costs in memory (run by hand; issue 16).
+"""How long one request takes to be answered, and what it costs in memory (run by hand; docs/reliability.md).
 
 Two kinds of request against a controller process with three unfenced brokers:
 - small requests whose work would grow with a number in them (2^31-1 partitions): answered

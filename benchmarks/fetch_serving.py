@@ -1,5 +1,6 @@
 """Fetch serving benchmark (run by hand): the metadata log served to a Raft observer over a real
-socket, beside reading the same segment files from disk in the same run (issue 17's anchor).
+socket, beside reading the same segment files from disk in the same run (the anchor of the Fetch
+serving target, docs/benchmarks.md).
 
 A controller is formatted and started once (it writes its bootstrap records), stopped, and its
 log is then grown to --mb MB by kraftsim's own log writer (ConfigRecords of 1 KiB values, in
@@ -15,7 +16,7 @@ log; then, alternately, three times each:
   pages are dropped from the page cache (``fsync``, then ``POSIX_FADV_DONTNEED``), so that the
   bytes come from the device, for the read and for the controller's ``sendfile`` alike.
 
-Best of three for each, and the ratios (issue 17's target: fetch / disk at least 0.7). Both
+Best of three for each, and the ratios (the target: fetch / disk at least 0.7). Both
 anchors are printed: a page-cache read, which no socket here reaches, and a read from the device.
 
     .venv/bin/python benchmarks/fetch_serving.py [--mb 300] [--runs 3] [--profile FILE]

@@ -1,4 +1,4 @@
-"""The bystander's latency while hostile clients are attached (run by hand; issue 16's target).
+"""The bystander's latency while hostile clients are attached (run by hand; docs/reliability.md).
 
 Starts a controller process, measures a well-behaved client (ApiVersions and CreateTopics
 validateOnly, one at a time) alone, then again while 8 pipeliners that never read, 4 clients

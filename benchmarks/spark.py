@@ -15,7 +15,7 @@ Measures, each best of ``--runs`` after a warm-up:
 * the ``count()`` again with ``decodeMemo=0``: every record decoded, even when its bytes were
   seen before (the synthetic log repeats itself more than most: see the duplicate ratio printed).
 
-Run by hand on a quiet machine: the figures go in README ("Spark").
+Run by hand on a quiet machine: the figures go in docs/benchmarks.md ("Spark").
 """
 
 from __future__ import annotations

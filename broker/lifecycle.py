@@ -8,12 +8,14 @@ exponential backoff (100 ms doubling up to the session timeout, 2% jitter).
 PENDING_CONTROLLED_SHUTDOWN (on SIGTERM): heartbeats with WantShutDown, the first reply answered
 50 ms later, until ShouldShutDown -> SHUTTING_DOWN.
 
-Where the issue asks for more than Kafka 3.9 does: a broker whose registration the controller
-no longer knows (STALE_BROKER_EPOCH: it was unregistered, or the controller lost its log)
-registers again, with the same incarnation, and goes through STARTING again; and a broker whose
-connection to the controller was lost and came back (a controller restart) sends its
-registration again, with the same incarnation (which keeps its epoch and fenced state), before
-its next heartbeat (not after a connection it dropped itself on a timeout: see channel.py). A Kafka 3.9 broker keeps heartbeating in both cases.
+Where kraftsim's brokers do more than Kafka 3.9's, so that a fleet survives a controller whose
+log was replaced: a broker whose registration the controller no longer knows
+(STALE_BROKER_EPOCH: it was unregistered, or the controller lost its log) registers again, with
+the same incarnation, and goes through STARTING again; and a broker whose connection to the
+controller was lost and came back (a controller restart) sends its registration again, with the
+same incarnation (which keeps its epoch and fenced state), before its next heartbeat (not after
+a connection it dropped itself on a timeout: see channel.py). A Kafka 3.9 broker keeps
+heartbeating in both cases.
 
 The reported metadata offset is the fleet observer's applied offset: what was truly replayed.
 """

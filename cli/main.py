@@ -7,6 +7,8 @@ line on stderr and a non-zero status, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,8 +43,6 @@ def _dump_log(args: argparse.Namespace) -> int:
         dump([Path(p) for p in args.files], as_json=args.json, legacy=args.legacy)
     except DumpError as e:
         raise CommandError(f"kraftsim dump-log: {e}") from e
-    except BrokenPipeError:
-        return 0
     return 0
 
 
@@ -148,12 +148,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _reader_gone() -> int:
+    """stdout's reader went away (``kraftsim dump-log ... | head``): exit quietly, with the status
+    a shell shows for a tool that SIGPIPE stopped (128 + 13). Python ignores SIGPIPE, so that a
+    socket whose peer left raises an error rather than killing the controller; the write raised
+    BrokenPipeError instead. stdout now points at /dev/null, so the flush at interpreter exit does
+    not raise it again ("Exception ignored ... BrokenPipeError")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         func: Callable[[argparse.Namespace], int] = args.func
-        return func(args)
+        status = func(args)
+        sys.stdout.flush()  # what is still buffered fails here, where it is caught, not at exit
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
     except UsageError as e:
         print(str(e), file=sys.stderr)
         return 2

@@ -23,8 +23,8 @@ class ControllerResult(Generic[T]):
     atomic: bool = True  # all records in one batch (Kafka: at most 10,000 records)
 
 
-# Here rather than in controller/managers/cluster.py, which the optional mypyc build compiles: a compiled
-# module cannot define a slotted dataclass, and this one must stay a plain ControllerResult.
+# Beside ControllerResult rather than in controller/managers/cluster.py: the write path, which
+# knows only results, calls its after_append (controller/write_path.py).
 @dataclass(slots=True)
 class HeartbeatResult(ControllerResult[Any]):
     """A heartbeat's result. ``after_append`` is set only when the broker is (still) in

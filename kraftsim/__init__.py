@@ -7,7 +7,7 @@ pyproject.toml), so ``from kraftsim.metadata.log import MetadataLog`` is the onl
 
 __version__ = "0.2.0"
 
-# The modules the optional mypyc build compiles (`make compiled`, README "Compiled build"): the
+# The modules the optional mypyc build compiles (`make compiled`, docs/deploy.md "Compiled build"): the
 # replay path, where compiling gains ~1.5x. Everything else, and any install without the build,
 # runs as plain Python from the same sources.
 COMPILED_MODULES = (

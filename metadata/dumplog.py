@@ -139,5 +139,7 @@ def dump(paths: list[Path], as_json: bool = False, legacy: bool = False, out: Te
             if n == 0:
                 raise DumpError(f"{path}: not a Kafka log segment or checkpoint ({e})") from e
             raise DumpError(f"{path}: stopped at position {e.position}: {e}") from e
+        except BrokenPipeError:
+            raise  # the reader of `out` went away, not a fault of this file: the console script's to handle
         except OSError as e:
             raise DumpError(f"{path}: {e.strerror or e}") from e

@@ -53,7 +53,7 @@ _PRIMITIVE_ARROW: dict[str, Any] = {
     "bytes": pa.binary(), "records": pa.binary(), "uuid": pa.string(),
 }
 
-# Row columns before and after the typed ones; see README ("Spark") for their meaning.
+# Row columns before and after the typed ones; see docs/spark.md ("The rows") for their meaning.
 HEAD_COLUMNS: list[tuple[str, Any]] = [
     ("offset", pa.int64()),
     ("base_offset", pa.int64()),

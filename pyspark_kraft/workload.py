@@ -71,7 +71,7 @@ class Broker:
 
     async def heartbeat(self) -> Any:
         # A broker reports how far it has replayed the log. These brokers do not fetch it (the
-        # controller does not serve Fetch yet); they take the committed offset the controller
+        # workload drives the controller, not a broker's replay); they take the committed offset the controller
         # publishes on /metrics, and at least their registration's offset (the broker epoch).
         offset = max(self.epoch, self.committed())
         return await self.client.request(HB(broker_id=self.id, broker_epoch=self.epoch,

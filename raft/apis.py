@@ -10,7 +10,7 @@ one segment, uncommitted records included), tells a fetcher whose log diverged w
 up to MaxWaitMs when there is nothing new.
 
 With one voter, Vote and BeginQuorumEpoch from another node cannot make this node step down;
-they are answered as a leader that keeps its epoch (see README, Differences from Kafka 3.9).
+they are answered as a leader that keeps its epoch (see docs/differences.md).
 """
 
 from __future__ import annotations

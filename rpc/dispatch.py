@@ -1,8 +1,8 @@
 """The table from api key to handler, and what a handler sees of its request.
 
 A handler is a plain function or a coroutine function ``(context, request) -> response``. The
-server owns framing, versions and ApiVersions; everything else is looked up here, so later
-issues add APIs by registering handlers, never by touching the server.
+server owns framing, versions and ApiVersions; everything else is looked up here, so a new
+API is a registered handler, never a change to the server.
 """
 
 from __future__ import annotations

@@ -297,7 +297,8 @@ async def until(check: Any, timeout: float = 30, what: str = "") -> Any:
 
 
 async def admin_round_trip(admin: Admin, view: Any, name: str, fleet_ids: range) -> None:
-    """Every admin operation of the issue through one client, each checked in the controller's log."""
+    """A topic created, described, grown, configured and deleted through one client, each step checked in
+    the controller's log."""
     from kraftsim.metadata.image.configs import TOPIC
 
     await admin.create_topic(name, 3, 2)

@@ -1,4 +1,4 @@
-"""The fleet proof of issue 11, played against any controller node with KafkaNode's face (a
+"""The simulated brokers' fleet proof, played against any controller node with KafkaNode's face (a
 kraftsim controller, or a real Kafka 3.9 one): 50 simulated brokers register and are unfenced,
 topics get leaders on them, killing 5 fences exactly those 5 and moves their leadership, a
 controller restart is ridden through, and SIGTERM shuts the rest down through controlled

@@ -1,4 +1,4 @@
-"""Bounded work for any single request (issue 16): a few bytes asking for 2^31-1 partitions
+"""Bounded work for any single request (docs/reliability.md): a few bytes asking for 2^31-1 partitions
 are refused by arithmetic on the request, with Kafka's answer, before any placement; memory
 stays within 64 MiB of the idle figure and a bystander is served afterwards. (How long each
 answer takes is a figure in benchmarks/bounded_work.py, not a test.)"""

@@ -145,7 +145,7 @@ def test_quota_entity_as_kafka_builds_it() -> None:
     ("::ffff:1.2.3.4", True), ("4294967295", True),
     ("256.1.1.1", False), ("1.256.1", False), ("1.2.65536", False), ("4294967296", False), ("1.2.3.4.5", False),
     ("0x7f.0.0.1", False), ("[1.2.3.4]", False), ("[]", False), ("1.2.3.4 ", False), ("1..2", False), ("", False),
-    ("example.com", False),  # a host name: not looked up (README, Differences from Kafka 3.9)
+    ("example.com", False),  # a host name: not looked up (docs/differences.md)
 ])
 def test_ip_entity_names(name: str | None, valid: bool) -> None:
     assert is_valid_ip_entity(name) is valid

@@ -1,4 +1,4 @@
-"""``kraftsim brokers`` against a kraftsim controller: the fleet proof of issue 11 (see
+"""``kraftsim brokers`` against a kraftsim controller: the simulated brokers' fleet proof (see
 tests/fleet_scenario.py), the command line's refusals, and the client listener's own APIs."""
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ async def test_a_truncated_body_is_handed_back_and_the_general_path_closes_the_c
     try:
         writer.write(struct.pack(">i", len(frame) - cut) + frame[:-cut])
         await writer.drain()
-        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, no answer: as before the lane
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, no answer: as the general path does
     finally:
         writer.close()
 

@@ -1,4 +1,4 @@
-"""Clients that misbehave cannot stall the others (issue 16): pipeliners that never read, huge
+"""Clients that misbehave cannot stall the others (docs/reliability.md): pipeliners that never read, huge
 frames sent half way, a thousand idle connections, all at once against a controller process; a
 bystander is served throughout, nobody is disconnected for the memory pool, and memory stays
 within queued.max.request.bytes plus one request. (The bystander's latency under this load is a

@@ -1,4 +1,4 @@
-"""The ZooKeeper-to-KRaft copy over a real ZooKeeper (KIP-866, the first steps of issue 14).
+"""The ZooKeeper-to-KRaft migration over a real ZooKeeper (KIP-866).
 
 A real ZooKeeper (Debian's package, tests/zookeeper.py) is seeded with a ZooKeeper-mode cluster
 by ``kraftsim zk seed``'s code; a kraftsim controller with migration on claims it, waits for the

@@ -82,7 +82,7 @@ def _with_id_synonyms(props: dict[str, str]) -> dict[str, str]:
     return props
 
 
-# The configs whose kraftsim default replaces Kafka's in DescribeConfigs (README, Differences).
+# The configs whose kraftsim default replaces Kafka's in DescribeConfigs (docs/differences.md).
 # Others keep Kafka's default: e.g. zookeeper.connection.timeout.ms, which Kafka leaves unset
 # (falling back to the session timeout) and kraftsim's config resolves to a number.
 OWN_DEFAULTS_SHOWN: Final = ("listeners", "controller.listener.names", "listener.security.protocol.map")

@@ -22,7 +22,7 @@ response entry by type name, each with the table size Kafka's map has there.
 
 Kafka's check of an ip name, ``InetAddress.getByName``, also resolves host names through DNS.
 A controller event must not wait on DNS, so here only address literals (and "localhost") are
-accepted: a resolvable host name is refused (README, "Differences from Kafka 3.9").
+accepted: a resolvable host name is refused (docs/differences.md).
 """
 
 from __future__ import annotations

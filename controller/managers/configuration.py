@@ -28,7 +28,7 @@ value removes it), and every current key it does not name is deleted. It shares 
 two differences Kafka has: BROKER_LOGGER is not special (INVALID_REQUEST "Unexpected resource
 type BROKER_LOGGER." at authorization), and the implicit deletions follow the explicit records.
 Kafka orders those deletions by its timeline hash table, whose layout depends on the history of
-the resource's keys; kraftsim writes them in the image's order (README, Differences).
+the resource's keys; kraftsim writes them in the image's order (docs/differences.md).
 
 An unknown ConfigOperation code makes Kafka's controller throw a NullPointerException inside
 the event: a fault (UNKNOWN_SERVER_ERROR, the controller renounces). We raise the same kind of

@@ -16,7 +16,7 @@ Kafka's ``ControllerApis`` answers from its metadata cache and its own KafkaConf
 * BROKER_LOGGER: this process's loggers and levels; CLIENT_METRICS: the subscription's configs.
 * A resource's configs come in Scala HashMap order, as Kafka's do; ConfigurationKeys (if any)
   filters them (not for CLIENT_METRICS, which Kafka lists whole).
-* Documentation is always null: kraftsim carries no config documentation (README, Differences).
+* Documentation is always null: kraftsim carries no config documentation (docs/differences.md).
 """
 
 from __future__ import annotations

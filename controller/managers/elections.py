@@ -21,7 +21,7 @@ Kafka's rules (``ControllerApis.handleElectLeaders`` + ``ReplicationControlManag
   whole request with POLICY_VIOLATION.
 
 In the all-partitions form Kafka answers topics and partitions in the order of its timeline hash
-tables; kraftsim answers them in the image's order (README, Differences from Kafka 3.9).
+tables; kraftsim answers them in the image's order (docs/differences.md).
 """
 
 from __future__ import annotations

@@ -15,9 +15,10 @@ Behaviour worth knowing (reference §4, §11.8):
 * Level 0 removes a non-MV feature on replay; metadata.version can never be removed because 0 is
   outside every node's metadata.version range.
 * **The one deliberate deviation:** a 3.9 controller ignores a v0 request's ``AllowDowngrade``
-  (it reads only ``UpgradeType``, which defaults to UPGRADE at v0). Our issue asks that v0
-  ``AllowDowngrade=true`` map to SAFE_DOWNGRADE, as ``UpdateFeaturesRequest.getFeature`` does on
-  the Java client side, so we do that.
+  (it reads only ``UpgradeType``, which defaults to UPGRADE at v0). kraftsim maps v0
+  ``AllowDowngrade=true`` to SAFE_DOWNGRADE, as ``UpdateFeaturesRequest.getFeature`` reads it on
+  the Java client side, so that a v0 client asking to downgrade gets the downgrade it asked for
+  (docs/differences.md).
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def describe_credentials(context: RequestContext, request: Any) -> Message:
 
     A request for every user (Users null) makes Kafka's error response itself throw (it walks
     the null list), so Kafka never answers and the connection stays blocked behind it. We close
-    the connection instead (README, "Differences from Kafka 3.9")."""
+    the connection instead (docs/differences.md)."""
     if request.users is None:
         raise CloseConnection("DescribeUserScramCredentials for all users: Kafka's controller never answers it")
     code = int(ErrorCode.UNKNOWN_SERVER_ERROR)

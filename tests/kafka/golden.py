@@ -1,4 +1,4 @@
-"""Golden record bytes from Kafka's own serializer (issue 8, item 6): the records a real Kafka
+"""Golden record bytes from Kafka's own serializer: the records a real Kafka
 3.9 wrote to its log and snapshots are decoded by kraftsim, encoded again at the same version,
 and must come out byte for byte as Kafka wrote them."""
 

@@ -246,7 +246,7 @@ class KnownDivergence:
     mask: Callable[[Any, Any], Any]  # (value, the message holding it) -> the value compared in its place
 
 
-# The api keys a Kafka 3.9 controller serves that kraftsim does not serve yet (later issues add them).
+# The api keys a Kafka 3.9 controller serves that kraftsim does not (the Raft voter APIs: one voter).
 NOT_SERVED_YET = frozenset({80, 81, 82})
 
 CONTROLLER_APIS = KnownDivergence(

@@ -246,7 +246,7 @@ async def test_over_ten_thousand_new_acls(pair_factory: Callable[..., PairNodes]
     sets before the 10,001st overflows its bounded record list, and a refused write event is not
     rolled back, so Kafka's controller goes on believing in 10,000 ACLs it never wrote: the same
     creations again succeed with no records (and none of them is described). kraftsim keeps no
-    state outside the records (README, Differences): it writes them. The refusal itself is the
+    state outside the records (docs/differences.md): it writes them. The refusal itself is the
     same on both sides."""
     pair = await connect(pair_factory("acl-cap", **AUTHORIZER))
     try:

@@ -101,7 +101,7 @@ async def test_a_cluster_formatted_at_3_6_and_upgraded(pair_factory: Callable[..
         assert t["register with an extra feature"]["records"][0]["version"] == 3
     finally:
         await close(pair)
-    # Golden bytes of the older record versions too (issue 8, item 6): PartitionRecord v0,
+    # Golden bytes of the older record versions too: PartitionRecord v0,
     # RegisterBrokerRecord v2, PartitionChangeRecord v0 came from Kafka's serializer before the upgrade.
     seen = assert_golden(sorted((nodes.kafka.metadata_dir / "__cluster_metadata-0").glob("*.log")))
     assert {0, 1} <= seen["PartitionRecord"] and {2, 3} <= seen["RegisterBrokerRecord"], seen

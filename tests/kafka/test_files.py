@@ -1,6 +1,6 @@
 """Files, both ways: Kafka 3.9's tools on kraftsim's log, segments and snapshots; kraftsim on
 directories Kafka formatted and wrote; controllers swapped on the same directory and node id;
-and golden record bytes from Kafka's own serializer (issue 8, item 6).
+and golden record bytes from Kafka's own serializer.
 
 Each workload runs once per module on one controller with tiny segments and a tiny snapshot
 threshold, so its directory holds several segments and at least one snapshot; tests that write
@@ -290,10 +290,10 @@ def test_metadata_shell_reads_kraftsim_snapshot(kraftsim_written: Written) -> No
     assert f"storedKey={cred.stored_key.hex()}," in text and f"serverKey={cred.server_key.hex()}," in text, text
 
 
-# -- golden bytes from Kafka's serializer (issue 8, item 6) ------------------------------------
+# -- golden bytes from Kafka's serializer -------------------------------------------------------
 
 def test_golden_record_bytes_from_kafkas_serializer(kafka_written: Written) -> None:
-    """Kafka 3.9's segments and snapshots, record for record (issue 8, item 6)."""
+    """Kafka 3.9's segments and snapshots, record for record."""
     node = kafka_written.node
     assert snapshots(node)
     seen = assert_golden(segments(node) + snapshots(node))

@@ -1,4 +1,4 @@
-"""The fleet proof of issue 11 against a real Kafka 3.9 controller: the simulated brokers speak
+"""The simulated brokers' fleet proof against a real Kafka 3.9 controller: the simulated brokers speak
 Kafka, not only kraftsim (the same scenario as tests/test_fleet.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11's clients proof: kafka-python, aiokafka and confluent-kafka create, describe and
+"""The fleet's clients proof: kafka-python, aiokafka and confluent-kafka create, describe and
 delete topics, add partitions, and alter and describe configs through a fleet's client listener,
 in front of a real Kafka 3.9 controller (which takes the forwarded Envelopes); every change is
 checked in the controller's log."""

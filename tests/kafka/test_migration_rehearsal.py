@@ -1,4 +1,4 @@
-"""The migration rehearsal of issue 14, end to end (tests/kafka/rehearsal.py plays it): a real
+"""The ZooKeeper migration rehearsed end to end (tests/kafka/rehearsal.py plays it): a real
 ZooKeeper, three real Kafka 3.9.2 brokers in ZooKeeper mode filled by Kafka's tools and a
 producer, rolled with the migration configs onto kraftsim, rolled again to KRaft mode, their
 messages consumed, and kraftsim finalized. The oracle: a real Kafka 3.9.2 KRaft controller

@@ -87,7 +87,7 @@ async def test_raft_rpcs(pair_factory: Callable[..., PairNodes]) -> None:
             Call("an unknown topic id", fetch(0, topic_id=uuid.UUID(int=12345))),
             Call("another partition", fetch(0, partition=1)),
             # Not compared: FetchSnapshot for a missing snapshot makes Kafka 3.9's controller throw
-            # while serialising its answer (README, Differences); tests/test_raft.py covers ours.
+            # while serialising its answer (docs/differences.md); tests/test_raft.py covers ours.
         ])
     finally:
         await close(pair)

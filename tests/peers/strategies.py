@@ -84,7 +84,7 @@ def _field_values(schema: Schema, field: Field, version: int, flexible: bool) ->
     if is_struct_type(t):
         elem: st.SearchStrategy[Any] = _struct_values(schema, struct_fields(schema, field), version, flexible)
     elif t == "int16" and str(field["name"]).endswith("ErrorCode"):
-        # Real messages carry defined error codes (-1..127 today); peers such as kio
+        # Real messages carry defined error codes (-1..127 in Kafka 3.9); peers such as kio
         # model them as a closed enum, so favour them but keep the full int16 range.
         elem = st.one_of(st.integers(-1, 127), scalar_values(t))
     else:
