@@ -363,7 +363,7 @@ def test_dashboard_is_well_formed() -> None:
                 assert var in variables or var == "__rate_interval", var
 
 
-def test_dashboard_covers_the_issue_over_exported_names() -> None:
+def test_dashboard_covers_the_controller_metrics_over_exported_names() -> None:
     exported = _exported_names()
     used: set[str] = set()
     for p in PANELS:

@@ -48,7 +48,7 @@ TOPIC_IDS = Normalisation(
 UNKNOWN_UUIDS = Normalisation(
     "other random uuids by first appearance",
     "Uuids the scenario supplies (incarnations, log dirs; see scenario_uuid) are kept. Any other uuid that no "
-    "topic explains (none is expected today) is replaced by 'uuid#n', numbered in order of first appearance "
+    "topic explains (none is expected) is replaced by 'uuid#n', numbered in order of first appearance "
     "per side, so two runs compare by structure.")
 
 SCENARIO_UUID_PREFIX = 0x5CE7A210
@@ -162,7 +162,7 @@ CONFIG_PUBLICATION_LAG = Normalisation(
 CONFIG_DOCUMENTATION = Normalisation(
     "config documentation is not compared",
     "DescribeConfigs v3+ with IncludeDocumentation: Kafka answers each config's documentation text from its "
-    "ConfigDef; kraftsim carries no Kafka prose and answers null (README, Differences). Documentation is "
+    "ConfigDef; kraftsim carries no Kafka prose and answers null (docs/differences.md). Documentation is "
     "compared as null on both sides; everything else in each entry is compared.")
 
 NODE_CONFIG = Normalisation(
