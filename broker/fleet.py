@@ -2,8 +2,9 @@
 
 The fleet owns what its brokers share (one metadata observer and image, the client listeners,
 the counters) and what happens to them as a group: staggered start, ``--kill``, ``--flap``,
-the status line, and on SIGTERM a controlled shutdown of every broker, then a summary and exit
-0 when all of them were let go by the controller.
+the status line, and on SIGTERM a controlled shutdown of every broker the controller has
+registered (whatever its state: see lifecycle.py), then a summary and exit 0 when all of them
+were let go by the controller; a broker not yet registered just stops.
 """
 
 from __future__ import annotations
@@ -357,7 +358,7 @@ async def run(options: FleetOptions) -> int:
 def summary_lines(s: dict[str, Any]) -> list[str]:
     lines = [
         f"kraftsim brokers: {s['shut_down']} brokers shut down in {s['seconds']:.1f} s: {s['controlled']} through "
-        f"controlled shutdown, {s['skipped']} not yet running, {len(s['unfinished'])} not let go by the controller; "
+        f"controlled shutdown, {s['skipped']} not yet registered, {len(s['unfinished'])} not let go by the controller; "
         f"{len(s['killed'])} killed before",
         f"heartbeats {s.get('heartbeats', 0)} (p50 {s['p50_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms), errors "
         f"{s.get('heartbeat_errors', 0)}, failed exchanges {s.get('failures', 0)}, registrations "

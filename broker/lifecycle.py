@@ -6,7 +6,17 @@ RECOVERY: heartbeat every ``broker.heartbeat.interval.ms`` until unfenced -> RUN
 exchange (an error, or no answer within the channel's retry timeout) is retried after Kafka's
 exponential backoff (100 ms doubling up to the session timeout, 2% jitter).
 PENDING_CONTROLLED_SHUTDOWN (on SIGTERM): heartbeats with WantShutDown, the first reply answered
-50 ms later, until ShouldShutDown -> SHUTTING_DOWN.
+50 ms later, until ShouldShutDown -> SHUTTING_DOWN. A response is read in the state the broker is
+in when it arrives, not the one it was in when the request left: a SIGTERM between the two is
+never undone by the answer to an earlier heartbeat, and a broker already SHUTTING_DOWN ignores it.
+
+Where this differs from Kafka 3.9 on SIGTERM: Kafka's broker enters controlled shutdown only from
+RUNNING; in STARTING or RECOVERY it stops heartbeating at once, and one the controller had just
+unfenced (its answer still on the way) holds its leaderships, and every other broker's controlled
+shutdown behind the lowest active offset, until its session expires. Here every broker the
+controller has registered, or may be registering (a registration in flight), shuts down through
+the controller: it heartbeats with WantShutDown until ShouldShutDown, which a fenced broker gets
+at once. Only a broker that never sent a registration, or whose registration failed, stops at once.
 
 Where kraftsim's brokers do more than Kafka 3.9's, so that a fleet survives a controller whose
 log was replaced: a broker whose registration the controller no longer knows
@@ -110,6 +120,7 @@ class BrokerLifecycle:
         self.channel = ControllerChannel(shared.controller_address, f"broker-{spec.broker_id}-heartbeat",
                                          shared.session_timeout_ms / 2000, shared.sweeper)
         self._losses_seen = 0
+        self._registering = False  # a registration request is in flight
         self._wake: asyncio.Future[None] | None = None
         self.idle = False  # waiting for its next communication (tests in virtual time wait for this)
         self.last_heartbeat_ms = -1  # when the latest heartbeat was sent, on the fleet's clock
@@ -128,15 +139,17 @@ class BrokerLifecycle:
         self._task = asyncio.create_task(self._run(), name=f"broker-{self.broker_id}")
 
     def begin_controlled_shutdown(self) -> None:
-        if self.state == BrokerState.RUNNING:
-            log.debug("[broker %d] beginning controlled shutdown", self.broker_id)
-            self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
-            self._wake_now()  # the next heartbeat goes at once
-        elif self.state not in (BrokerState.PENDING_CONTROLLED_SHUTDOWN, BrokerState.KILLED,
-                                BrokerState.SHUTTING_DOWN):
-            log.debug("[broker %d] skipping controlled shutdown because we are in state %s", self.broker_id,
-                     self.state.name)
+        state = self.state
+        if state in (BrokerState.PENDING_CONTROLLED_SHUTDOWN, BrokerState.KILLED, BrokerState.SHUTTING_DOWN):
+            return
+        if state == BrokerState.NOT_RUNNING or not (self.registered or self._registering):
+            log.debug("[broker %d] skipping controlled shutdown: not registered (state %s)", self.broker_id,
+                      state.name)
             self._shut_down()
+            return
+        log.debug("[broker %d] beginning controlled shutdown in state %s", self.broker_id, state.name)
+        self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
+        self._wake_now()  # the next heartbeat goes at once
 
     def kill(self) -> None:
         """Stop at once, as a killed process would: no more heartbeats, connection dropped."""
@@ -244,10 +257,15 @@ class BrokerLifecycle:
                       for n, (lo, hi) in sorted(spec.features.items())],
             rack=spec.rack, is_migrating_zk_broker=spec.zk_mode, log_dirs=sorted(spec.log_dirs, key=_java_uuid_order),
             previous_broker_epoch=-1)
+        self._registering = True
         try:
             resp: Any = await self.channel.request(req, _registration_version)
         except (ChannelTimeout, ConnectionClosed) as e:
-            return self._after_failure(f"registration: {e}")
+            return self._registration_failed(f"registration: {e}")
+        finally:
+            self._registering = False
+        if self.state == BrokerState.SHUTTING_DOWN:
+            return 0
         self._losses_seen = self.channel.peer_losses
         if resp.error_code != ErrorCode.NONE:
             self.shared.count("registration_errors")
@@ -255,9 +273,10 @@ class BrokerLifecycle:
             if self.failed_attempts == 0:
                 log.debug("[broker %d] unable to register: the controller returned %s", self.broker_id,
                          _name(resp.error_code))
-            return self._after_failure(why)
+            return self._registration_failed(why)
         self.failed_attempts = 0
-        if self.broker_epoch not in (-1, resp.broker_epoch) and self.state != BrokerState.STARTING:
+        if (self.broker_epoch not in (-1, resp.broker_epoch)
+                and self.state not in (BrokerState.STARTING, BrokerState.PENDING_CONTROLLED_SHUTDOWN)):
             # A new registration, not ours amended: catch up and be unfenced again.
             self.state = BrokerState.STARTING
         self.broker_epoch = resp.broker_epoch
@@ -266,12 +285,22 @@ class BrokerLifecycle:
         log.debug("[broker %d] registered with broker epoch %d", self.broker_id, self.broker_epoch)
         return 0  # heartbeat at once
 
+    def _registration_failed(self, why: str) -> float:
+        """Retry later; but a broker told to shut down while its registration was in flight
+        stops now: the controller does not have it (or has it fenced, which holds nothing)."""
+        if self.state == BrokerState.PENDING_CONTROLLED_SHUTDOWN and not self.registered:
+            self.last_error = why
+            log.debug("[broker %d] not registered (%s): shutting down without the controller", self.broker_id, why)
+            self._shut_down()
+            return 0
+        return self._after_failure(why)
+
     async def _heartbeat(self) -> float:
-        state = self.state
+        sent_state = self.state
         req = BrokerHeartbeatRequest(broker_id=self.spec.broker_id, broker_epoch=self.broker_epoch,
                                      current_metadata_offset=self.shared.applied_offset(),
                                      want_fence=not self.ready_to_unfence,
-                                     want_shut_down=state == BrokerState.PENDING_CONTROLLED_SHUTDOWN)
+                                     want_shut_down=sent_state == BrokerState.PENDING_CONTROLLED_SHUTDOWN)
         t0 = time.perf_counter()
         clock = self.shared.clock
         self.last_heartbeat_ms = clock.monotonic_ms() if clock is not None else int(time.monotonic() * 1000)
@@ -281,6 +310,11 @@ class BrokerLifecycle:
             return self._after_failure(f"heartbeat: {e}")
         self.shared.latencies.add(time.perf_counter() - t0)
         self.shared.count("heartbeats")
+        # Kafka's handler reads the state when the response is processed: a controlled shutdown
+        # begun while this heartbeat was in flight is not undone by its answer.
+        state = self.state
+        if state in (BrokerState.SHUTTING_DOWN, BrokerState.KILLED):
+            return 0
         error = resp.error_code
         if error == ErrorCode.STALE_BROKER_EPOCH and state != BrokerState.PENDING_CONTROLLED_SHUTDOWN:
             log.debug("[broker %d] the controller does not know broker epoch %d: registering again", self.broker_id,
@@ -309,6 +343,8 @@ class BrokerLifecycle:
                 log.debug("[broker %d] unfenced: RUNNING", self.broker_id)
             return interval
         if state == BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+            if sent_state != state:
+                return 0  # that heartbeat did not ask to shut down: the one that does goes now
             if resp.should_shut_down:
                 self.controlled_shutdown_done = True
                 log.debug("[broker %d] the controller has asked us to exit controlled shutdown", self.broker_id)

@@ -139,6 +139,30 @@ async def test_controlled_shutdown_of_a_leader(shared_pair: d.Pair) -> None:
     assert t.response("50 may shut down")["should_shut_down"] is True
 
 
+async def test_controlled_shutdown_of_the_only_isr_member(shared_pair: d.Pair) -> None:
+    # Replication factor 2 on 80 and 81. 81 shuts down first and hands its leadership to 80;
+    # then 80, the only member left in both ISRs, has nobody to hand its leadership to: its
+    # partitions go offline (leader -1, ISR kept as [80]) and it is let go all the same.
+    steps = [
+        *(Call(f"register {b}", d.register(b)) for b in (80, 81)),
+        *(Call(f"unfence {b}", d.heartbeat(b)) for b in (80, 81)),
+        Call("topic on 80 and 81", d.create_topics(TopicSpec("sole-isr-topic", assignments={0: [80, 81],
+                                                                                            1: [81, 80]}))),
+        Call("81 wants to shut down", d.heartbeat(81, want_shutdown=True)),
+        Call("80 caught up", d.heartbeat(80)),
+        Call("81 may shut down", d.heartbeat(81, want_shutdown=True)),
+        Call("80 wants to shut down, the only ISR member", d.heartbeat(80, want_shutdown=True)),
+        Call("80 again", d.heartbeat(80, want_shutdown=True)),
+        Call("80 once more after its shutdown", d.heartbeat(80, want_shutdown=True)),
+    ]
+    t = await d.check(shared_pair, steps)
+    assert t.response("81 may shut down")["should_shut_down"] is True
+    first = t.response("80 wants to shut down, the only ISR member")
+    assert (first["is_fenced"], first["should_shut_down"]) == (False, False)
+    assert "PartitionChangeRecord" in t.record_types("80 wants to shut down, the only ISR member")
+    assert t.response("80 again")["should_shut_down"] is True
+
+
 async def test_offline_log_dirs(shared_pair: d.Pair) -> None:
     steps = [
         Call("register 60 with two dirs", d.register(60, log_dirs=[U(600), U(601)])),
