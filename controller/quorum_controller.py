@@ -525,7 +525,7 @@ class QuorumController:
             await raft.wait_committed(election.leader_change_offset)
             log.info("node %d is the active controller again in epoch %d", self.node_id, self.epoch)
             await self._activate()
-        except LogFailedError as e:
+        except (LogFailedError, OSError) as e:  # the log, or quorum-state and the epoch checkpoint
             self._fail(e)
 
     def _fail(self, e: BaseException) -> None:
