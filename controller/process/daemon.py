@@ -85,7 +85,7 @@ async def start(config: Config, clock: Clock | None = None) -> RunningController
     try:
         await controller.start()
     except (StorageError, LoadError, CorruptLogError, LogFailedError) as e:
-        # Each names what failed: a file that cannot be read or written
+        # Each names what failed: the lock, a file that cannot be read or written
         # (files.WriteFailedError), the damage, the segment whose write or fsync failed.
         await controller.stop()
         raise StartupError(str(e)) from e
