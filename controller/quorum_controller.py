@@ -9,9 +9,10 @@ state that could still be lost. If a write can no longer commit (the log failed)
 reverted to the committed offset before the controller resigns: it never serves state that was
 not durable.
 
-Start-up: lock the metadata log directory (``metadata.dirlock``, held until stop), load the
-newest snapshot and the log (``metadata.loader``), win the single-voter election
-(``raft.election``), then append the activation records (``controller.activation``).
+Start-up: refuse a voter set this node cannot lead alone (``raft.election``), lock the
+metadata log directory (``metadata.dirlock``, held until stop), load the newest snapshot and the
+log (``metadata.loader``), win the single-voter election, then append the activation records
+(``controller.activation``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.messages import NoOpRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.metadata.segments import LogFailedError
-from kraftsim.raft.election import elect_single_voter
+from kraftsim.raft.election import check_single_voter, elect_single_voter
 from kraftsim.raft.leader import RaftLeader
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
@@ -158,6 +159,7 @@ class QuorumController:
         self.dir_lock = lock_directory(self.metadata_dir)
 
     async def start(self) -> None:
+        check_single_voter(self.node_id, self.voters)
         self._lock_metadata_dir()
         mp = self._read_meta_properties()
         self.cluster_id = mp.cluster_id

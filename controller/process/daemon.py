@@ -27,6 +27,7 @@ from kraftsim.metadata.loader import LoadError
 from kraftsim.metadata.segments import CorruptLogError, LogFailedError
 from kraftsim.migration.runner import MigrationRunner
 from kraftsim.raft.apis import Endpoint, RaftApis
+from kraftsim.raft.election import QuorumError
 from kraftsim.rpc import uuids
 from kraftsim.rpc.clock import Clock
 from kraftsim.rpc.dispatch import Dispatcher
@@ -84,8 +85,8 @@ async def start(config: Config, clock: Clock | None = None) -> RunningController
     controller = QuorumController(config, clock, migration)
     try:
         await controller.start()
-    except (StorageError, LoadError, CorruptLogError, LogFailedError) as e:
-        # Each names what failed: the lock, a file that cannot be read or written
+    except (QuorumError, StorageError, LoadError, CorruptLogError, LogFailedError) as e:
+        # Each names what failed: the voters, the lock, a file that cannot be read or written
         # (files.WriteFailedError), the damage, the segment whose write or fsync failed.
         await controller.stop()
         raise StartupError(str(e)) from e
