@@ -349,7 +349,7 @@ class MetadataLog:
             files.write_recovery_point(self.directory / files.RECOVERY_POINT_CHECKPOINT, self.flushed_offset + 1,
                                        durable)
         except OSError as e:  # the log itself is fine; only what counts as a torn tail widens
-            log.warning("cannot write the recovery point: %s", e)
+            log.warning("the recovery point was not updated: %s", e)
 
     def close(self) -> None:
         if self.failed is None:
