@@ -2,9 +2,9 @@
 
 Wires the parts together (config, controller core, Kafka listener, HTTP) and owns the process
 lifecycle: a clean signal ends with exit 0 after the log is fsynced and closed; a start-up
-problem is one line and exit 1; a fatal fault (the metadata log failed) is answered, to every
-request the controller has read, with NOT_CONTROLLER, sent before the connections close, and
-then the process exits 1.
+problem is one line and exit 1; after a fatal fault (a failed write to the metadata log, a
+failed migration copy) every request the controller has read is answered NOT_CONTROLLER, the
+answers are sent before the connections close, and the process exits 1.
 """
 
 from __future__ import annotations
