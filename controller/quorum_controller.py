@@ -9,8 +9,10 @@ state that could still be lost. If a write can no longer commit (the log failed)
 reverted to the committed offset before the controller resigns: it never serves state that was
 not durable.
 
-Start-up: load the newest snapshot and the log (``metadata.loader``), win the single-voter
-election (``raft.election``), then append the activation records (``controller.activation``).
+Start-up: refuse a voter set this node cannot lead alone (``raft.election``), lock the
+metadata log directory (``metadata.dirlock``, held until stop), load the newest snapshot and the
+log (``metadata.loader``), win the single-voter election, then append the activation records
+(``controller.activation``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from kraftsim.controller.state_change_log import log_state_changes
 from kraftsim.controller.write_path import ReplayFailedError, WritePath
 from kraftsim.metadata import files, versions
 from kraftsim.metadata.authorizer.standard_authorizer import StandardAuthorizer
+from kraftsim.metadata.dirlock import DirectoryLock, lock_directory
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.loader import load_image
@@ -43,7 +46,7 @@ from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.messages import NoOpRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.metadata.segments import LogFailedError
-from kraftsim.raft.election import elect_single_voter
+from kraftsim.raft.election import check_single_voter, elect_single_voter
 from kraftsim.raft.leader import RaftLeader
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
@@ -103,6 +106,7 @@ class QuorumController:
         self.voters = [v[0] for v in config.get("controller.quorum.voters")] or [self.node_id]
         self.image = MetadataImage()
         self.mlog: MetadataLog | None = None
+        self.dir_lock: DirectoryLock | None = None
         self.raft: RaftLeader | None = None
         self.writer: WritePath | None = None
         self.snapshots: Snapshotter | None = None
@@ -145,7 +149,18 @@ class QuorumController:
                                      f"configured node id matches.")
         return mp
 
+    def _lock_metadata_dir(self) -> None:
+        """Own the metadata log directory before reading or writing anything in it, as Kafka's
+        RaftManager locks a controller's metadata.log.dir (its only directory: a controller
+        writes no other)."""
+        if not self.metadata_dir.is_dir():
+            raise files.StorageError(f"No meta.properties found in {self.metadata_dir} (have you run "
+                                     f"`kraftsim format` to format the directory?)")
+        self.dir_lock = lock_directory(self.metadata_dir)
+
     async def start(self) -> None:
+        check_single_voter(self.node_id, self.voters)
+        self._lock_metadata_dir()
         mp = self._read_meta_properties()
         self.cluster_id = mp.cluster_id
         self.directory_id = mp.directory_id
@@ -525,7 +540,7 @@ class QuorumController:
             await raft.wait_committed(election.leader_change_offset)
             log.info("node %d is the active controller again in epoch %d", self.node_id, self.epoch)
             await self._activate()
-        except LogFailedError as e:
+        except (LogFailedError, OSError) as e:  # the log, or quorum-state and the epoch checkpoint
             self._fail(e)
 
     def _fail(self, e: BaseException) -> None:
@@ -604,9 +619,13 @@ class QuorumController:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
         self.queue.close()
-        if self.mlog is not None:
-            try:
-                if self.fatal is None:
-                    self.mlog.flush_now()
-            finally:
-                self.mlog.close()
+        try:
+            if self.mlog is not None:
+                try:
+                    if self.fatal is None:
+                        self.mlog.flush_now()
+                finally:
+                    self.mlog.close()
+        finally:
+            if self.dir_lock is not None:
+                self.dir_lock.release()  # last: the directory is another process's from here on

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraftsim.metadata import fileio
 from kraftsim.rpc import uuids
 
 # The metadata topic (Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME, its one partition, and
@@ -38,6 +39,20 @@ class StorageError(Exception):
     """A metadata directory file that is missing, unreadable or inconsistent."""
 
 
+class WriteFailedError(StorageError, OSError):
+    """Writing a file of a metadata directory failed (a full disk, a failing one): one line
+    naming the file, and still an OSError (``errno``, ``strerror``) for callers that handle
+    I/O errors as such."""
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
+def write_failed(e: OSError, path: Path) -> WriteFailedError:
+    """``e``, raised while writing ``path``, as a :class:`WriteFailedError` naming ``path``."""
+    return WriteFailedError(e.errno, e.strerror or str(e), str(path))
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -47,19 +62,28 @@ def fsync_dir(path: Path) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write-to-temp, fsync, rename, fsync the directory."""
+    """Write-to-temp, fsync, rename, fsync the directory. A failure is a WriteFailedError
+    naming ``path``, and leaves no temporary file behind. The writes and fsyncs go through
+    ``fileio``, as the log's do, so a test can make this disk fail too."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = fileio.write(fd, view)
+                view = view[n:]
+            fileio.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise write_failed(e, path) from e
+    try:
+        fsync_dir(path.parent)
+    except OSError as e:
+        raise write_failed(e, path.parent) from e
 
 
 # -- meta.properties ---------------------------------------------------------------------
@@ -257,8 +281,12 @@ def write_recovery_point(path: Path, offset: int, durable: bool) -> None:
         atomic_write(path, data)
         return
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise write_failed(e, path) from e
 
 
 def read_recovery_point(path: Path) -> int:

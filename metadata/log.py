@@ -67,6 +67,7 @@ class MetadataLog:
     _recovery_point_written: float = 0.0
     _flush_task: asyncio.Task[None] | None = None
     _last_appended: int = -1
+    _failure_told: bool = False  # the waiters and on_failure heard of the failure
     # Told of every flush (the new flushed offset) and of the failure that closes the log.
     on_flush: list[Callable[[int], None]] = field(default_factory=list)
     on_failure: list[Callable[[BaseException], None]] = field(default_factory=list)
@@ -95,7 +96,11 @@ class MetadataLog:
                 log.warning("ignoring %s", e)
                 self.epoch_entries = []
         # Everything that survived recovery was fsynced before (or is now, by recovery).
-        segments.sync()
+        try:
+            segments.sync()
+        except LogFailedError:
+            segments.close()
+            raise
         self.flushed_offset = segments.end_offset - 1
         self._last_appended = self.flushed_offset
         return self
@@ -135,7 +140,7 @@ class MetadataLog:
             size += len(v)
         encode_batch_into(out, base + start, values[start:] if start else values, epoch=epoch, timestamp=timestamp)
         last = base + len(values) - 1
-        self.segments.append(out, base, last + 1, timestamp)
+        self._append(out, base, last + 1, timestamp)
         self._last_appended = last
         self.flush_soon()
         return base, last
@@ -150,10 +155,21 @@ class MetadataLog:
         base = self.end_offset
         data = encode_control_batch(base, messages, epoch=epoch, timestamp=timestamp)
         last = base + len(messages) - 1
-        self.segments.append(data, base, last + 1, timestamp)
+        self._append(data, base, last + 1, timestamp)
         self._last_appended = last
         self.flush_soon()
         return last
+
+    def _append(self, data: bytes | bytearray, base: int, next_offset: int, timestamp: int) -> None:
+        """Write to the segments; a failed write fails the log closed here, at once: whatever
+        waits for an offset not yet flushed hears of it now (the flush loop, which would
+        otherwise tell them, stops at a failed log without a word)."""
+        try:
+            self.segments.append(data, base, next_offset, timestamp)
+        except LogFailedError as e:
+            log.error("metadata log failed: %s; refusing further writes", e)
+            self._fail_waiters(e)
+            raise
 
     def _note_epoch(self, epoch: int) -> None:
         if not self.epoch_entries or self.epoch_entries[-1][0] < epoch:
@@ -185,7 +201,11 @@ class MetadataLog:
             target = self._last_appended
             try:
                 await loop.run_in_executor(None, self.segments.sync)
+                if self.failed is not None:
+                    return  # a write failed during the fsync: the waiters were told then
             except LogFailedError as e:
+                if self._failure_told:
+                    return  # a failed write closed the log meanwhile, and said so
                 if self.segments.failed is None:
                     self.segments.failed = e
                 log.error("metadata log failed: %s; refusing further writes", e)
@@ -217,6 +237,9 @@ class MetadataLog:
             listener(target)
 
     def _fail_waiters(self, exc: BaseException) -> None:
+        if self._failure_told:
+            return
+        self._failure_told = True
         self._waiters.fail(LogFailedError(str(exc)))
         for listener in self.on_failure:
             listener(exc)
@@ -326,7 +349,7 @@ class MetadataLog:
             files.write_recovery_point(self.directory / files.RECOVERY_POINT_CHECKPOINT, self.flushed_offset + 1,
                                        durable)
         except OSError as e:  # the log itself is fine; only what counts as a torn tail widens
-            log.warning("cannot write the recovery point: %s", e)
+            log.warning("the recovery point was not updated: %s", e)
 
     def close(self) -> None:
         if self.failed is None:

@@ -4,7 +4,8 @@ Start-up refuses a log whose fsynced part is damaged (``CorruptLogError``): sile
 acknowledged records is not kraftsim's call. This is the operator's: everything from the batch
 holding OFFSET on (or from the damage, if it comes first) is cut, and nothing is lost for good:
 the cut bytes, the later segments and the snapshots beyond the cut move to a backup directory
-beside the partition directory (where Kafka's tools do not look).
+beside the partition directory (where Kafka's tools do not look). The metadata log directory is
+locked first (``metadata.dirlock``): a log a controller is running on is refused, not cut.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from kraftsim.metadata import files
 from kraftsim.metadata.batch import BatchError
+from kraftsim.metadata.dirlock import lock_directory
 from kraftsim.metadata.segments import iter_file_batches, parse_segment_name
 from kraftsim.metadata.snapshots import list_snapshots
 
@@ -50,6 +52,14 @@ def partition_dir(path: Path) -> Path:
 def repair(path: Path, truncate_at: int) -> RepairResult:
     if truncate_at < 0:
         raise RepairError(f"--truncate-at must be an offset (>= 0), not {truncate_at}")
+    log_dir = path.parent if path.name == files.METADATA_TOPIC_DIR else path
+    if not log_dir.is_dir():
+        raise RepairError(f"{path} is not a metadata log directory (no {files.METADATA_TOPIC_DIR} in it)")
+    with lock_directory(log_dir):  # DirectoryLockedError (a StorageError) if a controller has it
+        return _repair(path, truncate_at)
+
+
+def _repair(path: Path, truncate_at: int) -> RepairResult:
     pdir = partition_dir(path)
     segments = sorted((base, p) for p in pdir.iterdir() if (base := parse_segment_name(p.name)) is not None)
     if not segments:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kraftsim.metadata import fileio
 from kraftsim.metadata.batch import LOG_OVERHEAD, Batch, BatchError, CorruptBatchError, IncompleteBatchError, read_batch
-from kraftsim.metadata.files import fsync_dir
+from kraftsim.metadata.files import WriteFailedError, fsync_dir, write_failed
 from kraftsim.rpc.file_slice import FileSlice
 
 log = logging.getLogger("kraftsim.log")
@@ -208,10 +208,13 @@ class SegmentedLog:
         if good_end < size:
             log.warning("recovering %s: %s; truncating the torn tail from %d to %d bytes (last valid offset %d)",
                         seg.path, reason or "trailing bytes", size, good_end, next_offset - 1)
-            with open(seg.path, "r+b") as f:
-                f.truncate(good_end)
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with open(seg.path, "r+b") as f:
+                    f.truncate(good_end)
+                    f.flush()
+                    fileio.fsync(f.fileno())
+            except OSError as e:
+                raise write_failed(e, seg.path) from e
         seg.size = good_end
         seg.next_offset = next_offset
 
@@ -222,10 +225,16 @@ class SegmentedLog:
     def _new_segment(self, base_offset: int) -> None:
         path = self.dir / segment_name(base_offset)
         seg = Segment(base_offset, path, 0, base_offset, index=OffsetIndex())
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        except OSError as e:
+            raise write_failed(e, path) from e
         self.segments.append(seg)
         self._fd = fd
-        fsync_dir(self.dir)
+        try:
+            fsync_dir(self.dir)
+        except OSError as e:
+            raise write_failed(e, self.dir) from e
 
     # -- properties -----------------------------------------------------------------------
     @property
@@ -263,7 +272,8 @@ class SegmentedLog:
                 view = view[n:]
         except OSError as e:
             self.failed = e
-            raise LogFailedError(f"write to {seg.path} failed: {e}") from e
+            what = str(e) if isinstance(e, WriteFailedError) else f"cannot write {seg.path}: {e.strerror or e}"
+            raise LogFailedError(what) from e
         if seg.index is not None:
             _index_batches(seg.index, data, seg.size)
         seg.size += len(data)
@@ -290,7 +300,7 @@ class SegmentedLog:
             fileio.fsync(fd)
         except OSError as e:
             self.failed = e
-            raise LogFailedError(f"fsync of the metadata log failed: {e}") from e
+            raise LogFailedError(f"cannot fsync {self.segments[-1].path}: {e.strerror or e}") from e
 
     def fileno(self) -> int:
         assert self._fd is not None

@@ -21,6 +21,8 @@ from typing import Any
 
 from kraftsim.metadata import records as recs
 from kraftsim.metadata.batch import ControlRecordType
+from kraftsim.metadata.dirlock import lock_directory
+from kraftsim.metadata.files import StorageError
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.rpc.message import Message
@@ -311,9 +313,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--segment-bytes", type=int, default=None)
     args = p.parse_args(argv)
-    mlog = write_log(Path(args.dir), args.records, seed=args.seed, segment_bytes=args.segment_bytes)
-    print(f"wrote offsets 0..{mlog.end_offset - 1} in {len(mlog.segments.segments)} segment(s) under {mlog.directory}")
-    mlog.close()
+    directory = Path(args.dir)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = lock_directory(directory)  # a writer like any other: not on a controller's log
+    except (StorageError, OSError) as e:
+        print(f"pyspark_kraft.synthetic: {e}", file=sys.stderr)
+        return 1
+    with lock:
+        mlog = write_log(directory, args.records, seed=args.seed, segment_bytes=args.segment_bytes)
+        print(f"wrote offsets 0..{mlog.end_offset - 1} in {len(mlog.segments.segments)} segment(s) under "
+              f"{mlog.directory}")
+        mlog.close()
     return 0
 
 

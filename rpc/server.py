@@ -5,14 +5,20 @@ handed to its handler, and the responses go out strictly in request order (a slo
 back the responses behind it, never the decoding). A connection that sends something we cannot
 serve (an unknown api key, an unsupported version, a malformed frame, an oversized size prefix)
 is closed with one log line, as Kafka's SocketServer does; nobody else notices.
+
+:meth:`KafkaServer.drain` is the way out after a fatal fault: no new connections, every request
+read is answered, and each connection is half-closed once it owes nothing (its answers flushed,
+then a FIN), then closed when its client closes it; so no answer is cut off by a reset.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 import struct
+import termios
 from collections import deque
 from typing import Any
 
@@ -88,6 +94,8 @@ class Connection(asyncio.Protocol):
         self._turn_scheduled = False
         self._reserved = 0  # bytes held in the server's request memory pool
         self._pool_blocked = False
+        self.draining = False  # KafkaServer.drain: answer what was read, then close
+        self._eof_sent = False  # half-closed: the answers are out, a FIN after them
 
     # -- asyncio callbacks --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -119,6 +127,8 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
+        if self._eof_sent:
+            return  # sent after the last answer: the client hears the FIN instead
         self.last_active = self.server.clock.monotonic_ms()
         try:
             frames = self.reader.feed(data)
@@ -132,6 +142,8 @@ class Connection(asyncio.Protocol):
                 return
         self._account()
         self._update_reading()
+        if self.draining:
+            self._maybe_half_close()
 
     def _turn(self) -> None:
         """Handle up to FRAMES_PER_TURN requests, then let other connections have a turn."""
@@ -157,6 +169,8 @@ class Connection(asyncio.Protocol):
             asyncio.get_running_loop().call_soon(self._turn)
         self._account()
         self._update_reading()
+        if self.draining:
+            self._maybe_half_close()
 
     def _account(self) -> None:
         """Hold in the server's pool what this connection has read but not handled: its queued
@@ -313,6 +327,8 @@ class Connection(asyncio.Protocol):
                 self._write(ready)  # type: ignore[arg-type]
         self.last_active = self.server.clock.monotonic_ms()
         self._update_reading()
+        if self.draining:
+            self._maybe_half_close()
 
     def _write(self, items: list[bytes]) -> None:
         """Responses onto the transport in one write, unless one is a :class:`SplitFrame`:
@@ -356,13 +372,38 @@ class Connection(asyncio.Protocol):
         resp = apiversions.build_response(self.server.dispatcher, version, body)
         self._send(codec.encode_response(resp, correlation_id))
 
+    # -- draining -----------------------------------------------------------------------
+    def begin_drain(self) -> None:
+        """Answer every request read (reading goes on: what the client sent before it heard of
+        the fault is answered too), then half-close once nothing is owed."""
+        self.draining = True
+        self._maybe_half_close()
+
+    def _maybe_half_close(self) -> None:
+        """Once nothing is owed (no request queued or awaiting its answer, and no byte the
+        client sent waiting unread in the kernel), send a FIN after the answers; reading goes on
+        until the client closes its end, so that closing never resets the connection while
+        answers are still on their way (a close with unread input sends a reset, which discards
+        them)."""
+        t = self.transport
+        if self.closed or self._eof_sent or t is None or self.pending or self._inbox or self._out is not None:
+            return  # (inside a turn, its answers are written at its end, which looks again)
+        if _unread_bytes(t):
+            return  # read, and answered, first
+        self._eof_sent = True
+        if t.can_write_eof():
+            t.write_eof()  # after whatever the transport still buffers
+            self._update_reading()
+        else:
+            t.close()
+
     # -- flow control -------------------------------------------------------------------
     def _update_reading(self) -> None:
         t = self.transport
         if t is None or self.closed:
             return
         should_pause = (self._write_paused or len(self.pending) >= MAX_IN_FLIGHT or bool(self._inbox)
-                        or self._pool_blocked)
+                        or self._pool_blocked) and not self._eof_sent
         if should_pause and not self._read_paused:
             t.pause_reading()
             self._read_paused = True
@@ -377,6 +418,17 @@ class Connection(asyncio.Protocol):
         log.warning("closing connection from %s:%d: %s", self.peer[0], self.peer[1], reason)
         if self.transport is not None:
             self.transport.abort()
+
+
+def _unread_bytes(transport: asyncio.Transport) -> int:
+    """Bytes received by the kernel for this connection and not read yet (FIONREAD)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0])
+    except (OSError, ValueError):
+        return 0
 
 
 class KafkaServer:
@@ -409,6 +461,7 @@ class KafkaServer:
         dispatcher._caches.append(self.routes_cache)
         self._server: asyncio.base_events.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
+        self._all_closed: asyncio.Event | None = None  # set by release() once draining is done
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -445,6 +498,8 @@ class KafkaServer:
                 self._per_ip[ip] = n
             else:
                 self._per_ip.pop(ip, None)
+        if self._all_closed is not None and not self.connections:
+            self._all_closed.set()
 
     def reap_idle(self) -> int:
         """Close connections idle for longer than ``connections.max.idle.ms``; returns how many."""
@@ -460,6 +515,26 @@ class KafkaServer:
         while True:
             await self.clock.sleep_ms(period)
             self.reap_idle()
+
+    async def drain(self, timeout_s: float) -> None:
+        """Close gracefully after a fatal fault: accept no new connection, answer every request
+        already read (their handlers answer as the failed controller does, NOT_CONTROLLER), send
+        the answers before a FIN, and wait for each client to close its end; whatever is still
+        open after ``timeout_s`` is closed at once."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+        if self._server is not None:
+            self._server.close()
+        self._all_closed = asyncio.Event()
+        if not self.connections:
+            return
+        for c in list(self.connections):
+            c.begin_drain()
+        try:
+            await asyncio.wait_for(self._all_closed.wait(), timeout_s)
+        except TimeoutError:
+            for c in list(self.connections):
+                c.close(f"still open {timeout_s:g} s after the fatal fault")
 
     async def stop(self) -> None:
         if self._reaper is not None:

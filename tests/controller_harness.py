@@ -47,8 +47,10 @@ class WriteHarness:
         self.clock: Any = clock or ManualClock()
         self.mlog = MetadataLog.open(directory)
         self.image = MetadataImage(supported_features)
-        election = elect_single_voter(self.mlog, NODE, voters or [NODE], self.clock.wall_ms())
-        self.raft = RaftLeader(self.mlog, NODE, election.epoch, voters or [NODE], self.clock)
+        # The log is led by this node alone (kraftsim's quorum); ``voters`` are what the control
+        # managers are told (UpdateFeatures checks that every voter is registered).
+        election = elect_single_voter(self.mlog, NODE, [NODE], self.clock.wall_ms())
+        self.raft = RaftLeader(self.mlog, NODE, election.epoch, [NODE], self.clock)
         self.raft.on_commit.append(self.image.commit)
         self.mlog.flush_now()
         self.writer = WritePath(self.image, self.raft, self.clock)

@@ -91,6 +91,18 @@ async def poll_until(cond: Callable[[], object], timeout: float = 10.0, interval
         await asyncio.sleep(interval)
 
 
+def poll_sync(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.01) -> object:
+    """:func:`poll_until` for tests without an event loop."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
 def kraftsim(*args: str, timeout: float = 60, **kw: object) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("kraftsim")
     return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout,

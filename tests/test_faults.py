@@ -1,7 +1,10 @@
 """Disks that fail under a running controller, through the real code path (the two system calls
 in metadata/fileio.py made to fail): every fault counted in MetadataErrorCount and logged once,
 /healthz saying "failed" with the reason, nothing acknowledged that was not durable, a failed
-snapshot cleaned up and retried with backoff; and snapshots taken on schedule under load."""
+snapshot cleaned up and retried with backoff; and snapshots taken on schedule under load. Then
+whole controller processes on a disk that fails on cue (tests/faulty_controller.py): a restart
+on a failing disk is one line naming what failed, and the requests in flight when the log fails
+are answered NOT_CONTROLLER before the process exits 1."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import asyncio
 import errno
 import json
 import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,6 +22,9 @@ from typing import Any
 import pytest
 
 from kraftsim.metadata import fileio
+from kraftsim.rpc import registry
+from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.client import ConnectionClosed, KafkaClient
 from kraftsim.rpc.clock import ManualClock
 from kraftsim.rpc.error_codes import ErrorCode
 from tests import harness
@@ -152,3 +160,142 @@ async def test_snapshots_keep_their_schedule_under_continuous_writes(tmp_path: P
         assert c.controller.image.offset >= snaps[-1].end_offset - 1
     finally:
         await c.stop()
+
+
+# -- a whole controller process on a failing disk (tests/faulty_controller.py) -----------------
+
+ROOT = Path(__file__).resolve().parents[1]
+QUOTAS = registry.request_class(ApiKey.ALTER_CLIENT_QUOTAS)
+
+
+def spawn_faulty(cfg: Path, trigger: Path, call: str, err: int) -> subprocess.Popen[str]:
+    """``kraftsim controller cfg`` whose ``fileio.call`` fails with ``err`` once ``trigger``
+    exists; its output goes where harness.controller_output reads it."""
+    with open(cfg.with_name("controller.out"), "a") as out, open(cfg.with_name("controller.err"), "a") as errf:
+        return subprocess.Popen([sys.executable, "-m", "tests.faulty_controller", str(trigger), call, str(err),
+                                 str(cfg)], stdout=out, stderr=errf, text=True, cwd=ROOT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def one_line_exit(proc: subprocess.Popen[str], cfg: Path) -> str:
+    """The process exits 1 with exactly one line on stderr, and no traceback anywhere."""
+    assert proc.wait(60) == 1
+    out, err = harness.controller_output(cfg)
+    assert "Traceback" not in out + err, out + err
+    [line] = err.strip().splitlines()
+    return line
+
+
+def setup_faulty(tmp_path: Path, **config: object) -> tuple[Path, int, int, Path]:
+    port, http_port = harness.free_port(), harness.free_port()
+    cfg = harness.write_config(tmp_path, port=port, http_port=http_port, **config)
+    harness.format_dir(cfg)
+    return cfg, port, http_port, tmp_path / "disk-fails"
+
+
+def run_and_stop(cfg: Path, http_port: int, trigger: Path, call: str, err: int) -> None:
+    """A first, healthy run that leaves a log behind (the disk has not failed yet)."""
+    proc = spawn_faulty(cfg, trigger, call, err)
+    try:
+        harness.wait_http(http_port)
+    finally:
+        assert harness.stop(proc) == 0, harness.controller_output(cfg)[1][-2000:]
+
+
+def test_a_restart_while_fsync_still_fails_is_one_line(tmp_path: Path) -> None:
+    cfg, _, http_port, trigger = setup_faulty(tmp_path)
+    run_and_stop(cfg, http_port, trigger, "fsync", errno.EIO)
+    trigger.touch()
+    line = one_line_exit(spawn_faulty(cfg, trigger, "fsync", errno.EIO), cfg)
+    segment = tmp_path / "data" / "__cluster_metadata-0" / "00000000000000000000.log"
+    assert line == f"kraftsim controller: cannot fsync {segment}: Input/output error", line
+
+
+def test_a_full_disk_at_restart_names_the_write_that_failed(tmp_path: Path) -> None:
+    cfg, _, http_port, trigger = setup_faulty(tmp_path)
+    run_and_stop(cfg, http_port, trigger, "write", errno.ENOSPC)
+    trigger.touch()
+    line = one_line_exit(spawn_faulty(cfg, trigger, "write", errno.ENOSPC), cfg)
+    # The first write of a restart is the new epoch's election state (then its LeaderChange).
+    pdir = tmp_path / "data" / "__cluster_metadata-0"
+    assert line == f"kraftsim controller: cannot write {pdir / 'quorum-state'}: No space left on device", line
+    assert not list(pdir.glob("*.tmp"))  # no half-written temporary file left behind
+
+
+async def pipelined_quota_writes(port: int, trigger: Path, connections: int = 4, in_flight: int = 16,
+                                 fail_after: int = 100) -> list[tuple[bool, int | None]]:
+    """Connections that keep ``in_flight`` AlterClientQuotas each in flight; once ``fail_after``
+    are acknowledged the disk starts failing (the trigger file). Like a Kafka client, a
+    connection sends nothing more once told NOT_CONTROLLER, and closes when nothing is owed.
+    Returns (sent before the disk failed, error code or None when no answer came) per request."""
+    outcomes: list[tuple[bool, int | None]] = []
+    acked = 0
+    failed = False
+    counter = iter(range(10**9))
+
+    async def connection(n: int) -> None:
+        nonlocal acked, failed
+        c = await KafkaClient.connect("127.0.0.1", port, client_id=f"fault-{n}")
+        window: dict[asyncio.Future[Any], bool] = {}
+        told = False
+        try:
+            while True:
+                while not told and len(window) < in_flight:
+                    i = next(counter)
+                    try:
+                        f = c.send(QUOTAS(entries=[QUOTAS.EntryData(
+                            entity=[QUOTAS.EntityData(entity_type="user", entity_name=f"u{i}")],
+                            ops=[QUOTAS.OpData(key="producer_byte_rate", value=1024.0, remove=False)])]), 1)
+                    except ConnectionClosed:
+                        told = True
+                        break
+                    window[f] = not failed
+                if not window:
+                    return
+                done, _ = await asyncio.wait(window, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+                assert done, "no answer within 30 s"
+                for f in done:
+                    before = window.pop(f)
+                    if f.exception() is not None:
+                        outcomes.append((before, None))
+                        told = True
+                        continue
+                    code = f.result().entries[0].error_code
+                    outcomes.append((before, code))
+                    if code == ErrorCode.NOT_CONTROLLER:
+                        told = True
+                    elif code == 0:
+                        acked += 1
+                if acked >= fail_after and not failed:
+                    failed = True
+                    trigger.touch()
+        finally:
+            await c.close()
+
+    await asyncio.gather(*(connection(n) for n in range(connections)))
+    return outcomes
+
+
+def test_the_requests_in_flight_at_a_failed_fsync_get_not_controller_before_exit(tmp_path: Path) -> None:
+    """Under pipelined load the disk's fsync starts failing: every request the clients had sent
+    by then is answered (acknowledged if it was committed before, NOT_CONTROLLER if not) before
+    the process exits 1; none is left to a dropped connection."""
+    # Kafka's default linger: a few dozen requests always wait for the next fsync.
+    cfg, port, http_port, trigger = setup_faulty(tmp_path, controller_quorum_append_linger_ms=25)
+    proc = spawn_faulty(cfg, trigger, "fsync", errno.EIO)
+    try:
+        harness.wait_http(http_port)
+        outcomes = asyncio.run(pipelined_quota_writes(port, trigger))
+        assert proc.wait(30) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out, _ = harness.controller_output(cfg)
+    before = [code for sent_before, code in outcomes if sent_before]
+    refused = before.count(ErrorCode.NOT_CONTROLLER)
+    dropped = before.count(None)
+    assert dropped == 0 and refused > 0, (len(before), refused, dropped, out[-3000:])
+    assert set(before) <= {0, ErrorCode.NOT_CONTROLLER}, before
+    assert {code for _, code in outcomes} <= {0, ErrorCode.NOT_CONTROLLER, None}
+    assert "answering the requests in flight with NOT_CONTROLLER" in out

@@ -2,7 +2,9 @@
 
 Wires the parts together (config, controller core, Kafka listener, HTTP) and owns the process
 lifecycle: a clean signal ends with exit 0 after the log is fsynced and closed; a start-up
-problem or a fatal fault is one log line and exit 1.
+problem is one line and exit 1; after a fatal fault (a failed write to the metadata log, a
+failed migration copy) every request the controller has read is answered NOT_CONTROLLER, the
+answers are sent before the connections close, and the process exits 1.
 """
 
 from __future__ import annotations
@@ -22,15 +24,20 @@ from kraftsim.controller.quorum_controller import QuorumController
 from kraftsim.metadata.authorizer.authorizer import AllowAll
 from kraftsim.metadata.files import StorageError
 from kraftsim.metadata.loader import LoadError
-from kraftsim.metadata.segments import CorruptLogError
+from kraftsim.metadata.segments import CorruptLogError, LogFailedError
 from kraftsim.migration.runner import MigrationRunner
 from kraftsim.raft.apis import Endpoint, RaftApis
+from kraftsim.raft.election import QuorumError
 from kraftsim.rpc import uuids
 from kraftsim.rpc.clock import Clock
 from kraftsim.rpc.dispatch import Dispatcher
 from kraftsim.rpc.server import KafkaServer
 
 log = logging.getLogger("kraftsim")
+
+# After a fatal fault: how long the requests in flight have to be answered and their connections
+# closed by their clients before the process exits anyway.
+FATAL_DRAIN_TIMEOUT_S = 5.0
 
 
 class StartupError(Exception):
@@ -78,13 +85,15 @@ async def start(config: Config, clock: Clock | None = None) -> RunningController
     controller = QuorumController(config, clock, migration)
     try:
         await controller.start()
-    except (StorageError, LoadError, CorruptLogError) as e:
+    except (QuorumError, StorageError, LoadError, CorruptLogError, LogFailedError) as e:
+        # Each names what failed: the voters, the lock, a file that cannot be read or written
+        # (files.WriteFailedError), the damage, the segment whose write or fsync failed.
         await controller.stop()
         raise StartupError(str(e)) from e
-    except OSError as e:  # an I/O error reading the directory: one line, never a traceback
+    except OSError as e:  # any other I/O error in the directory: one line, never a traceback
         await controller.stop()
-        raise StartupError(f"cannot read the metadata log: {e.strerror or e}"
-                           + (f": {e.filename}" if e.filename else "")) from e
+        raise StartupError(f"I/O error in the metadata log directory {config.metadata_log_dir}: "
+                           f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")) from e
     dispatcher = Dispatcher()
     ControllerApis(controller).install(dispatcher)
     raft_apis(controller, config).install(dispatcher)
@@ -126,6 +135,12 @@ async def run(config: Config) -> int:
 
     running.controller.on_fatal = on_fatal
     await stop.wait()
+    if failed:
+        # Kafka halts on a fatal fault (a failed log write) and its clients see their
+        # connections drop; here every request already read gets its answer (NOT_CONTROLLER,
+        # the controller having resigned) on the wire before its connection closes.
+        log.error("fatal fault: answering the requests in flight with NOT_CONTROLLER before exiting")
+        await running.server.drain(FATAL_DRAIN_TIMEOUT_S)
     log.info("shutting down")
     await running.stop()
     if failed:
