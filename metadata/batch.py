@@ -145,10 +145,6 @@ class Batch:
         return bool(self.attributes & TRANSACTIONAL_MASK)
 
     @property
-    def is_log_append_time(self) -> bool:
-        return bool(self.attributes & TIMESTAMP_TYPE_MASK)
-
-    @property
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta
 

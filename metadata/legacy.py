@@ -10,8 +10,7 @@ Reading this layout is opt-in (``legacy=True`` on dump-log and replay) because f
 in a 3.x log is far more likely to be corruption than a 2.8 log, and :func:`records.unframe`
 keeps rejecting it by default. Everything read here is converted at once into the 3.9 record
 class and version that means the same thing, so nothing downstream of the reader ever sees a
-legacy class. Writing stays 3.9-only: :func:`frame_legacy` exists for tests to manufacture
-2.8 bytes and is not a product feature.
+legacy class. Writing stays 3.9-only (the tests frame 2.8 bytes themselves).
 
 Conversion table (legacy api key -> current record, always current version 0):
 
@@ -325,15 +324,3 @@ def decode_value(value: bytes, legacy: bool = False) -> tuple[Message, int]:
     """
     return unframe_legacy(value) if legacy else records.unframe(value)
 
-
-def frame_legacy(record: Message, version: int = LEGACY_RECORD_VERSION) -> bytes:
-    """2.8-format bytes of a ``Legacy*`` record. For tests only: kraftsim never writes 2.8 logs."""
-    api_key = record.api_key()
-    if api_key not in LEGACY_NAMES or type(record) is not legacy_class(api_key):
-        raise TypeError(f"frame_legacy takes a Legacy* record, not {type(record).__name__}")
-    out = bytearray()
-    _runtime.write_uvarint(out, LEGACY_FRAME_VERSION)
-    _runtime.write_uvarint(out, api_key)
-    _runtime.write_uvarint(out, version)
-    record.encode_into(out, version)
-    return bytes(out)

@@ -22,7 +22,6 @@ from kraftsim.metadata.legacy import decode_value
 from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.snapshots import SnapshotError, SnapshotId, iter_snapshot_values, read_snapshot_file
 from kraftsim.rpc.codec_errors import DecodeError
-from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.loader")
 
@@ -178,8 +177,3 @@ def _load_snapshot(image: object, path: Path, last_offset: int, legacy: bool) ->
         image._loading_snapshot = False
     image.offset = last_offset
 
-
-def replay_values(image: object, items: list[tuple[Message, int]], base_offset: int, timestamp: int) -> None:
-    replay = image.replay  # type: ignore[attr-defined]
-    for i, (rec, _) in enumerate(items):
-        replay(rec, base_offset + i, timestamp)

@@ -169,10 +169,6 @@ def is_migration_supported(level: int) -> bool:
     return level >= IBP_3_4_IV0
 
 
-def is_api_forwarding_enabled(level: int) -> bool:
-    return level >= IBP_3_4_IV0
-
-
 def is_scram_supported(level: int) -> bool:
     return level >= IBP_3_5_IV2
 

@@ -153,8 +153,6 @@ class MigrationRunner:
         self.driver = MigrationDriver(controller.node_id)
         self.zk: ZkSession | None = None
         self.manifest: zk_copy.Manifest | None = None
-        # Called after each copy batch commits, with the batch count so far (tests: a kill mid-copy).
-        self.after_batch: Callable[[int], Awaitable[None]] | None = None
         self._wake = asyncio.Event()
         # Dual-write: from SYNC_KRAFT_TO_ZK on, each appended topic change is noted as (offset,
         # topic name, partitions or None for the whole topic) and written once committed.
@@ -452,8 +450,6 @@ class MigrationRunner:
             await self._write("ZK Migration Batch", batch)
             manifest.batches += 1
             manifest.count(batch)
-            if self.after_batch is not None:
-                await self.after_batch(manifest.batches)
             if time.monotonic() - last_progress >= PROGRESS_EVERY_S:
                 last_progress = time.monotonic()
                 log.info("ZK migration in progress: %s", manifest)

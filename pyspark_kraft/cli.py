@@ -24,10 +24,6 @@ PERMISSIONS = {1: "ANY", 2: "DENY", 3: "ALLOW"}
 SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 
-class SparkToolError(Exception):
-    """One line for the user."""
-
-
 def register(sub: Any) -> None:
     """Add ``spark image`` and ``spark report`` to the ``kraftsim`` parser."""
     sp = sub.add_parser("spark", help="the metadata log in Spark: the image at an offset, a report")

@@ -210,7 +210,3 @@ def converter(name: str, version: int) -> Converter:
     fn: Converter = namespace["convert"]
     return fn
 
-
-def field_names(name: str) -> list[str]:
-    """The typed column's field names (every field of every version, in schema order)."""
-    return [camel(f.name) for f in registry.spec(name, recs.SCHEMAS).root.fields]

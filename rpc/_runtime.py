@@ -143,34 +143,6 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    write_uvarint(out, value)
-    return bytes(out)
-
-
-def write_varint(out: bytearray, value: int) -> None:
-    write_uvarint(out, ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
-
-
-def write_varlong(out: bytearray, value: int) -> None:
-    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
-def uuid_from_bytes(b: bytes) -> _uuid.UUID:
-    """Build a ``uuid.UUID`` without the validation cost of its constructor (hot decode path)."""
-    if len(b) != 16:
-        raise DecodeError("truncated uuid")
-    u = _UUID_NEW(_uuid.UUID)
-    _UUID_SETATTR(u, "int", int.from_bytes(b, "big"))
-    _UUID_SETATTR(u, "is_safe", _SAFE_UNKNOWN)
-    return u
-
-
 def write_unknown_tags(out: bytearray, tags: list[tuple[int, bytes]]) -> None:
     """A tag section holding only tags this version does not know (re-emitted as read)."""
     tags = sorted(tags, key=_first)
@@ -198,11 +170,6 @@ def write_tags(out: bytearray, tags: list[tuple[int, bytes | bytearray]], unknow
 
 def _first(t: tuple[int, bytes | bytearray]) -> int:
     return t[0]
-
-
-def check_bounds(buf: bytes, end: int) -> None:
-    if end > len(buf):
-        raise DecodeError(f"field runs past the end of the buffer ({end} > {len(buf)})")
 
 
 def bad(msg: str) -> DecodeError:

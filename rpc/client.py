@@ -131,11 +131,6 @@ class KafkaClient:
                       views: bool = False) -> Any:
         return await asyncio.wait_for(self.send(body, version, views=views), timeout)
 
-    def write_raw(self, data: bytes) -> None:
-        """Bytes straight onto the socket (for tests of malformed input)."""
-        assert self._p.transport is not None
-        self._p.transport.write(data)
-
     def pick_version(self, api_key: int, cls: type[Message]) -> int:
         """The highest version both sides speak (after :meth:`negotiate`), else our highest."""
         ours = (cls.lowest_version(), cls.highest_version())

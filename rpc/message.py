@@ -67,11 +67,6 @@ class Message(Struct):
     def is_flexible(cls, version: int) -> bool:
         return version in cls._spec.flexible
 
-    @classmethod
-    def check_version(cls, version: int) -> None:
-        if not (0 <= version < len(cls._encoders)) or cls._encoders[version] is None:
-            raise EncodeError(f"{cls.__name__} has no version {version}")
-
     def encode(self, version: int) -> bytes:
         out = bytearray()
         self.encode_into(out, version)

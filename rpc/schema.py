@@ -58,18 +58,6 @@ class Versions:
     def __contains__(self, v: int) -> bool:
         return self.lo <= v and (self.hi is None or v <= self.hi) and self.lo >= 0
 
-    def intersect(self, other: Versions) -> Versions:
-        lo = max(self.lo, other.lo)
-        if self.hi is None:
-            hi = other.hi
-        elif other.hi is None:
-            hi = self.hi
-        else:
-            hi = min(self.hi, other.hi)
-        if hi is not None and hi < lo:
-            return NONE
-        return Versions(lo, hi)
-
     @property
     def empty(self) -> bool:
         return self.lo < 0

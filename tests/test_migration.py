@@ -14,7 +14,7 @@ import base64
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +24,7 @@ import pytest
 
 from kraftsim.migration import zk_layout as L
 from kraftsim.migration.driver import DriverState
+from kraftsim.migration.runner import MigrationRunner
 from kraftsim.migration.seed import SeedSpec, seed
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
@@ -152,6 +153,23 @@ async def migrated_once(tmp_path: Path, connect: str) -> Cluster:
     """A controller run to DUAL_WRITE and stopped: ready for what a restart does."""
     async with dual_writing(tmp_path, connect) as c:
         return c
+
+
+def after_copy_batches(cluster: Cluster, then: Callable[[int], Awaitable[None]]) -> None:
+    """Run ``then(n)`` after the n-th batch of the copy commits (a kill or an interference
+    mid-copy): the runner's one write path, wrapped for this activation."""
+    runner = cluster.controller.migration
+    assert isinstance(runner, MigrationRunner)
+    write, copied = runner._write, [0]
+
+    async def counting(name: str, records: list[Any]) -> int:
+        offset = await write(name, records)
+        if name == "ZK Migration Batch":
+            copied[0] += 1
+            await then(copied[0])
+        return offset
+
+    runner._write = counting  # type: ignore[method-assign]
 
 
 async def driver_reaches(cluster: Cluster, state: DriverState, timeout: float = 30.0) -> None:
@@ -311,7 +329,7 @@ async def test_a_kill_during_the_copy_is_aborted_and_the_copy_redone(tmp_path: P
                 await asyncio.Event().wait()  # the controller dies here, mid-copy
 
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
-        c.controller.migration.after_batch = hang_after_two
+        after_copy_batches(c, hang_after_two)
         await register_zk_brokers(c, SPEC.broker_ids)
         await asyncio.wait_for(stuck.wait(), 30)
         assert c.controller.image.transaction.open
@@ -454,7 +472,7 @@ async def test_another_writer_on_migration_or_controller_stops_this_one(tmp_path
                 await asyncio.to_thread(client.set, "/migration", client.get("/migration")[0])
 
         await driver_reaches(c, DriverState.WAIT_FOR_BROKERS)
-        c.controller.migration.after_batch = interfere
+        after_copy_batches(c, interfere)
         await register_zk_brokers(c, SPEC.broker_ids)
         await harness.poll_until(lambda: c.controller.fatal is not None, 30)
         assert "another KRaft controller is writing to ZooKeeper" in c.controller.fault_reason

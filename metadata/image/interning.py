@@ -48,10 +48,6 @@ def uuids(values: Iterable[uuid.UUID]) -> tuple[uuid.UUID, ...]:
     return got
 
 
-def cache_sizes() -> dict[str, int]:
-    return {"int_tuples": len(_ints), "uuids": len(_uuids), "uuid_tuples": len(_uuid_tuples)}
-
-
 _ints_by_raw: dict[bytes, tuple[int, ...]] = {}
 _uuids_by_raw: dict[bytes, tuple[uuid.UUID, ...]] = {}
 
