@@ -160,7 +160,7 @@ class Controller:
         return int(self.engine("inspect", "-f", "{{.State.ExitCode}}", self.cid))
 
     def remove(self) -> None:
-        self.engine.result("rm", "-f", self.cid, timeout=60)
+        self.engine.result("rm", "-f", "-v", self.cid, timeout=60)
 
 
 @pytest.fixture
@@ -207,7 +207,7 @@ def test_controller_formats_once_registers_brokers_and_stops_cleanly(built: tupl
                     assert engine("inspect", "-f", "{{.State.ExitCode}}", fleet) == "0", engine.logs(fleet)
                     assert ": 3 through controlled shutdown" in engine.logs(fleet), engine.logs(fleet)
                 finally:
-                    engine.result("rm", "-f", fleet, timeout=60)
+                    engine.result("rm", "-f", "-v", fleet, timeout=60)  # -v: and its anonymous volume
             else:
                 # Their registrations are in the metadata log on the volume, replayed at start.
                 assert _metric(c.http_port, "kafka_controller_kafkacontroller_fencedbrokercount") == 3
