@@ -11,10 +11,11 @@ set up to (its proxy, its certificate authorities), which a step inside the imag
 base tarball and the wheels are cached under ``.cache/image/``, named by a hash of what made
 them, so a second run fetches nothing.
 
-Running takes two changes to ``podman run``'s defaults on these machines (:func:`run_options`):
-crun, podman's default runtime, refuses their hybrid cgroup hierarchy ("cgroups in hybrid mode
-not supported"), and runc does not; and the container's rlimits must stay within this process's
-hard limits, because root here lacks CAP_SYS_RESOURCE and podman's defaults are above them.
+Running takes two changes to ``podman run``'s defaults on these machines: the runtime (RUNTIME:
+crun, podman's default, refuses their hybrid cgroup v1/v2 hierarchy with "cgroups in hybrid mode
+not supported", and runc does not), and the container's rlimits (:func:`run_options`: within this
+process's hard limits, because root here lacks CAP_SYS_RESOURCE and podman's defaults are above
+them: "setrlimit `RLIMIT_NOFILE`: Operation not permitted").
 
     python -m tests.container_image base             make and import the Debian base; print its name
     python -m tests.container_image build -t TAG ... [--base IMAGE]
