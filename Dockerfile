@@ -4,13 +4,31 @@
 #   docker build -t kraftsim .
 #   docker run -p 9093:9093 -p 9464:9464 -v kraftsim-data:/var/lib/kraftsim/data kraftsim
 #
+# podman builds it too (`podman build --format docker`: its default OCI format drops the
+# HEALTHCHECK); `make image` uses whichever is there.
+#
 # Two stages: the first builds the wheel and installs it with its dependencies into a venv;
 # the second is the slim base plus that venv, so no compiler, pip cache or source tree ships.
+# It needs BuildKit (docker's builder since 23.0) or podman/buildah, for RUN --mount.
+#
+# The base is a build argument: any image of Debian bookworm whose `python` is CPython 3.11 with
+# its venv module, and with useradd. Where no container registry is reachable, `make image-base`
+# makes one from Debian's packages (tests/container_image.py; the tests build on it):
+#   docker build --build-arg PYTHON_IMAGE=localhost/kraftsim-base:bookworm -t kraftsim .
+# pip takes its options from PIP_* build arguments: a mirror (PIP_INDEX_URL), or no index and a
+# directory of wheels given as the build context named `wheels`, as the tests do:
+#   --build-context wheels=DIR --build-arg PIP_NO_INDEX=1 --build-arg PIP_FIND_LINKS=/wheels
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
+# Empty unless the build names a `wheels` context: mounted for pip's install step only, so
+# nothing of it reaches a layer.
+FROM scratch AS wheels
+
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+# Unset unless given, so that by default pip uses PyPI.
+ARG PIP_INDEX_URL PIP_NO_INDEX PIP_FIND_LINKS
 WORKDIR /src
 # The whole context (.dockerignore keeps out venvs, data, tests and caches): kraftsim/ maps
 # the top-level folders by symlink, so every folder it points to must come along.
@@ -20,7 +38,8 @@ COPY . .
 # The codecs generated from the schemas are compiled once here, into a cache the controller
 # reads at start-up instead of compiling them again (rpc/codegen.py).
 ENV KRAFTSIM_CODEC_CACHE=/opt/kraftsim/codec-cache
-RUN python -m venv /opt/kraftsim/venv \
+RUN --mount=type=bind,from=wheels,target=/wheels \
+    python -m venv /opt/kraftsim/venv \
     && /opt/kraftsim/venv/bin/pip install '.[zk]' \
     && /opt/kraftsim/venv/bin/kraftsim --version \
     && /opt/kraftsim/venv/bin/python -c "from kraftsim.rpc import registry; from kraftsim.metadata import records; \

@@ -10,7 +10,7 @@ DATA := kraft-data
 CONFIG ?= deploy/controller.properties
 ARGS ?=
 
-.PHONY: run run-migration test test-fast test-compiled compiled lint bench image dist clean kafka
+.PHONY: run run-migration test test-fast test-compiled compiled lint bench image image-base dist clean kafka
 
 $(VENV)/.installed: pyproject.toml
 	@echo "kraftsim: installing kraftsim with its test, Spark and dev extras into $(VENV) (a few minutes the first time)"
@@ -88,10 +88,26 @@ lint: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) benchmarks/codec.py
 
-# The container image, tagged with the one version (kraftsim/__init__.py) and latest.
+# The container image, tagged with the one version (kraftsim/__init__.py) and latest: by docker
+# where a docker engine answers, else by podman (as root: tests/container_image.py builds with
+# --isolation chroot, pip installing wheels this machine downloads). PYTHON_IMAGE=... builds on
+# another base than the Dockerfile's python:3.11-slim-bookworm; where no container registry is
+# reachable, `make image-base` makes one from Debian's packages (mmdebstrap), named
+# localhost/kraftsim-base:bookworm, for `make image PYTHON_IMAGE=localhost/kraftsim-base:bookworm`.
 VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' kraftsim/__init__.py)
+PYTHON_IMAGE ?=
 image:
-	docker build -t kraftsim:$(VERSION) -t kraftsim:latest .
+	@if docker info >/dev/null 2>&1; then \
+	    echo docker build -t kraftsim:$(VERSION) -t kraftsim:latest .; \
+	    docker build $(if $(PYTHON_IMAGE),--build-arg PYTHON_IMAGE=$(PYTHON_IMAGE)) -t kraftsim:$(VERSION) -t kraftsim:latest .; \
+	elif command -v podman >/dev/null 2>&1; then \
+	    $(MAKE) --no-print-directory $(VENV)/.installed-run && \
+	    echo "no docker engine: podman build -t kraftsim:$(VERSION) -t kraftsim:latest" && \
+	    $(PY) -m tests.container_image build -t kraftsim:$(VERSION) -t kraftsim:latest $(if $(PYTHON_IMAGE),--base $(PYTHON_IMAGE)); \
+	else echo "make image: neither a docker engine nor podman here (.ci/install-system-deps installs podman)" >&2; exit 1; fi
+
+image-base: $(VENV)/.installed-run
+	$(PY) -m tests.container_image base
 
 # The sdist and the wheel, in dist/.
 dist: $(VENV)/.installed

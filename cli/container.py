@@ -44,7 +44,10 @@ KAFKA_NOT_PROPERTIES = frozenset({
     "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_LOG4J_ROOT_LOGLEVEL",
     "KAFKA_LOG4J_LOGGERS", "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_JMX_HOSTNAME",
 })
-NOT_PROPERTIES = KAFKA_NOT_PROPERTIES | frozenset(DIRS)
+# Variables kraftsim itself reads from its environment (the image sets KRAFTSIM_CODEC_CACHE to
+# the codec cache its build filled): settings of the process, not keys of server.properties.
+KRAFTSIM_PROCESS_VARIABLES = frozenset({"KRAFTSIM_CODEC_CACHE"})
+NOT_PROPERTIES = KAFKA_NOT_PROPERTIES | frozenset(DIRS) | KRAFTSIM_PROCESS_VARIABLES
 
 # The cluster id used when CLUSTER_ID is not set, fixed (as in apache/kafka) so that a container
 # recreated over an empty volume joins the same cluster as its brokers' configuration.

@@ -54,7 +54,8 @@ def test_environment_names_map_as_in_the_apache_kafka_image() -> None:
         "listener.name.controller.ssl_keystore-type"
     assert property_name("KRAFTSIM_HTTP_LISTEN") == "kraftsim.http.listen"
     for not_a_property in ("KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS", "KAFKA_LOG4J_LOGGERS",
-                           "KRAFTSIM_CONFIG_DIR", "KRAFTSIM_MOUNTED_CONFIG_DIR", "CLUSTER_ID", "KAFKA_",
+                           "KRAFTSIM_CONFIG_DIR", "KRAFTSIM_MOUNTED_CONFIG_DIR", "KRAFTSIM_CODEC_CACHE",
+                           "CLUSTER_ID", "KAFKA_",
                            "PATH", "kafka_node_id"):
         assert property_name(not_a_property) is None, not_a_property
     props = properties_from_env({"PATH": "/bin", "KAFKA_Z_Z": "1", "KAFKA_A": "2", "CLUSTER_ID": "x"})
