@@ -130,13 +130,39 @@ class LeaderElectionManager:
         down costs a look per run and no record. The work is proportional to the imbalanced
         partitions (the image's index), not to all of them."""
         records: list[RecordAndVersion] = []
+        accepted: dict[tuple[int, int], bool] = {}
         for topic, pid, p in self.ctx.image.topics.imbalanced_partitions():
             if len(records) >= max_elections:
                 break
+            if self._keeps_its_leader(p, accepted):
+                continue
             record = self._build(topic, pid, p, Election.PREFERRED)
             if record is not None:
                 records.append(record)
         return ControllerResult(records, len(records) >= max_elections, atomic=False)
+
+    def _keeps_its_leader(self, p: Partition, accepted: dict[tuple[int, int], bool]) -> bool:
+        """Whether a preferred election would certainly write nothing for ``p``, decided without
+        building it: the PartitionChangeBuilder's own steps, short-cut for the common case of a
+        preferred replica out of the ISR (its broker is down). Nothing else would change: no
+        reassignment to complete, no ELR to clear, the ISR and replicas as they are; and the
+        first replica is not a valid leader (not in the ISR) while the current one is (in the
+        ISR and accepted by the acceptor the builder asks), so the builder keeps it.
+
+        The acceptor's verdict depends only on the broker and the replica's directory, and the
+        image does not change during a run: ``accepted`` keeps it per (broker, directory as an
+        int: a UUID hashes in Python code)."""
+        if p.removing_replicas or p.adding_replicas or p.elr or not p.replicas:
+            return False
+        isr = p.isr
+        leader = p.leader
+        if p.replicas[0] in isr or leader not in isr:
+            return False
+        key = (leader, p.directories[p.replicas.index(leader)].int)
+        verdict = accepted.get(key)
+        if verdict is None:
+            verdict = accepted[key] = self.cluster.leader_acceptor(p)(leader)
+        return verdict
 
     @staticmethod
     def _default(code: ErrorCode) -> tuple[ErrorCode, str | None]:
