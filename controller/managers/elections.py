@@ -128,7 +128,12 @@ class LeaderElectionManager:
         Where the preferred replica is not in the ISR or not an acceptable leader, the election
         keeps the current leader and writes nothing, so a partition whose preferred broker is
         down costs a look per run and no record. The work is proportional to the imbalanced
-        partitions (the image's index), not to all of them."""
+        partitions (the image's index), not to all of them.
+
+        The partitions are taken in the index's order; Kafka walks a timeline hash set of
+        (topic id, partition), whose order follows the random topic ids and the set's history.
+        The records are the same; only which partitions a capped run takes first differs
+        (README, Differences from Kafka 3.9)."""
         records: list[RecordAndVersion] = []
         accepted: dict[tuple[int, int], bool] = {}
         for topic, pid, p in self.ctx.image.topics.imbalanced_partitions():
