@@ -128,6 +128,9 @@ class Key:
 
 
 MIB = 1024 * 1024
+# The ranges of Kafka's INT and LONG config types: a value outside one is "Not a number of type ...".
+JAVA_INT_MIN, JAVA_INT_MAX = -(2**31), 2**31 - 1
+JAVA_LONG_MAX = 2**63 - 1
 KEYS: dict[str, Key] = {k.name: k for k in [
     Key("process.roles", _roles, None),
     Key("node.id", _int(0), None),
@@ -186,8 +189,13 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     Key("unstable.feature.versions.enable", _bool, "false"),
     Key("min.insync.replicas", _int(1), "1"),
     Key("unclean.leader.election.enable", _bool, "false"),
+    # The leader balancer (QuorumController's maybeBalancePartitionLeaders). Kafka's KRaft
+    # controller balances every imbalanced partition it can: the ZooKeeper controller's per-broker
+    # threshold, leader.imbalance.per.broker.percentage, is accepted (an INT, no other check) and
+    # plays no part, as in Kafka 3.9's KRaft mode.
     Key("auto.leader.rebalance.enable", _bool, "true"),
-    Key("leader.imbalance.check.interval.seconds", _int(1), "300"),
+    Key("leader.imbalance.check.interval.seconds", _int(1, JAVA_LONG_MAX), "300"),
+    Key("leader.imbalance.per.broker.percentage", _int(JAVA_INT_MIN, JAVA_INT_MAX), "10"),
     Key("delegation.token.secret.key", _str, ""),
     Key("delegation.token.max.lifetime.ms", _int(1), "604800000"),
     Key("delegation.token.expiry.time.ms", _int(1), "86400000"),

@@ -22,11 +22,16 @@ Kafka's rules (``ControllerApis.handleElectLeaders`` + ``ReplicationControlManag
 
 In the all-partitions form Kafka answers topics and partitions in the order of its timeline hash
 tables; kraftsim answers them in the image's order (docs/differences.md).
+
+The same preferred election moves leaders back on its own (``balance_partition_leaders``, Kafka's
+``ReplicationControlManager.maybeBalancePartitionLeaders``): the active controller runs it every
+``leader.imbalance.check.interval.seconds`` while some partition is led by another replica than
+its preferred one (the scheduling is the controller core's, ``controller/quorum_controller.py``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
@@ -35,7 +40,7 @@ from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata.authorizer.authorizer import AclOperation
-from kraftsim.metadata.image.topics import NO_LEADER, Topic
+from kraftsim.metadata.image.topics import NO_LEADER, Partition, Topic
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.api_keys import ApiKey
@@ -46,6 +51,9 @@ from kraftsim.rpc.messages import ElectLeadersResponse
 TopicResult: Any = ElectLeadersResponse.ReplicaElectionResult
 PartitionResult: Any = ElectLeadersResponse.PartitionResult
 
+# ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE: the records one balancing run writes at
+# most; the controller runs again 10 ms later while a run reaches it.
+MAX_ELECTIONS_PER_IMBALANCE: Final = 1_000
 
 
 class LeaderElectionManager:
@@ -95,16 +103,71 @@ class LeaderElectionManager:
         if (election == Election.PREFERRED and p.leader == (p.replicas[0] if p.replicas else NO_LEADER)) \
                 or (election == Election.UNCLEAN and p.leader != NO_LEADER):
             return self._default(ErrorCode.ELECTION_NOT_NEEDED)
-        image = self.ctx.image
-        record = PartitionChangeBuilder(
-            p, topic.id, pid, self.cluster.leader_acceptor(p), image.metadata_version, election=election,
-            zk_migration_enabled=self.cluster.zk_registration_allowed(), default_dir=image.cluster.default_dir).build()
+        record = self._build(topic, pid, p, election)
         if record is None:
             return self._default(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if election == Election.PREFERRED
                                  else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
         records.append(record)
         check_record_count(len(records))
         return ErrorCode.NONE, None
+
+    def _build(self, topic: Topic, pid: int, p: Partition, election: Election) -> RecordAndVersion | None:
+        """The PartitionChangeRecord of one election (None: nothing would change), as Kafka's
+        electLeader and maybeTriggerLeaderChangeForPartitionsWithoutPreferredLeader build it."""
+        image = self.ctx.image
+        return PartitionChangeBuilder(
+            p, topic.id, pid, self.cluster.leader_acceptor(p), image.metadata_version, election=election,
+            zk_migration_enabled=self.cluster.zk_registration_allowed(), default_dir=image.cluster.default_dir).build()
+
+    def balance_partition_leaders(self, max_elections: int = MAX_ELECTIONS_PER_IMBALANCE) -> ControllerResult[bool]:
+        """Kafka's maybeBalancePartitionLeaders: a preferred election for each partition the image
+        counts as imbalanced (leader other than the first replica, PreferredReplicaImbalanceCount),
+        until ``max_elections`` records. The response is True when the cap was reached: more may
+        be waiting, and the controller runs again at once instead of after the interval.
+
+        Where the preferred replica is not in the ISR or not an acceptable leader, the election
+        keeps the current leader and writes nothing, so a partition whose preferred broker is
+        down costs a look per run and no record. The work is proportional to the imbalanced
+        partitions (the image's index), not to all of them.
+
+        The partitions are taken in the index's order; Kafka walks a timeline hash set of
+        (topic id, partition), whose order follows the random topic ids and the set's history.
+        The records are the same; only which partitions a capped run takes first differs
+        (README, Differences from Kafka 3.9)."""
+        records: list[RecordAndVersion] = []
+        accepted: dict[tuple[int, int], bool] = {}
+        for topic, pid, p in self.ctx.image.topics.imbalanced_partitions():
+            if len(records) >= max_elections:
+                break
+            if self._keeps_its_leader(p, accepted):
+                continue
+            record = self._build(topic, pid, p, Election.PREFERRED)
+            if record is not None:
+                records.append(record)
+        return ControllerResult(records, len(records) >= max_elections, atomic=False)
+
+    def _keeps_its_leader(self, p: Partition, accepted: dict[tuple[int, int], bool]) -> bool:
+        """Whether a preferred election would certainly write nothing for ``p``, decided without
+        building it: the PartitionChangeBuilder's own steps, short-cut for the common case of a
+        preferred replica out of the ISR (its broker is down). Nothing else would change: no
+        reassignment to complete, no ELR to clear, the ISR and replicas as they are; and the
+        first replica is not a valid leader (not in the ISR) while the current one is (in the
+        ISR and accepted by the acceptor the builder asks), so the builder keeps it.
+
+        The acceptor's verdict depends only on the broker and the replica's directory, and the
+        image does not change during a run: ``accepted`` keeps it per (broker, directory as an
+        int: a UUID hashes in Python code)."""
+        if p.removing_replicas or p.adding_replicas or p.elr or not p.replicas:
+            return False
+        isr = p.isr
+        leader = p.leader
+        if p.replicas[0] in isr or leader not in isr:
+            return False
+        key = (leader, p.directories[p.replicas.index(leader)].int)
+        verdict = accepted.get(key)
+        if verdict is None:
+            verdict = accepted[key] = self.cluster.leader_acceptor(p)(leader)
+        return verdict
 
     @staticmethod
     def _default(code: ErrorCode) -> tuple[ErrorCode, str | None]:

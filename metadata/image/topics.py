@@ -295,8 +295,10 @@ class TopicsImage:
     def leaderless_partitions(self) -> list[tuple[Topic, int, Partition]]:
         return list(self._resolve(self.leaderless))
 
-    def imbalanced_partitions(self) -> list[tuple[Topic, int, Partition]]:
-        return list(self._resolve(self.imbalanced))
+    def imbalanced_partitions(self) -> Iterator[tuple[Topic, int, Partition]]:
+        """The partitions whose leader is not their preferred replica, lazily (the leader
+        balancer stops at its cap): replay nothing while walking it."""
+        return self._resolve(self.imbalanced)
 
     def reassigning_partitions(self) -> list[tuple[Topic, int, Partition]]:
         return list(self._resolve(self.reassigning))

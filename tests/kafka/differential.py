@@ -28,6 +28,7 @@ from typing import Any
 
 from kraftsim.metadata.batch import BatchError, IncompleteBatchError, decode_control_record
 from kraftsim.metadata.files import METADATA_TOPIC_DIR
+from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.records import type_name, unframe
 from kraftsim.metadata.segments import iter_file_batches, parse_segment_name
 from kraftsim.rpc import registry
@@ -48,6 +49,8 @@ ACQ = registry.request_class(49)
 AUSC = registry.request_class(51)
 DescribeAclsRequest = registry.request_class(29)
 DescribeConfigsRequest: Any = registry.request_class(32)
+APR: Any = registry.request_class(45)
+AP: Any = registry.request_class(56)
 
 
 # -- the log on disk ----------------------------------------------------------------------------
@@ -711,6 +714,37 @@ def scram_deletion(name: str, mechanism: int = 1) -> Any:
 
 def alter_scram(*, deletions: Sequence[Any] = (), upsertions: Sequence[Any] = ()) -> Builder:
     return lambda side: AUSC(deletions=list(deletions), upsertions=list(upsertions))
+
+
+Targets = dict[str, dict[int, list[int] | None]]
+
+
+def reassign(targets: Targets) -> Builder:
+    """AlterPartitionReassignments: each partition's target replicas, or None to cancel."""
+    def build(side: Side) -> Any:
+        return APR(timeout_ms=30_000, topics=[APR.ReassignableTopic(name=t, partitions=[
+            APR.ReassignablePartition(partition_index=p, replicas=r) for p, r in parts.items()])
+            for t, parts in targets.items()])
+    return build
+
+
+def leader_adds_to_isr(topic: str, pid: int, broker: int) -> Builder:
+    """The partition's leader asks to add ``broker`` to the ISR, with the epochs this side's
+    own log gives (replayed into an image), as a real leader would once the replica caught up."""
+    def build(side: Side) -> Any:
+        image = MetadataImage()
+        for r in read_log(side.node.metadata_dir, 0):
+            if not r.control:
+                image.replay(r.message, r.offset)
+        t = image.topics.by_name[topic]
+        p = t.partitions[pid]
+        isr = [*p.isr, broker]
+        return AP(broker_id=p.leader, broker_epoch=side.epochs[p.leader], topics=[AP.TopicData(
+            topic_id=t.id, partitions=[AP.PartitionData(
+                partition_index=pid, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+                leader_recovery_state=0,
+                new_isr_with_epochs=[AP.BrokerState(broker_id=b, broker_epoch=side.epochs[b]) for b in isr])])])
+    return build
 
 
 def fenced(*broker_ids: int) -> Callable[[list[LoggedRecord]], bool]:

@@ -9,50 +9,18 @@ from typing import Any
 
 import pytest
 
-from kraftsim.metadata.image.image import MetadataImage
-from kraftsim.rpc.messages import AlterPartitionReassignmentsRequest as APR
-from kraftsim.rpc.messages import AlterPartitionRequest as AP
 from kraftsim.rpc.messages import ListPartitionReassignmentsRequest as LPR
 from tests.kafka import differential as d
 from tests.kafka.conftest import PairNodes, close, connect
-from tests.kafka.differential import Call, TopicSpec, read_log
+from tests.kafka.differential import Call, TopicSpec, leader_adds_to_isr, reassign
 
 pytestmark = pytest.mark.kafka
-
-Targets = dict[str, dict[int, list[int] | None]]
-
-
-def reassign(targets: Targets) -> d.Builder:
-    def build(side: d.Side) -> Any:
-        return APR(timeout_ms=30_000, topics=[APR.ReassignableTopic(name=t, partitions=[
-            APR.ReassignablePartition(partition_index=p, replicas=r) for p, r in parts.items()])
-            for t, parts in targets.items()])
-    return build
 
 
 def listed(topics: dict[str, list[int]] | None) -> d.Builder:
     def build(side: d.Side) -> Any:
         return LPR(timeout_ms=30_000, topics=None if topics is None else [
             LPR.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps) for t, ps in topics.items()])
-    return build
-
-
-def leader_adds_to_isr(topic: str, pid: int, broker: int) -> d.Builder:
-    """The partition's leader asks to add ``broker`` to the ISR, with the epochs this side's
-    own log gives (replayed into an image), as a real leader would once the replica caught up."""
-    def build(side: d.Side) -> Any:
-        image = MetadataImage()
-        for r in read_log(side.node.metadata_dir, 0):
-            if not r.control:
-                image.replay(r.message, r.offset)
-        t = image.topics.by_name[topic]
-        p = t.partitions[pid]
-        isr = [*p.isr, broker]
-        return AP(broker_id=p.leader, broker_epoch=side.epochs[p.leader], topics=[AP.TopicData(
-            topic_id=t.id, partitions=[AP.PartitionData(
-                partition_index=pid, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
-                leader_recovery_state=0,
-                new_isr_with_epochs=[AP.BrokerState(broker_id=b, broker_epoch=side.epochs[b]) for b in isr])])])
     return build
 
 
