@@ -133,7 +133,7 @@ class LeaderElectionManager:
         The partitions are taken in the index's order; Kafka walks a timeline hash set of
         (topic id, partition), whose order follows the random topic ids and the set's history.
         The records are the same; only which partitions a capped run takes first differs
-        (README, Differences from Kafka 3.9)."""
+        (docs/differences.md)."""
         records: list[RecordAndVersion] = []
         accepted: dict[tuple[int, int], bool] = {}
         for topic, pid, p in self.ctx.image.topics.imbalanced_partitions():
