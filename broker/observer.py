@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,7 +96,6 @@ class MetadataObserver:
         self._fetch_version = 17
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
-        self._progress = asyncio.Event()
         self._waiters = OffsetWaiters()
 
     def _new_image(self) -> MetadataImage:
@@ -124,20 +122,6 @@ class MetadataObserver:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
                 pass
         await self._close()
-
-    async def wait_applied(self, offset: int, timeout: float) -> bool:
-        """Wait until ``applied_offset >= offset``; False on timeout."""
-        deadline = time.monotonic() + timeout
-        while self.applied_offset < offset:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            self._progress.clear()
-            try:
-                await asyncio.wait_for(self._progress.wait(), remaining)
-            except TimeoutError:
-                return False
-        return True
 
     def applied(self, offset: int) -> asyncio.Future[None]:
         """A future done once ``applied_offset >= offset`` (for brokers waiting to catch up)."""
@@ -298,7 +282,6 @@ class MetadataObserver:
             del tail[:n]
             for listener in self.on_applied:
                 listener()
-            self._progress.set()
             self._waiters.advance(self.applied_offset)
 
     def _apply(self, batch: Batch) -> None:
@@ -360,7 +343,6 @@ class MetadataObserver:
         log.info("loaded the metadata snapshot %d-%d (%d bytes)", end_offset, epoch, len(data))
         for listener in self.on_applied:
             listener()
-        self._progress.set()
         self._waiters.advance(self.applied_offset)
 
 

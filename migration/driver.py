@@ -77,10 +77,6 @@ class LeadershipState:
         """Kafka's initialZkMigrationComplete: /migration holds a positive offset."""
         return self.kraft_metadata_offset > 0
 
-    @property
-    def owns_zk_controller(self) -> bool:
-        return self.zk_controller_epoch_zk_version != UNKNOWN_ZK_VERSION
-
     def znode(self) -> MigrationZNode:
         return MigrationZNode(self.kraft_controller_id, self.kraft_controller_epoch, self.kraft_metadata_offset,
                               self.kraft_metadata_epoch)
@@ -149,10 +145,6 @@ class MigrationDriver:
         """This node leads the KRaft quorum: take /migration as it is now, with our id and epoch."""
         self.leadership = LeadershipState.from_znode(znode, zk_version).with_kraft_controller(self.node_id, epoch)
         self.transition(S.WAIT_FOR_CONTROLLER_QUORUM)
-
-    def resigned(self) -> None:
-        self.leadership = self.leadership.with_kraft_controller(-1, self.leadership.kraft_controller_epoch)
-        self.transition(S.INACTIVE)
 
     def quorum_checked(self, persisted: ZkMigrationState, quorum_ready: bool) -> None:
         """WAIT_FOR_CONTROLLER_QUORUM: where the persisted state says to go."""

@@ -9,8 +9,8 @@ PartitionRegistration.merge does; configs, features, ACLs and quotas are the lat
 key, deletions included. Records of a metadata transaction that was aborted, or is still open at
 the offset, are left out, as Kafka's metadata loader does.
 
-:func:`from_metadata_image` gives the Python :class:`MetadataImage` the same plain form, which
-is how the tests hold the two to each other.
+The tests give the Python :class:`MetadataImage` the same plain form (``config_key``,
+``entity_key``, ``partition_dict``), which is how they hold the two to each other.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 from kraftsim.metadata.image.migration import ZkMigrationState
-from kraftsim.rpc import uuids
 
 CONFIG_TYPES = {2: "topic", 4: "broker", 8: "broker-logger", 16: "client-metrics", 32: "group"}
 MV = "metadata.version"
@@ -34,56 +33,22 @@ class ImageError(Exception):
     """The image cannot be computed at that offset from what is on disk."""
 
 
-def _config_key(rtype: int, name: str) -> str:
+def config_key(rtype: int, name: str) -> str:
     return f"{CONFIG_TYPES.get(rtype, str(rtype))}:{name}"
 
 
-def _entity_key(pairs: list[tuple[str, str | None]]) -> str:
+def entity_key(pairs: list[tuple[str, str | None]]) -> str:
     """A client-quota entity as text: ``user=alice,client-id=<default>``."""
     return ",".join(f"{t}={'<default>' if n is None else n}" for t, n in sorted(pairs, key=lambda p: p[0]))
 
 
-def _partition_dict(leader: int, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int],
+def partition_dict(leader: int, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int],
                     removing: list[int], adding: list[int], elr: list[int], last_known_elr: list[int],
                     lrs: int) -> dict[str, Any]:
     return {"leader": leader, "leaderEpoch": leader_epoch, "partitionEpoch": partition_epoch,
             "replicas": list(replicas), "isr": list(isr), "removingReplicas": list(removing),
             "addingReplicas": list(adding), "eligibleLeaderReplicas": list(elr), "lastKnownElr": list(last_known_elr),
             "leaderRecoveryState": lrs}
-
-
-# ---- the Python image in the plain form -------------------------------------------------------
-
-def from_metadata_image(img: Any) -> dict[str, Any]:
-    """The plain form of a :class:`kraftsim.metadata.image.image.MetadataImage`."""
-    s = uuids.to_str
-    brokers = {}
-    for b in img.cluster.brokers.values():
-        brokers[b.id] = {
-            "epoch": b.epoch, "incarnationId": s(b.incarnation_id), "fenced": b.fenced,
-            "inControlledShutdown": b.in_controlled_shutdown, "isMigratingZkBroker": b.is_migrating_zk_broker,
-            "rack": b.rack, "listeners": {n: [h, p, sp] for n, (h, p, sp) in b.listeners.items()},
-        }
-    controllers = {c.id: {"incarnationId": s(c.incarnation_id), "zkMigrationReady": c.zk_migration_ready,
-                          "listeners": {n: [h, p, sp] for n, (h, p, sp) in c.listeners.items()}}
-                   for c in img.cluster.controllers.values()}
-    topics = {}
-    for t in img.topics.by_id.values():
-        topics[t.name] = {"id": s(t.id), "partitions": {
-            pid: _partition_dict(p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr, p.removing_replicas,
-                                 p.adding_replicas, p.elr, p.last_known_elr, p.leader_recovery_state)
-            for pid, p in t.partitions.items()}}
-    configs = {_config_key(rt, rn): dict(kv) for (rt, rn), kv in img.configs.resources.items()}
-    features = dict(img.features.finalized)
-    if img.features.metadata_version is not None:
-        features[MV] = img.features.metadata_version
-    acls = {s(i): {"resourceType": a.resource_type, "resourceName": a.resource_name, "patternType": a.pattern_type,
-                   "principal": a.principal, "host": a.host, "operation": a.operation,
-                   "permissionType": a.permission_type} for i, a in img.acls.by_id.items()}
-    quotas = {_entity_key(list(e)): dict(kv) for e, kv in img.quotas.entities.items()}
-    return {"offset": img.offset, "features": features, "migration": img.migration.state.name,
-            "brokers": brokers, "controllers": controllers, "topics": topics, "configs": configs,
-            "acls": acls, "quotas": quotas}
 
 
 # ---- the image in Spark -------------------------------------------------------------------------
@@ -245,7 +210,7 @@ def _assemble(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if first is None or name is None:
             continue
         lists = [r.get(c) or [] for c in _LISTS]
-        topics[name]["partitions"][r["partitionId"]] = _partition_dict(
+        topics[name]["partitions"][r["partitionId"]] = partition_dict(
             r["leader"], first["leaderEpoch"] + r["leaderBumps"], first["partitionEpoch"] + r["changes"],
             lists[0], lists[1], lists[2], lists[3], lists[4], lists[5], r["leaderRecoveryState"])
     configs: dict[str, dict[str, str]] = {}
@@ -254,7 +219,7 @@ def _assemble(rows: list[dict[str, Any]]) -> dict[str, Any]:
             continue
         if r["resourceType"] == 2 and removed_at.get(r["resourceName"], -1) > r["last_offset"]:
             continue
-        configs.setdefault(_config_key(r["resourceType"], r["resourceName"]), {})[r["name"]] = r["value"]
+        configs.setdefault(config_key(r["resourceType"], r["resourceName"]), {})[r["name"]] = r["value"]
     features = {r["name"]: r["featureLevel"] for r in by.get("feature", [])
                 if r["featureLevel"] != 0 or r["name"] == MV}
     mig = by.get("migration")
@@ -264,7 +229,7 @@ def _assemble(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for r in by.get("quota", []):
         if r["present"]:
             pairs = [(e["entityType"], e.get("entityName")) for e in r["entity"]]
-            quotas.setdefault(_entity_key(pairs), {})[r["quotaKey"]] = float(r["quotaValue"])
+            quotas.setdefault(entity_key(pairs), {})[r["quotaKey"]] = float(r["quotaValue"])
     return {"features": features, "migration": migration, "brokers": brokers, "controllers": controllers,
             "topics": topics, "configs": configs, "acls": acls, "quotas": quotas}
 

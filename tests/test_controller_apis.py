@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from kraftsim.metadata.image.configs import TOPIC
 from kraftsim.raft.apis import RaftApis
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode as E
@@ -74,7 +75,7 @@ async def test_create_partitions_and_incremental_alter_configs(c: Cluster) -> No
     r = await c.req(IAC(resources=[IAC.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
         IAC.AlterableConfig(name="retention.ms", config_operation=0, value="60000")])]), 1)
     assert [(x.resource_name, x.error_code) for x in r.responses] == [("t", 0)]
-    assert c.controller.image.configs.topic_configs("t") == {"retention.ms": "60000"}
+    assert c.controller.image.configs.get(TOPIC, "t") == {"retention.ms": "60000"}
 
 
 async def test_whole_request_failures_are_each_apis_error_response(c: Cluster) -> None:

@@ -9,6 +9,7 @@ import pytest
 from kraftsim.metadata import versions
 from kraftsim.metadata.directories import MIGRATING
 from kraftsim.metadata.image import MetadataImage, ReplayError, UnwritableMetadataError
+from kraftsim.metadata.image.configs import TOPIC
 from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.records import by_name
 
@@ -52,7 +53,9 @@ def image(*records: object, level: int = 21) -> MetadataImage:
 
 
 def roundtrip(img: MetadataImage) -> MetadataImage:
-    return MetadataImage.from_snapshot(list(img.records()), img.offset, img.supported_features)
+    loaded = MetadataImage(img.supported_features)
+    loaded.load_snapshot(list(img.records()), img.offset)
+    return loaded
 
 
 # ----- features -----------------------------------------------------------------------------
@@ -195,7 +198,7 @@ def test_isr_index_follows_isr_changes() -> None:
     assert members(1) == [] and members(2) == [0, 1]
     assert 1 not in img.topics.isr_index  # an emptied per-broker set disappears
     img.replay(change(1, isr=[4, 1]), 5)
-    assert members(1) == [1] and members(2) == [0] and img.topics.isr_membership_count(3) == 1
+    assert members(1) == [1] and members(2) == [0] and len(img.topics.partitions_with_isr_member(3)) == 1
 
 
 def test_leaderless_and_imbalance_indexes() -> None:
@@ -255,7 +258,7 @@ def test_partition_record_for_existing_partition_replaces_it() -> None:
     img.replay(part(0, replicas=[4, 5], leader=5), 3)
     p = img.topics.partition(T1, 0)
     assert p.replicas == (4, 5) and img.topics.partition_count == 1
-    assert img.topics.isr_membership_count(1) == 0 and img.topics.isr_membership_count(4) == 1
+    assert len(img.topics.partitions_with_isr_member(1)) == 0 and len(img.topics.partitions_with_isr_member(4)) == 1
     assert img.topics.preferred_replica_imbalance_count == 1
 
 
@@ -278,9 +281,9 @@ def test_remove_topic_drops_partitions_configs_and_index_entries() -> None:
     assert img.topics.colliding == {"a_b": {"a.b"}}
     img.replay(R("RemoveTopicRecord")(topic_id=T1), 8)
     assert img.topics.topic_count == 1 and img.topics.partition_count == 1
-    assert img.configs.topic_configs("a.b") == {} and img.configs.topic_configs("other") == {"retention.ms": "2"}
+    assert img.configs.get(TOPIC, "a.b") == {} and img.configs.get(TOPIC, "other") == {"retention.ms": "2"}
     assert img.topics.offline_partition_count == 0 and img.topics.preferred_replica_imbalance_count == 0
-    assert img.topics.isr_membership_count(1) == 1  # only the other topic's partition
+    assert len(img.topics.partitions_with_isr_member(1)) == 1  # only the other topic's partition
     assert "a.b" not in img.topics.by_name and img.topics.colliding == {}
     img.replay(topic("a.b", uuid.UUID(int=5)), 9)  # the name can be reused afterwards
     assert img.topics.by_name["a.b"].id == uuid.UUID(int=5)
@@ -387,7 +390,7 @@ def test_transactions() -> None:
     img.replay(R("AbortTransactionRecord")(reason="Controller failover"), 10)
     assert not img.transaction.open and img.offset == 10
     with pytest.raises(ReplayError, match="snapshot"):
-        MetadataImage.from_snapshot([mv(), R("BeginTransactionRecord")()], 3)
+        MetadataImage().load_snapshot([mv(), R("BeginTransactionRecord")()], 3)
 
 
 def test_noop_advances_offset_only() -> None:

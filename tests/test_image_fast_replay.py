@@ -246,7 +246,7 @@ def test_partitions_sharing_a_shape_change_independently() -> None:
     img.replay(by_name("PartitionChangeRecord")(partition_id=0, topic_id=T, isr=[1], leader=1), 6)
     assert img.topics.partition(T, 0).isr == (1,)  # type: ignore[union-attr]
     assert img.topics.partition(T, 1) is p1 and p1 is not None and p1.isr == (1, 2) and p0 is not None
-    assert p0.isr == (1, 2) and img.topics.isr_membership_count(2) == 1
+    assert p0.isr == (1, 2) and len(img.topics.partitions_with_isr_member(2)) == 1
 
 
 def test_framing_reuses_an_encoder_only_for_the_version_it_learned() -> None:

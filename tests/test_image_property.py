@@ -271,7 +271,9 @@ def _replay_all(values: list[bytes], start: int = 0, img: MetadataImage | None =
 
 def _snapshot(img: MetadataImage) -> MetadataImage:
     values = _bytes_roundtrip(list(img.records()))
-    return MetadataImage.from_snapshot([unframe(v) for v in values], img.offset, SUPPORTED)
+    loaded = MetadataImage(SUPPORTED)
+    loaded.load_snapshot([unframe(v) for v in values], img.offset)
+    return loaded
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

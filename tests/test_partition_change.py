@@ -190,8 +190,8 @@ def test_dropping_replicas_bumps_epoch_and_assigns_default_dirs() -> None:
     d = [uuid.UUID(int=(i + 1) << 64) for i in range(4)]
     img = image(directories=d[:3])
     p = part(img)
-    rv = PartitionChangeBuilder(p, TID, 0, accept(1, 2, 3, 4), MV, default_dir=lambda b: d[b - 1]) \
-        .set_target_replicas([1, 2, 4]).set_target_isr([1, 2]).build()
+    rv = PartitionChangeBuilder(p, TID, 0, accept(1, 2, 3, 4), MV, default_dir=lambda b: d[b - 1],
+                                target_replicas=[1, 2, 4], target_isr=[1, 2]).build()
     rec, _ = rv
     assert rec.replicas == [1, 2, 4] and rec.leader == 1  # 3 dropped: forced leader-epoch bump
     assert rec.directories == [d[0], d[1], d[3]]
@@ -201,8 +201,8 @@ def test_dropping_replicas_bumps_epoch_and_assigns_default_dirs() -> None:
 
 def test_directories_not_written_below_3_7_iv2() -> None:
     img = image(mv=versions.IBP_3_7_IV1)
-    rec, _ = PartitionChangeBuilder(part(img), TID, 0, accept(1, 2, 3, 4), img.metadata_version) \
-        .set_target_replicas([1, 2, 3, 4]).build()
+    rec, _ = PartitionChangeBuilder(part(img), TID, 0, accept(1, 2, 3, 4), img.metadata_version,
+                                    target_replicas=[1, 2, 3, 4]).build()
     assert rec.directories is None and rec.replicas == [1, 2, 3, 4] and rec.leader == -2
 
 
@@ -210,8 +210,8 @@ def test_reassignment_completes_when_isr_covers_target() -> None:
     # Moving [1,2,3] -> [1,2,4]: replicas [1,2,3,4], removing [3], adding [4].
     img = image(replicas=(1, 2, 3, 4), isr=(1, 2, 3), removing_replicas=[3], adding_replicas=[4])
     p = part(img)
-    rv = PartitionChangeBuilder(p, TID, 0, accept(1, 2, 3, 4), MV, default_dir=lambda b: uuid.UUID(int=0)) \
-        .set_target_isr([1, 2, 3, 4]).build()
+    rv = PartitionChangeBuilder(p, TID, 0, accept(1, 2, 3, 4), MV, default_dir=lambda b: uuid.UUID(int=0),
+                                target_isr=[1, 2, 3, 4]).build()
     rec, _ = rv
     assert (rec.replicas, rec.isr, rec.removing_replicas, rec.adding_replicas) == ([1, 2, 4], [1, 2, 4], [], [])
     assert rec.leader == 1  # replica 3 dropped

@@ -21,6 +21,7 @@ from kraftsim.metadata.config_defs.topic import (
     TOPIC_CONFIGS,
 )
 from kraftsim.metadata.directories import MIGRATING, UNASSIGNED
+from kraftsim.metadata.image.configs import TOPIC
 from kraftsim.metadata.records import FramedRecord, by_name, frame, record_name, type_name, unframe
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_errors import ApiError
@@ -159,7 +160,7 @@ def test_configs_become_config_records_and_effective_configs_are_reported() -> N
     kinds = [type_name(r.api_key()) for r, _ in res.records]
     assert kinds == ["TopicRecord", "ConfigRecord", "ConfigRecord", "PartitionRecord"]
     resp = c.apply(res)
-    assert c.image.configs.topic_configs("foo") == {"cleanup.policy": "compact", "segment.ms": "1000"}
+    assert c.image.configs.get(TOPIC, "foo") == {"cleanup.policy": "compact", "segment.ms": "1000"}
     cfg = {e.name: e for e in resp.topics[0].configs}
     assert [e.name for e in resp.topics[0].configs] == sorted(TOPIC_CONFIGS)
     assert (cfg["cleanup.policy"].value, cfg["cleanup.policy"].config_source) == ("compact", DYNAMIC_TOPIC_CONFIG)
@@ -407,7 +408,7 @@ def test_delete_by_name_and_id_removes_topics_and_configs() -> None:
     assert _results(res) == {("a", ids["a"]): (0, None), ("b", ids["b"]): (0, None)}
     c.apply(res)
     assert set(c.image.topics.by_name) == {"keep"}
-    assert c.image.configs.topic_configs("a") == {} and c.image.configs.topic_configs("keep") == {"retention.ms": "10"}
+    assert c.image.configs.get(TOPIC, "a") == {} and c.image.configs.get(TOPIC, "keep") == {"retention.ms": "10"}
     assert c.image.topics.partition_count == 2
 
 

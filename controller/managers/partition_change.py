@@ -113,40 +113,6 @@ class PartitionChangeBuilder:
         # assignment is the fallback, then default_dir for replicas it does not have.
         self.target_directories: dict[int, uuid.UUID] | None = None
 
-    # ----- fluent setters (Kafka's names) ------------------------------------------------
-
-    def set_target_isr(self, isr: Sequence[int]) -> PartitionChangeBuilder:
-        self.target_isr = isr
-        return self
-
-    def set_target_replicas(self, replicas: Sequence[int]) -> PartitionChangeBuilder:
-        self.target_replicas = replicas
-        return self
-
-    def set_target_removing(self, removing: Sequence[int]) -> PartitionChangeBuilder:
-        self.target_removing = removing
-        return self
-
-    def set_target_adding(self, adding: Sequence[int]) -> PartitionChangeBuilder:
-        self.target_adding = adding
-        return self
-
-    def set_target_leader_recovery_state(self, state: int) -> PartitionChangeBuilder:
-        self.target_leader_recovery_state = state
-        return self
-
-    def set_election(self, election: Election) -> PartitionChangeBuilder:
-        self.election = election
-        return self
-
-    def set_zk_migration_enabled(self, enabled: bool) -> PartitionChangeBuilder:
-        self.zk_migration_enabled = enabled
-        return self
-
-    def set_default_dir_provider(self, provider: DefaultDirProvider) -> PartitionChangeBuilder:
-        self.default_dir = provider
-        return self
-
     def set_directory(self, broker_id: int, directory: uuid.UUID) -> PartitionChangeBuilder:
         if self.target_directories is None:
             self.target_directories = {}

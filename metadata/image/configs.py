@@ -33,9 +33,6 @@ class ConfigsImage:
         """The resource's configs (empty dict when none); do not mutate the result."""
         return self.resources.get((resource_type, resource_name), {})
 
-    def topic_configs(self, topic_name: str) -> dict[str, str]:
-        return self.get(TOPIC, topic_name)
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ConfigsImage):
             return NotImplemented

@@ -251,13 +251,6 @@ class MetadataImage:
             self._loading_snapshot = False
         self.offset = last_offset
 
-    @classmethod
-    def from_snapshot(cls, records: Iterable[Message | tuple[Message, int]], last_offset: int,
-                      supported_features: dict[str, tuple[int, int]] | None = None) -> MetadataImage:
-        img = cls(supported_features)
-        img.load_snapshot(records, last_offset)
-        return img
-
     # ----- snapshot ----------------------------------------------------------------------
 
     def records(self) -> Iterator[tuple[Message, int]]:

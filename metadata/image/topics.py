@@ -101,16 +101,6 @@ class Partition:
     elr: tuple[int, ...] = _EMPTY
     last_known_elr: tuple[int, ...] = _EMPTY
 
-    @property
-    def preferred_replica(self) -> int:
-        return self.replicas[0] if self.replicas else NO_LEADER
-
-    def has_leader(self) -> bool:
-        return self.leader != NO_LEADER
-
-    def has_preferred_leader(self) -> bool:
-        return self.leader == (self.replicas[0] if self.replicas else NO_LEADER)
-
     def is_reassigning(self) -> bool:
         return bool(self.removing_replicas or self.adding_replicas)
 
@@ -283,10 +273,6 @@ class TopicsImage:
         """A list (not a live iterator) so callers may replay changes while walking it."""
         s = self.isr_index.get(broker_id)
         return [] if s is None else list(self._resolve(s))
-
-    def isr_membership_count(self, broker_id: int) -> int:
-        s = self.isr_index.get(broker_id)
-        return 0 if s is None else len(s)
 
     def partitions_with_elr_member(self, broker_id: int) -> list[tuple[Topic, int, Partition]]:
         s = self.elr_index.get(broker_id)

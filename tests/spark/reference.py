@@ -11,8 +11,9 @@ from kraftsim.metadata.batch import decode_control_record
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.snapshots import SnapshotId, read_snapshot_file
+from kraftsim.rpc import uuids
 from kraftsim.rpc.message import Message
-from pyspark_kraft.image import from_metadata_image
+from pyspark_kraft.image import MV, config_key, entity_key, partition_dict
 
 
 @dataclass
@@ -64,3 +65,35 @@ def python_image(directory: Path, offset: int, snapshot: SnapshotId | None = Non
             continue
         img.replay(r.msg, r.offset, r.timestamp)
     return from_metadata_image(img)
+
+
+def from_metadata_image(img: Any) -> dict[str, Any]:
+    """The plain form of a :class:`kraftsim.metadata.image.image.MetadataImage`."""
+    s = uuids.to_str
+    brokers = {}
+    for b in img.cluster.brokers.values():
+        brokers[b.id] = {
+            "epoch": b.epoch, "incarnationId": s(b.incarnation_id), "fenced": b.fenced,
+            "inControlledShutdown": b.in_controlled_shutdown, "isMigratingZkBroker": b.is_migrating_zk_broker,
+            "rack": b.rack, "listeners": {n: [h, p, sp] for n, (h, p, sp) in b.listeners.items()},
+        }
+    controllers = {c.id: {"incarnationId": s(c.incarnation_id), "zkMigrationReady": c.zk_migration_ready,
+                          "listeners": {n: [h, p, sp] for n, (h, p, sp) in c.listeners.items()}}
+                   for c in img.cluster.controllers.values()}
+    topics = {}
+    for t in img.topics.by_id.values():
+        topics[t.name] = {"id": s(t.id), "partitions": {
+            pid: partition_dict(p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr, p.removing_replicas,
+                                 p.adding_replicas, p.elr, p.last_known_elr, p.leader_recovery_state)
+            for pid, p in t.partitions.items()}}
+    configs = {config_key(rt, rn): dict(kv) for (rt, rn), kv in img.configs.resources.items()}
+    features = dict(img.features.finalized)
+    if img.features.metadata_version is not None:
+        features[MV] = img.features.metadata_version
+    acls = {s(i): {"resourceType": a.resource_type, "resourceName": a.resource_name, "patternType": a.pattern_type,
+                   "principal": a.principal, "host": a.host, "operation": a.operation,
+                   "permissionType": a.permission_type} for i, a in img.acls.by_id.items()}
+    quotas = {entity_key(list(e)): dict(kv) for e, kv in img.quotas.entities.items()}
+    return {"offset": img.offset, "features": features, "migration": img.migration.state.name,
+            "brokers": brokers, "controllers": controllers, "topics": topics, "configs": configs,
+            "acls": acls, "quotas": quotas}
