@@ -66,6 +66,7 @@ from kraftsim.rpc.messages import (
 log = logging.getLogger("kraftsim.raft")
 
 RequestBuilder = Callable[[], RaftRequest]
+MAX_POLL_PASSES = 4
 RETRY_BACKOFF_BASE_MS = 100  # KafkaRaftClient.RETRY_BACKOFF_BASE_MS, the election backoff's unit
 
 
@@ -228,7 +229,13 @@ class RaftNode:
         if self._maybe_complete_shutdown(now_ms):
             self._emit_events()
             return NEVER
-        timeout = polling.poll_current_state(self, now_ms)
+        # A transition asks to be polled again at once (Kafka's loop polls with no wait): do it
+        # here, a few times at most, rather than make every driver come straight back.
+        for _ in range(MAX_POLL_PASSES):
+            transitions = self.quorum.transitions
+            timeout = polling.poll_current_state(self, now_ms)
+            if timeout > 0 or self.quorum.transitions == transitions:
+                break
         timeout = min(timeout, self._expire_parked_fetches(now_ms))
         self._emit_events()
         return now_ms + timeout if timeout < NEVER else NEVER

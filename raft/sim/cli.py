@@ -25,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--observers", type=int, default=0, metavar="M", help="observers (default 0)")
     p.add_argument("--seconds", type=float, default=10.0, metavar="S",
                    help="simulated seconds of faults per seed, before the network heals (default 10)")
+    p.add_argument("--settle-seconds", type=float, default=30.0, metavar="S",
+                   help="how long the healed cluster may take to converge before that counts as a failure (default 30)")
     p.add_argument("--loss", type=float, default=0.0, metavar="P", help="probability a message is lost")
     p.add_argument("--duplicate", type=float, default=0.0, metavar="P", help="probability a message arrives twice")
     p.add_argument("--delay-ms", default="1-20", metavar="MIN-MAX", help="message delay range (default 1-20)")
@@ -58,7 +60,8 @@ def _config(args: argparse.Namespace) -> object:
     try:
         delay = (int(lo), int(hi if sep else lo))
         quorum = QuorumConfig.from_properties(props)
-        return SimConfig(voters=args.voters, observers=args.observers, seconds=args.seconds, loss=args.loss,
+        return SimConfig(voters=args.voters, observers=args.observers, seconds=args.seconds,
+                         settle_seconds=args.settle_seconds, loss=args.loss,
                          duplicate=args.duplicate, delay_ms=delay, faults=not args.no_faults,
                          crashes=not args.no_crashes, partitions=not args.no_partitions,
                          fault_interval_ms=args.fault_interval_ms, append_interval_ms=args.append_interval_ms,
@@ -70,7 +73,7 @@ def _config(args: argparse.Namespace) -> object:
 def replay_command(args: argparse.Namespace, seed: int) -> str:
     """The command line that replays one seed of this run."""
     parts = [f"kraftsim simulate --seed {seed} --voters {args.voters}"]
-    defaults = {"observers": 0, "seconds": 10.0, "loss": 0.0, "duplicate": 0.0, "delay_ms": "1-20",
+    defaults = {"observers": 0, "seconds": 10.0, "settle_seconds": 30.0, "loss": 0.0, "duplicate": 0.0, "delay_ms": "1-20",
                 "fault_interval_ms": 2000, "append_interval_ms": 100, "snapshot_interval_ms": 3000, "wire": "off"}
     for name, default in defaults.items():
         value = getattr(args, name)
@@ -106,7 +109,7 @@ def main(args: argparse.Namespace) -> int:
         except SimulationFailure as e:
             if args.trace:
                 print("\n".join(sim.trace))
-            raise CommandError(f"{PROG}: invariant broken at {e}; replay: {replay_command(args, seed)}") from None
+            raise CommandError(f"{PROG}: failed at {e}; replay: {replay_command(args, seed)}") from None
         if args.trace:
             print("\n".join(result.trace))
         totals.add(result)

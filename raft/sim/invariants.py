@@ -54,8 +54,14 @@ class NodeView:
 class _Cursor:
     """How far a node's log is known to match the committed records, for one log generation."""
 
+    log: MemoryLog | None = None
     generation: int = -1
     upto: int = 0
+
+    def sync(self, log: MemoryLog) -> None:
+        """Start again from the log's start if the log was replaced, or rewritten below its end."""
+        if self.log is not log or self.generation != log.generation or self.upto < log.start_offset:
+            self.log, self.generation, self.upto = log, log.generation, log.start_offset
 
 
 def is_control(data: bytes) -> bool:
@@ -190,8 +196,7 @@ class InvariantChecker:
         assert hw is not None
         cursor = self._verified.setdefault(v.node_id, _Cursor())
         log = v.log
-        if cursor.generation != log.generation or cursor.upto < log.start_offset:
-            cursor.generation, cursor.upto = log.generation, log.start_offset
+        cursor.sync(log)
         if hw > cursor.upto:
             for b in log.batches_from(cursor.upto):
                 if b.base_offset >= hw:
@@ -205,8 +210,7 @@ class InvariantChecker:
         ``limit``."""
         cursor = cursors.setdefault(v.node_id, _Cursor())
         log = v.log
-        if cursor.generation != log.generation or cursor.upto < log.start_offset:
-            cursor.generation, cursor.upto = log.generation, log.start_offset
+        cursor.sync(log)
         if cursor.upto < min(limit, self.committed_end):
             for b in log.batches_from(cursor.upto):
                 if b.base_offset >= self.committed_end or b.last_offset >= limit:

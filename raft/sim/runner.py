@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kraftsim.raft.core.node import RaftNode
@@ -75,45 +77,55 @@ class Simulation:
 
     # -- the run ---------------------------------------------------------------------------
     def run(self) -> SimResult:
-        cluster = self.cluster
-        scheduler = cluster.scheduler
-        try:
-            for node_id in cluster.nodes:
-                cluster.start(node_id)
-            self._workload()
-            self.nemesis.schedule()
-            heal_at = int(self.config.seconds * 1000)
-            give_up_at = heal_at + int(self.config.settle_seconds * 1000)
-            same_time = 0
-            label = ""
-            while True:
+        """The whole run: faults for ``config.seconds``, then heal, then converge."""
+        self.start()
+        self.run_until(lambda: False, int(self.config.seconds * 1000), None)
+        self.heal()
+        self.run_until(self._converged, int(self.config.settle_seconds * 1000),
+                       f"no convergence within {self.config.settle_seconds:g}s of healing")
+        return self._result()
+
+    def start(self) -> None:
+        """Start every node, the workload and (if configured) the nemesis."""
+        with self._failures():
+            for node_id in self.cluster.nodes:
+                self.cluster.start(node_id)
+            self._after_step("start")
+        self._workload()
+        self.nemesis.schedule()
+
+    def run_until(self, done: Callable[[], bool], within_ms: int, failure: str | None) -> None:
+        """Run events, checking the invariants after each, until ``done()`` holds, or for
+        ``within_ms`` of virtual time: then fail with ``failure`` (None: just stop there)."""
+        scheduler = self.cluster.scheduler
+        deadline = scheduler.now_ms + within_ms
+        same_time = 0
+        with self._failures():
+            while not done():
                 next_time = scheduler.next_time_ms()
-                if next_time is None:
-                    raise AssertionError("nothing left to happen")
-                if self.healed_at_ms is None and next_time >= heal_at:
-                    scheduler.now_ms = max(scheduler.now_ms, heal_at)
-                    self._heal()
-                    continue
-                if next_time > give_up_at:
-                    raise AssertionError(f"no convergence within {self.config.settle_seconds:g}s of healing: "
-                                         + self._describe())
-                if next_time == scheduler.now_ms:
-                    same_time += 1
-                    if same_time > LIVELOCK_STEPS:
-                        raise AssertionError(f"livelock: {same_time} events without time moving, the last "
-                                             f"{self.trace[-1] if self.trace else label}")
-                else:
-                    same_time = 0
-                label = scheduler.step()
-                self._after_step(label)
-                if self.healed_at_ms is not None and self._converged():
-                    break
+                if next_time is None or next_time > deadline:
+                    scheduler.now_ms = max(scheduler.now_ms, deadline)
+                    if failure is None:
+                        return
+                    raise AssertionError(f"{failure}: {self._describe()}")
+                same_time = same_time + 1 if next_time == scheduler.now_ms else 0
+                if same_time > LIVELOCK_STEPS:
+                    raise AssertionError(f"livelock: {same_time} events at one instant, the last {self.trace[-1:]}")
+                self._after_step(scheduler.step())
+
+    @contextmanager
+    def _failures(self) -> Iterator[None]:
+        """Anything that goes wrong inside becomes a SimulationFailure naming the seed and step."""
+        scheduler = self.cluster.scheduler
+        try:
+            yield
+        except SimulationFailure:
+            raise
         except AssertionError as e:  # InvariantViolation is one
             raise SimulationFailure(self.seed, scheduler.steps, scheduler.now_ms, str(e)) from e
         except Exception as e:  # noqa: BLE001 - whatever a node raised is a bug to report with the seed
             raise SimulationFailure(self.seed, scheduler.steps, scheduler.now_ms,
                                     f"{type(e).__name__}: {e}") from e
-        return self._result()
 
     def _workload(self) -> None:
         cluster = self.cluster
@@ -146,17 +158,18 @@ class Simulation:
             self.trace.append(f"{self.cluster.now_ms} {label} | " + " ".join(
                 f"{v.node_id}:{v.role[0]}{v.epoch}/{v.high_watermark}/{v.log.end_offset}" for v in self.cluster.views()))
 
-    def _heal(self) -> None:
+    def heal(self) -> None:
         """End of the faults: the network heals and loses nothing more, every node comes back."""
         cluster = self.cluster
         self.nemesis.active = False
         cluster.network.heal()
         cluster.network.loss = cluster.network.duplicate = 0.0
-        for node_id, sn in cluster.nodes.items():
-            if sn.raft is None:
-                cluster.start(node_id)
+        with self._failures():
+            for node_id, sn in cluster.nodes.items():
+                if sn.raft is None:
+                    cluster.start(node_id)
+            self._after_step("heal")
         self.healed_at_ms = cluster.now_ms
-        self._digest.update(f"{cluster.now_ms} heal".encode())
 
     def _converged(self) -> bool:
         """Every node up, one leader, and every node's high watermark past what was committed at
