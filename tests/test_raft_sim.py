@@ -267,7 +267,7 @@ def test_kraftsim_simulate_prints_a_summary(capsys: pytest.CaptureFixture[str]) 
                           "--seconds", "3", "--loss", "0.05"]) == 0
     out = capsys.readouterr().out
     assert "3 voters, 1 observers, seeds 5..7" in out
-    for heading in ("elections", "committed", "faults", "network", "invariants   held after all"):
+    for heading in ("elections", "committed", "faults", "network", "invariants   held at all"):
         assert heading in out
 
 

@@ -356,12 +356,13 @@ class RaftNode:
         self.log.append_control_as_leader([(ControlRecordType.LEADER_CHANGE, message)], epoch=leader.epoch,
                                           timestamp=now_ms)
         self._needs_flush = True
-        self._pending.clear()
-        self._linger_deadline_ms = NEVER
+        self._drop_pending_appends()
         self.requests.reset_all()
 
     def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
-        self._leave_leadership(ErrorCode.NOT_LEADER_OR_FOLLOWER, now_ms)
+        """A higher epoch with no known leader. Parked fetches stay parked, as in Kafka: they
+        are answered when their wait runs out (with the answer they would have got then)."""
+        self._drop_pending_appends()
         self.quorum.to_unattached(epoch, now_ms)
         self.requests.reset_all()
 
@@ -381,10 +382,15 @@ class RaftNode:
 
     def _leave_leadership(self, error: int, now_ms: int) -> None:
         """Parked fetches are answered with ``error`` (so fetchers look for the new leader at
-        once) and queued appends are dropped: they were never written."""
+        once), and queued appends are dropped."""
         for parked in self.purgatory.take_all():
             self.respond_later(parked, fetch_rpcs.complete_parked_fetch(self, parked, now_ms, expired=False,
                                                                          error=error))
+        self._drop_pending_appends()
+
+    def _drop_pending_appends(self) -> None:
+        """Appends queued by a leader that no longer leads were never written: they are lost, as
+        Kafka's accumulator drops them when its leader state closes."""
         self._pending.clear()
         self._linger_deadline_ms = NEVER
 

@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "simulate", help="the Raft quorum in a seeded deterministic simulation with faults",
         description="Runs a simulated KRaft quorum on virtual time: message loss, delay, duplication, "
                     "partitions, crashes and leader kills, with Raft's safety invariants checked after every "
-                    "step. The same seed replays the same run. Exit status 1 when an invariant breaks.")
+                    "step. The same seed replays the same run. Exit status 1 when an invariant breaks or the "
+                    "healed cluster does not converge, with the seed and the command that replays it.")
     p.add_argument("--seed", type=int, default=0, metavar="N", help="the (first) seed (default 0)")
     p.add_argument("--seeds", type=int, default=1, metavar="COUNT", help="run seeds N..N+COUNT-1 (default 1)")
     p.add_argument("--voters", type=int, default=3, metavar="K", help="voters (default 3)")

@@ -252,6 +252,7 @@ class Cluster:
         dst = self.nodes.get(env.dst)
         if dst is None:
             raise AssertionError(f"node {env.src} sent to unknown node {env.dst}")
+        self.network.stats.sent += 1
         if env.is_request and dst.raft is None:
             self._refuse(env)  # nobody listening: the connection fails at once
             return

@@ -149,11 +149,13 @@ class Simulation:
         """Check the invariants (unless no node changed in a way they can see) and extend the
         trace, whose digest identifies the run."""
         fingerprint = self.cluster.fingerprint()
+        digest = self._digest
+        digest.update(f"{self.cluster.now_ms} {label}".encode())
         if fingerprint != self._last_fingerprint:
             self._last_fingerprint = fingerprint
+            digest.update(repr(fingerprint).encode())
             self.checker.check(self.cluster.views())
         self.steps_checked += 1
-        self._digest.update(f"{self.cluster.now_ms} {label} {fingerprint!r}".encode())
         if self.keep_trace:
             self.trace.append(f"{self.cluster.now_ms} {label} | " + " ".join(
                 f"{v.node_id}:{v.role[0]}{v.epoch}/{v.high_watermark}/{v.log.end_offset}" for v in self.cluster.views()))

@@ -7,16 +7,10 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-
-@dataclass(order=True, slots=True)
-class _Entry:
-    time_ms: int
-    tiebreak: float
-    seq: int
-    label: str = field(compare=False)
-    action: Callable[[], None] = field(compare=False)
+# (time, tiebreak, sequence number, label, action): plain tuples, compared in C; the sequence
+# number is unique, so the label and action are never compared.
+_Entry = tuple[int, float, int, str, Callable[[], None]]
 
 
 class Scheduler:
@@ -29,7 +23,7 @@ class Scheduler:
 
     def at(self, time_ms: int, label: str, action: Callable[[], None]) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, _Entry(max(time_ms, self.now_ms), self.rng.random(), self._seq, label, action))
+        heapq.heappush(self._heap, (max(time_ms, self.now_ms), self.rng.random(), self._seq, label, action))
 
     def after(self, delay_ms: int, label: str, action: Callable[[], None]) -> None:
         self.at(self.now_ms + delay_ms, label, action)
@@ -38,12 +32,12 @@ class Scheduler:
         return len(self._heap)
 
     def next_time_ms(self) -> int | None:
-        return self._heap[0].time_ms if self._heap else None
+        return self._heap[0][0] if self._heap else None
 
     def step(self) -> str:
         """Run the next event; its label."""
-        entry = heapq.heappop(self._heap)
-        self.now_ms = entry.time_ms
+        time_ms, _, _, label, action = heapq.heappop(self._heap)
+        self.now_ms = time_ms
         self.steps += 1
-        entry.action()
-        return entry.label
+        action()
+        return label

@@ -66,16 +66,16 @@ def render(config: SimConfig, first_seed: int, totals: Totals, wall_s: float) ->
     ]
     if totals.runs == 1 and totals.last is not None:
         lines.append(f"  leaders      epoch:leader {_leaders(totals.last)}")
-        lines.append(f"  trace        {totals.last.digest} ({totals.steps:,} steps)")
+        lines.append(f"  trace        {totals.last.digest} ({totals.steps:,} events)")
     lines += [
         f"  committed    {totals.committed_records:,} of {totals.appended:,} records appended "
         f"(the rest were lost with a deposed leader, or not yet committed)",
         f"  faults       {faults}",
         f"  network      {net['sent']:,} messages: {net['lost']:,} lost, {net['duplicated']:,} duplicated, "
-        f"{net['partitioned']:,} cut by partitions, {net['refused']:,} refused"
+        f"{net['partitioned']:,} cut by partitions, {net['refused']:,} refused (peer down)"
         + (f", {net['encoded_bytes']:,} bytes encoded" if net["encoded_bytes"] else ""),
         f"  logs         {totals.snapshots:,} snapshots taken, {totals.snapshots_fetched:,} fetched by followers, "
         f"{totals.truncations:,} truncations",
-        f"  invariants   held after all {totals.invariant_checks:,} steps",
+        f"  invariants   held at all {totals.invariant_checks:,} checks (after every event, at start and heal)",
     ]
     return "\n".join(lines)
