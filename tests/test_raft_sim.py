@@ -30,14 +30,14 @@ ELECTION_TIMEOUT = 1000
 
 # Each sweep: (configuration, first seed, how many seeds). Sized to run in a few seconds each.
 SWEEPS = {
-    "3 voters": (SimConfig(voters=3, seconds=3), 0, 600),
-    "4 voters, faults every second": (SimConfig(voters=4, seconds=3, fault_interval_ms=1000), 10_000, 200),
+    "3 voters": (SimConfig(voters=3, seconds=3), 0, 800),
+    "4 voters, faults every second": (SimConfig(voters=4, seconds=3, fault_interval_ms=1000), 10_000, 250),
     "5 voters and 2 observers": (SimConfig(voters=5, observers=2, seconds=3), 20_000, 80),
-    "loss 15%, duplicates 10%": (SimConfig(voters=3, seconds=3, loss=0.15, duplicate=0.1), 30_000, 300),
+    "loss 15%, duplicates 10%": (SimConfig(voters=3, seconds=3, loss=0.15, duplicate=0.1), 30_000, 400),
     "Kafka's encoding, versions mixed per link": (SimConfig(voters=3, observers=1, seconds=3, wire="mixed"),
                                                   40_000, 80),
-    "2 voters": (SimConfig(voters=2, seconds=3), 50_000, 200),
-    "1 voter and an observer": (SimConfig(voters=1, observers=1, seconds=3), 60_000, 100),
+    "2 voters": (SimConfig(voters=2, seconds=3), 50_000, 250),
+    "1 voter and an observer": (SimConfig(voters=1, observers=1, seconds=3), 60_000, 140),
 }
 
 
