@@ -39,8 +39,8 @@ def main() -> None:
     args = p.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; {args.seeds} seeds each, "
           f"{args.seconds:g} s of faults then healed")
-    print(f"{'configuration':38} {'wall s':>7} {'cpu s':>7} {'sim s/wall s':>12} {'seeds/min':>10} "
-          f"{'events/s':>9}")
+    print(f"{'configuration':38} {'wall s':>7} {'cpu s':>7} {'sim s/wall s':>12} {'sim s/cpu s':>11} "
+          f"{'seeds/min':>10} {'(per cpu)':>10} {'events/cpu s':>12}")
     for name, config in configurations(args.seconds).items():
         wall0, cpu0 = time.perf_counter(), time.process_time()
         simulated_ms = steps = 0
@@ -49,8 +49,9 @@ def main() -> None:
             simulated_ms += result.virtual_ms
             steps += result.steps
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        print(f"{name:38} {wall:7.2f} {cpu:7.2f} {simulated_ms / 1000 / wall:12.0f} {args.seeds / wall * 60:10.0f} "
-              f"{steps / wall:9.0f}")
+        sim_s = simulated_ms / 1000
+        print(f"{name:38} {wall:7.2f} {cpu:7.2f} {sim_s / wall:12.0f} {sim_s / cpu:11.0f} "
+              f"{args.seeds / wall * 60:10.0f} {args.seeds / cpu * 60:10.0f} {steps / cpu:12.0f}")
 
 
 if __name__ == "__main__":
