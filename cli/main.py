@@ -145,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kraftsim.migration import cli as migration_cli
 
     migration_cli.register(sub)
+    from kraftsim.raft.sim import cli as simulate_cli  # imports no simulator until it runs
+
+    simulate_cli.register(sub)
     return p
 
 

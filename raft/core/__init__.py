@@ -1,0 +1,32 @@
+"""The Raft layer of a KRaft quorum of any size, as a sans-I/O state machine: Kafka 3.9's
+KafkaRaftClient (KIP-595) without threads, sockets or clocks, so that one core serves a real
+network driver and the deterministic simulator (``kraftsim.raft.sim``) alike.
+
+The pieces, each in its own module:
+
+- ``node.py``: :class:`~kraftsim.raft.core.node.RaftNode`, the driver's entry point (requests and
+  responses in, requests and responses out, ``poll(now)``, appends, resignation, shutdown).
+- ``quorum.py``, ``states.py``, ``leader_state.py``: the epoch states and the only transitions
+  between them, durable ones written to the quorum-state store first.
+- ``election_rpcs.py`` (Vote, BeginQuorumEpoch, EndQuorumEpoch), ``fetch_rpcs.py`` (Fetch,
+  FetchSnapshot, DescribeQuorum), ``common.py`` (what every answer teaches), ``polling.py`` (what
+  each state does on its timers), ``purgatory.py`` (parked fetches), ``requests.py`` (one request
+  in flight per peer), ``rpcs.py`` (the messages, in the project's generated protocol classes).
+- ``log.py`` and ``state_store.py``: the storage protocols, with in-memory implementations
+  (``memory_log.py``, ``MemoryQuorumStateStore``) and Kafka's ``quorum-state`` file.
+
+Where dynamic voters and pre-vote belong:
+
+- KIP-853 (dynamic voters): the voter set already carries directory ids, endpoints and kraft.version
+  ranges (``voters.py``), replicas are named by :class:`~kraftsim.raft.core.keys.ReplicaKey` with
+  their directory, the store writes ``quorum-state`` v1 when kraft.version is 1, and LeaderState
+  keeps voters and observers apart by key. What is missing is the voter-set history read from the
+  log's VotersRecord and KRaftVersionRecord control records (a replacement for the static
+  ``QuorumState.voters``), the leader writing them at the start of an epoch, and the
+  AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter handlers beside ``election_rpcs.py``, with one
+  change in flight at a time (``VoterSet.overlapping_majority``).
+- KIP-996 (pre-vote, Kafka 4.0): a Prospective state beside Candidate in ``states.py``, entered
+  where a timer calls ``transition_to_candidate``; Vote v2's PreVote flag in
+  ``rpcs.vote_request``; ``handle_vote_request`` answering a pre-vote without transitioning or
+  persisting; and a voter that answers UNSUPPORTED_VERSION sending the node straight to Candidate.
+"""

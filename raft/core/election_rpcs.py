@@ -1,0 +1,220 @@
+"""Vote, BeginQuorumEpoch and EndQuorumEpoch: how this node answers them, and what it does with
+the answers to its own.
+
+Vote is granted only to a candidate whose log is at least as up to date as this node's (last
+epoch first, then end offset), at most once per epoch, and only after the vote is written to
+``quorum-state``. BeginQuorumEpoch tells a voter who won. EndQuorumEpoch tells the voters that
+the leader resigned; a voter named among its preferred successors stands sooner the higher it is
+named, so the most caught-up voter usually wins before anyone else's timer fires.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kraftsim.raft.core import rpcs
+from kraftsim.raft.core.common import (
+    handle_top_level_error,
+    maybe_handle_common_response,
+    maybe_transition,
+    response_leader_endpoints,
+    valid_cluster_id,
+    valid_voter_key,
+    validate_voter_only,
+)
+from kraftsim.raft.core.events import InboundRequest
+from kraftsim.raft.core.keys import OffsetAndEpoch, ReplicaKey
+from kraftsim.raft.core.leader_state import LeaderState
+from kraftsim.raft.core.quorum import RaftStateError
+from kraftsim.raft.core.states import CandidateState, FollowerState, ResignedState, UnattachedState
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    VoteRequest,
+    VoteResponse,
+)
+
+if TYPE_CHECKING:
+    from kraftsim.raft.core.node import RaftNode
+
+E = ErrorCode
+
+
+# -- Vote --------------------------------------------------------------------------------------
+
+def _vote_response(node: RaftNode, req: InboundRequest, error: int, granted: bool) -> VoteResponse:
+    q = node.quorum
+    return rpcs.vote_response(req.listener, req.api_version, error, q.epoch, q.leader_id, granted,
+                              q.state.leader_endpoints)
+
+
+def handle_vote_request(node: RaftNode, req: InboundRequest, message: VoteRequest, now_ms: int) -> VoteResponse:
+    if not valid_cluster_id(node, message.cluster_id):
+        return VoteResponse(error_code=E.INCONSISTENT_CLUSTER_ID)
+    if not rpcs.valid_partition(message):
+        return VoteResponse(error_code=E.INVALID_REQUEST)
+    p = message.topics[0].partitions[0]
+    if p.last_offset < 0 or p.last_offset_epoch < 0 or p.last_offset_epoch >= p.candidate_epoch:
+        return _vote_response(node, req, E.INVALID_REQUEST, False)
+    error = validate_voter_only(node, p.candidate_id, p.candidate_epoch)
+    if error is not None:
+        return _vote_response(node, req, error, False)
+    if p.candidate_epoch > node.quorum.epoch:
+        node.transition_to_unattached(p.candidate_epoch, now_ms)
+    voter = None if message.voter_id < 0 else ReplicaKey.of(message.voter_id, p.voter_directory_id)
+    if not valid_voter_key(node, voter):
+        return _vote_response(node, req, E.INVALID_VOTER_KEY, False)
+    candidate = ReplicaKey.of(p.candidate_id, p.candidate_directory_id)
+    up_to_date = node.candidate_log_up_to_date(OffsetAndEpoch(p.last_offset, p.last_offset_epoch))
+    granted = node.quorum.state.can_grant_vote(candidate, up_to_date)
+    state = node.quorum.state
+    if granted and isinstance(state, UnattachedState) and state.voted_key is None:
+        node.quorum.to_voted(p.candidate_epoch, candidate, now_ms)  # durable before the answer leaves
+    node.stats.votes_granted += granted
+    return _vote_response(node, req, E.NONE, granted)
+
+
+def handle_vote_response(node: RaftNode, source: int, message: VoteResponse, now_ms: int) -> bool:
+    if message.error_code != E.NONE:
+        return handle_top_level_error(node, message.error_code)
+    if not rpcs.valid_partition(message):
+        return False
+    p = message.topics[0].partitions[0]
+    leader_id = p.leader_id if p.leader_id >= 0 else None
+    endpoints = response_leader_endpoints(node, leader_id, rpcs.leader_endpoints_from_response(
+        node.listener_name, p.leader_id, message.node_endpoints))
+    handled = maybe_handle_common_response(node, p.error_code, leader_id, p.leader_epoch, endpoints, now_ms)
+    if handled is not None:
+        return handled
+    if p.error_code != E.NONE:
+        return False
+    state = node.quorum.state
+    if isinstance(state, CandidateState):
+        state.record(source, p.vote_granted)
+        if p.vote_granted:
+            node.maybe_transition_to_leader(state, now_ms)
+        elif state.is_vote_rejected() and not state.backing_off:
+            # Lost for sure: back off now rather than wait out the election timeout.
+            state.start_backing_off(now_ms, node.binary_exponential_backoff_ms(state.retries))
+    return True
+
+
+# -- BeginQuorumEpoch ----------------------------------------------------------------------------
+
+def _begin_response(node: RaftNode, req: InboundRequest, error: int) -> BeginQuorumEpochResponse:
+    q = node.quorum
+    return rpcs.begin_quorum_epoch_response(req.listener, req.api_version, error, q.epoch, q.leader_id,
+                                            q.state.leader_endpoints)
+
+
+def handle_begin_quorum_epoch_request(node: RaftNode, req: InboundRequest, message: BeginQuorumEpochRequest,
+                                      now_ms: int) -> BeginQuorumEpochResponse:
+    if not valid_cluster_id(node, message.cluster_id):
+        return BeginQuorumEpochResponse(error_code=E.INCONSISTENT_CLUSTER_ID)
+    if not rpcs.valid_partition(message):
+        return BeginQuorumEpochResponse(error_code=E.INVALID_REQUEST)
+    p = message.topics[0].partitions[0]
+    error = validate_voter_only(node, p.leader_id, p.leader_epoch)
+    if error is not None:
+        return _begin_response(node, req, error)
+    endpoints = (rpcs.endpoints_from_request(message.leader_endpoints) if message.leader_endpoints
+                 else node.quorum.voters.listeners(p.leader_id))
+    maybe_transition(node, p.leader_id, p.leader_epoch, endpoints, now_ms)
+    voter = None if message.voter_id < 0 else ReplicaKey.of(message.voter_id, p.voter_directory_id)
+    if not valid_voter_key(node, voter):
+        return _begin_response(node, req, E.INVALID_VOTER_KEY)
+    return _begin_response(node, req, E.NONE)
+
+
+def handle_begin_quorum_epoch_response(node: RaftNode, source: int, message: BeginQuorumEpochResponse,
+                                       now_ms: int) -> bool:
+    if message.error_code != E.NONE:
+        return handle_top_level_error(node, message.error_code)
+    if not rpcs.valid_partition(message):
+        return False
+    p = message.topics[0].partitions[0]
+    leader_id = p.leader_id if p.leader_id >= 0 else None
+    endpoints = response_leader_endpoints(node, leader_id, rpcs.leader_endpoints_from_response(
+        node.listener_name, p.leader_id, message.node_endpoints))
+    handled = maybe_handle_common_response(node, p.error_code, leader_id, p.leader_epoch, endpoints, now_ms)
+    if handled is not None:
+        return handled
+    if p.error_code != E.NONE:
+        return False
+    state = node.quorum.state
+    if isinstance(state, LeaderState):
+        state.add_acknowledgement(source)
+    return True
+
+
+# -- EndQuorumEpoch ------------------------------------------------------------------------------
+
+def _end_response(node: RaftNode, req: InboundRequest, error: int) -> EndQuorumEpochResponse:
+    q = node.quorum
+    return rpcs.end_quorum_epoch_response(req.listener, req.api_version, error, q.epoch, q.leader_id,
+                                          q.state.leader_endpoints)
+
+
+def handle_end_quorum_epoch_request(node: RaftNode, req: InboundRequest, message: EndQuorumEpochRequest,
+                                    now_ms: int) -> EndQuorumEpochResponse:
+    if not valid_cluster_id(node, message.cluster_id):
+        return EndQuorumEpochResponse(error_code=E.INCONSISTENT_CLUSTER_ID)
+    if not rpcs.valid_partition(message):
+        return EndQuorumEpochResponse(error_code=E.INVALID_REQUEST)
+    p = message.topics[0].partitions[0]
+    error = validate_voter_only(node, p.leader_id, p.leader_epoch)
+    if error is not None:
+        return _end_response(node, req, error)
+    endpoints = (rpcs.endpoints_from_request(message.leader_endpoints) if message.leader_endpoints
+                 else node.quorum.voters.listeners(p.leader_id))
+    maybe_transition(node, p.leader_id, p.leader_epoch, endpoints, now_ms)
+    state = node.quorum.state
+    if isinstance(state, FollowerState) and state.leader_id == p.leader_id:
+        backoff = end_epoch_election_backoff_ms(node, rpcs.preferred_candidates(p))
+        state.fetch_timer.reset(now_ms, backoff)  # stand after ``backoff``, not the full fetch timeout
+    return _end_response(node, req, E.NONE)
+
+
+def end_epoch_election_backoff_ms(node: RaftNode, candidates: list[ReplicaKey]) -> int:
+    """The first preferred successor stands at once, the next after max/2^(n-1), each later one
+    twice as late; a voter not named waits the full backoff maximum."""
+    position = len(candidates)
+    for i, c in enumerate(candidates):
+        if c.id == node.quorum.local_id and (c.directory_id is None or c.directory_id == node.quorum.directory_id):
+            position = i
+            break
+    return strict_exponential_backoff_ms(node.config.election_backoff_max_ms, position, len(candidates))
+
+
+def strict_exponential_backoff_ms(max_ms: int, position: int, total: int) -> int:
+    if position == 0:
+        return 0
+    if position < 0 or position >= total:
+        return max_ms
+    base = max_ms >> (total - 1)
+    return min(max_ms, base << (position - 1))
+
+
+def handle_end_quorum_epoch_response(node: RaftNode, source: int, message: EndQuorumEpochResponse,
+                                     now_ms: int) -> bool:
+    if message.error_code != E.NONE:
+        return handle_top_level_error(node, message.error_code)
+    if not rpcs.valid_partition(message):
+        return False
+    p = message.topics[0].partitions[0]
+    leader_id = p.leader_id if p.leader_id >= 0 else None
+    endpoints = response_leader_endpoints(node, leader_id, rpcs.leader_endpoints_from_response(
+        node.listener_name, p.leader_id, message.node_endpoints))
+    handled = maybe_handle_common_response(node, p.error_code, leader_id, p.leader_epoch, endpoints, now_ms)
+    if handled is not None:
+        return handled
+    if p.error_code != E.NONE:
+        return False
+    state = node.quorum.state
+    if not isinstance(state, ResignedState):
+        raise RaftStateError(f"EndQuorumEpoch answered while {state.role}")
+    state.acknowledge(source)
+    return True

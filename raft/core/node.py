@@ -1,0 +1,470 @@
+"""A KRaft replica as a sans-I/O state machine: Kafka 3.9's KafkaRaftClient without threads,
+sockets or clocks.
+
+The driver calls :meth:`RaftNode.handle_request` and :meth:`RaftNode.handle_response` with what
+arrives, :meth:`RaftNode.poll` whenever the time it last returned has come (and after feeding it
+anything), and sends what :meth:`RaftNode.take_outbound` returns. Everything the node decides
+depends only on those calls, their ``now_ms`` and the injected ``random.Random``: the same calls
+make the same decisions, which is what lets the simulator replay a run from its seed.
+
+The leader's writes: :meth:`RaftNode.append` queues records (the accumulator), :meth:`poll`
+writes them after ``controller.quorum.append.linger.ms`` and asks the log to flush, and the high
+watermark follows the flushed offsets of a majority. The driver hears of commits and leader
+changes through :meth:`RaftNode.take_events`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kraftsim.metadata import records as recs
+from kraftsim.metadata.batch import ControlRecordType
+from kraftsim.raft.core import election_rpcs, fetch_rpcs, polling, rpcs
+from kraftsim.raft.core.config import QuorumConfig
+from kraftsim.raft.core.events import (
+    Event,
+    HighWatermark,
+    InboundRequest,
+    InboundResponse,
+    LeaderChange,
+    Outbound,
+    OutboundRequest,
+    OutboundResponse,
+    RaftRequest,
+    RaftResponse,
+    ShutdownComplete,
+)
+from kraftsim.raft.core.keys import OffsetAndEpoch, ReplicaKey
+from kraftsim.raft.core.leader_state import LeaderState
+from kraftsim.raft.core.log import ReplicatedLog
+from kraftsim.raft.core.purgatory import FetchPurgatory, ParkedFetch
+from kraftsim.raft.core.quorum import QuorumState, RaftStateError
+from kraftsim.raft.core.requests import RequestManager
+from kraftsim.raft.core.state_store import QuorumStateStore
+from kraftsim.raft.core.states import CandidateState, FollowerState
+from kraftsim.raft.core.timer import NEVER
+from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
+from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    VoteRequest,
+    VoteResponse,
+)
+
+log = logging.getLogger("kraftsim.raft")
+
+RequestBuilder = Callable[[], RaftRequest]
+MAX_POLL_PASSES = 4
+RETRY_BACKOFF_BASE_MS = 100  # KafkaRaftClient.RETRY_BACKOFF_BASE_MS, the election backoff's unit
+
+
+class NotLeaderError(Exception):
+    """An append or resignation on a replica that does not lead the given epoch."""
+
+
+@dataclass(slots=True)
+class NodeStats:
+    """What happened on this node, for summaries and tests."""
+
+    elections_started: int = 0
+    elections_won: int = 0
+    votes_granted: int = 0
+    diverging_answers: int = 0
+    snapshot_redirects: int = 0
+    truncations: int = 0
+    snapshots_fetched: int = 0
+    resignations: int = 0
+
+
+class RaftNode:
+    def __init__(self, *, node_id: int | None, directory_id: uuid.UUID, cluster_id: str, voters: VoterSet,
+                 listeners: Endpoints, listener_name: str, log: ReplicatedLog, store: QuorumStateStore,
+                 config: QuorumConfig, rng: random.Random, now_ms: int, kraft_version: int = 0,
+                 bootstrap: Mapping[int, Address] | None = None, max_fetch_bytes: int = rpcs.MAX_FETCH_SIZE_BYTES,
+                 followers_always_flush: bool = False) -> None:
+        self.cluster_id = cluster_id
+        self.listener_name = listener_name
+        self.log = log
+        self.config = config
+        self.rng = rng
+        self.max_fetch_bytes = max_fetch_bytes
+        self.followers_always_flush = followers_always_flush
+        self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, voters=voters, listeners=listeners,
+                                  store=store, config=config, rng=rng, kraft_version=kraft_version)
+        # Without bootstrap servers, the static voters are where an observer looks for the leader.
+        self.bootstrap = dict(bootstrap) if bootstrap is not None else {
+            v: a for v in sorted(voters.ids()) if (a := voters.listeners(v).address(listener_name)) is not None}
+        self.requests = RequestManager(sorted(self.bootstrap), config.retry_backoff_ms, config.request_timeout_ms, rng)
+        self.purgatory = FetchPurgatory()
+        self.stats = NodeStats()
+        self.shutdown_deadline_ms: int | None = None
+        self.shutdown_done = False
+        self._outbox: list[Outbound] = []
+        self._events: list[Event] = []
+        self._correlation = 0
+        self._pending: list[Sequence[bytes]] = []  # the accumulator: appends not yet written
+        self._linger_deadline_ms = NEVER
+        self._needs_flush = False
+        self._announced: tuple[int, int | None] | None = None
+        self._announced_hw: int | None = None
+        self._initialize(now_ms)
+
+    def _initialize(self, now_ms: int) -> None:
+        quorum = self.quorum
+        quorum.initialize(self.log_end(), now_ms)
+        if isinstance(quorum.state, LeaderState):
+            raise RaftStateError("a replica cannot start as leader")
+        if isinstance(quorum.state, CandidateState):
+            self._on_become_candidate(now_ms)
+        elif isinstance(quorum.state, FollowerState):
+            self._on_become_follower(now_ms)
+        if quorum.is_only_voter() and not isinstance(quorum.state, CandidateState):
+            self.transition_to_candidate(now_ms)  # a lone voter elects itself at once
+        self._emit_events()
+
+    # -- views -------------------------------------------------------------------------------
+    @property
+    def node_id(self) -> int | None:
+        return self.quorum.local_id
+
+    @property
+    def role(self) -> str:
+        return self.quorum.state.role
+
+    @property
+    def epoch(self) -> int:
+        return self.quorum.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.quorum.leader_id
+
+    @property
+    def high_watermark(self) -> int | None:
+        return self.quorum.high_watermark
+
+    @property
+    def voted_for(self) -> int | None:
+        """Whom this node voted for in its epoch (a candidate votes for itself)."""
+        voted = self.quorum.state.voted_key
+        return None if voted is None else voted.id
+
+    def is_leader(self) -> bool:
+        return isinstance(self.quorum.state, LeaderState)
+
+    def log_end(self) -> OffsetAndEpoch:
+        return OffsetAndEpoch(self.log.end_offset, self.log.last_fetched_epoch())
+
+    def candidate_log_up_to_date(self, last: OffsetAndEpoch) -> bool:
+        """Raft's election restriction: a vote only for a candidate whose last (epoch, offset) is
+        at least this replica's, so whoever wins holds every committed record."""
+        return last.at_least(self.log_end())
+
+    # -- the driver's side ---------------------------------------------------------------------
+    def handle_request(self, request: InboundRequest, now_ms: int) -> None:
+        """Answer a request; the answer goes to the outbox now, or later for a parked Fetch."""
+        m = request.message
+        response: RaftResponse | None
+        if isinstance(m, FetchRequest):
+            response = fetch_rpcs.handle_fetch_request(self, request, m, now_ms)
+        elif isinstance(m, VoteRequest):
+            response = election_rpcs.handle_vote_request(self, request, m, now_ms)
+        elif isinstance(m, BeginQuorumEpochRequest):
+            response = election_rpcs.handle_begin_quorum_epoch_request(self, request, m, now_ms)
+        elif isinstance(m, EndQuorumEpochRequest):
+            response = election_rpcs.handle_end_quorum_epoch_request(self, request, m, now_ms)
+        elif isinstance(m, FetchSnapshotRequest):
+            response = fetch_rpcs.handle_fetch_snapshot_request(self, request, m, now_ms)
+        elif isinstance(m, DescribeQuorumRequest):
+            response = fetch_rpcs.handle_describe_quorum_request(self, request, m, now_ms)
+        else:
+            raise TypeError(f"not a Raft request: {type(m).__name__}")
+        if response is not None:
+            self._outbox.append(OutboundResponse(request.reply_to, request.api_version, response))
+        self._emit_events()
+
+    def handle_response(self, response: InboundResponse, now_ms: int) -> None:
+        """Take the answer to one of this node's requests; answers no longer awaited are dropped."""
+        source, cid, m = response.source, response.correlation_id, response.message
+        if not self.requests.is_response_expected(source, cid):
+            return
+        ok: bool
+        if isinstance(m, FetchResponse):
+            ok = fetch_rpcs.handle_fetch_response(self, source, m, now_ms)
+        elif isinstance(m, VoteResponse):
+            ok = election_rpcs.handle_vote_response(self, source, m, now_ms)
+        elif isinstance(m, BeginQuorumEpochResponse):
+            ok = election_rpcs.handle_begin_quorum_epoch_response(self, source, m, now_ms)
+        elif isinstance(m, EndQuorumEpochResponse):
+            ok = election_rpcs.handle_end_quorum_epoch_response(self, source, m, now_ms)
+        elif isinstance(m, FetchSnapshotResponse):
+            ok = fetch_rpcs.handle_fetch_snapshot_response(self, source, m, now_ms)
+        else:
+            raise TypeError(f"not a Raft response: {type(m).__name__}")
+        self.requests.on_response(source, cid, ok, now_ms)
+        self._emit_events()
+
+    def fail_request(self, destination: int, correlation_id: int, api_key: int, error: int, now_ms: int) -> None:
+        """A request that got no answer (disconnected: BROKER_NOT_AVAILABLE; timed out:
+        REQUEST_TIMED_OUT): handled as an answer carrying only the error, as Kafka does."""
+        self.handle_response(InboundResponse(destination, correlation_id, rpcs.error_response(api_key, error)), now_ms)
+
+    def poll(self, now_ms: int) -> int:
+        """Run the timers of the current state and send what is due; returns when to poll next
+        (an absolute time on the caller's clock)."""
+        if self.shutdown_done:
+            return NEVER
+        if self._maybe_complete_shutdown(now_ms):
+            self._emit_events()
+            return NEVER
+        # A transition asks to be polled again at once (Kafka's loop polls with no wait): do it
+        # here, a few times at most, rather than make every driver come straight back.
+        for _ in range(MAX_POLL_PASSES):
+            transitions = self.quorum.transitions
+            timeout = polling.poll_current_state(self, now_ms)
+            if timeout > 0 or self.quorum.transitions == transitions:
+                break
+        timeout = min(timeout, self._expire_parked_fetches(now_ms))
+        self._emit_events()
+        return now_ms + timeout if timeout < NEVER else NEVER
+
+    def take_outbound(self) -> list[Outbound]:
+        out, self._outbox = self._outbox, []
+        return out
+
+    def take_events(self) -> list[Event]:
+        out, self._events = self._events, []
+        return out
+
+    # -- the state machine's side ----------------------------------------------------------------
+    def append(self, epoch: int, values: Sequence[bytes], now_ms: int) -> int:
+        """Queue records for this leader's epoch; the offset the last one will get. They are
+        written at the next poll after the linger time, and committed when the high watermark
+        passes them."""
+        state = self.quorum.state
+        if not isinstance(state, LeaderState) or state.resign_requested or self.shutdown_deadline_ms is not None:
+            raise NotLeaderError(f"node {self.node_id} is not the leader (it is {state.role} in epoch {state.epoch})")
+        if epoch != state.epoch:
+            raise NotLeaderError(f"append for epoch {epoch}, but this node leads epoch {state.epoch}")
+        if not values:
+            raise ValueError("nothing to append")
+        if not self._pending:
+            self._linger_deadline_ms = now_ms + self.config.append_linger_ms
+        self._pending.append(list(values))
+        return self.log.end_offset + sum(len(v) for v in self._pending) - 1
+
+    def resign(self, epoch: int) -> None:
+        """Step down from leading ``epoch`` (the state machine asks; a stale epoch is ignored)."""
+        if epoch < 0:
+            raise ValueError(f"resigning from negative epoch {epoch}")
+        if epoch > self.epoch:
+            raise ValueError(f"resigning from epoch {epoch}, above the current {self.epoch}")
+        state = self.quorum.state
+        if epoch < self.epoch or not isinstance(state, LeaderState):
+            if epoch == self.epoch and self.leader_id != self.node_id:
+                raise NotLeaderError(f"resigning from epoch {epoch}, which node {self.leader_id} leads")
+            return
+        state.resign_requested = True
+
+    def shutdown(self, timeout_ms: int, now_ms: int) -> None:
+        """Begin a graceful shutdown: a leader resigns and tells the voters (EndQuorumEpoch); the
+        node reports ShutdownComplete once someone else leads, or when ``timeout_ms`` runs out."""
+        if self.shutdown_deadline_ms is None:
+            self.shutdown_deadline_ms = now_ms + timeout_ms
+
+    def _maybe_complete_shutdown(self, now_ms: int) -> bool:
+        if self.shutdown_deadline_ms is None:
+            return False
+        if now_ms >= self.shutdown_deadline_ms:
+            self._finish_shutdown(timed_out=True)
+            return True
+        q = self.quorum
+        if q.is_observer() or q.is_only_voter() or q.has_remote_leader():
+            self._finish_shutdown(timed_out=False)
+            return True
+        return False
+
+    def _finish_shutdown(self, timed_out: bool) -> None:
+        self.shutdown_done = True
+        self._events.append(ShutdownComplete(timed_out))
+
+    # -- sending ----------------------------------------------------------------------------------
+    def address_of(self, peer: int) -> Address | None:
+        state = self.quorum.state
+        if isinstance(state, FollowerState) and state.leader_id == peer:
+            address = state.leader_endpoints.address(self.listener_name)
+            if address is not None:
+                return address
+        return self.quorum.voters.listeners(peer).address(self.listener_name) or self.bootstrap.get(peer)
+
+    def maybe_send(self, now_ms: int, peer: int, build: RequestBuilder) -> int:
+        """Send to ``peer`` unless a request is already out to it or it is backing off; how long
+        until it can take another (Kafka's maybeSendRequest)."""
+        requests = self.requests
+        if requests.is_backing_off(peer, now_ms):
+            return requests.remaining_backoff_ms(peer, now_ms)
+        if requests.is_ready(peer, now_ms):
+            self._correlation += 1
+            requests.on_request_sent(peer, self._correlation, now_ms)
+            self._outbox.append(OutboundRequest(self._correlation, peer, self.address_of(peer), build()))
+        return requests.remaining_request_ms(peer, now_ms)
+
+    def respond_later(self, parked: ParkedFetch, response: FetchResponse) -> None:
+        self._outbox.append(OutboundResponse(parked.reply_to, parked.api_version, response))
+
+    # -- transitions --------------------------------------------------------------------------------
+    def transition_to_candidate(self, now_ms: int) -> None:
+        self.quorum.to_candidate(now_ms)
+        self.stats.elections_started += 1
+        self._on_become_candidate(now_ms)
+
+    def _on_become_candidate(self, now_ms: int) -> None:
+        state = self.quorum.state
+        assert isinstance(state, CandidateState)
+        if not self.maybe_transition_to_leader(state, now_ms):
+            self.requests.reset_all()
+
+    def maybe_transition_to_leader(self, state: CandidateState, now_ms: int) -> bool:
+        if not state.is_vote_granted():
+            return False
+        self._on_become_leader(now_ms)
+        return True
+
+    def _on_become_leader(self, now_ms: int) -> None:
+        """Lead: persist it, start the epoch in the log's history, and open it with a
+        LeaderChange record, which must commit before anything is exposed (leader_state.py)."""
+        start = self.log.end_offset
+        leader = self.quorum.to_leader(start, now_ms)
+        self.stats.elections_won += 1
+        self.log.initialize_leader_epoch(leader.epoch)
+        lc = recs.data_class("LeaderChangeMessage")
+        message = lc(version=0, leader_id=leader.local_key.id,
+                     voters=[lc.Voter(voter_id=v) for v in sorted(leader.voter_states)],
+                     granting_voters=[lc.Voter(voter_id=v) for v in leader.granting_voters])
+        self.log.append_control_as_leader([(ControlRecordType.LEADER_CHANGE, message)], epoch=leader.epoch,
+                                          timestamp=now_ms)
+        self._needs_flush = True
+        self._drop_pending_appends()
+        self.requests.reset_all()
+
+    def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
+        """A higher epoch with no known leader. Parked fetches stay parked, as in Kafka: they
+        are answered when their wait runs out (with the answer they would have got then)."""
+        self._drop_pending_appends()
+        self.quorum.to_unattached(epoch, now_ms)
+        self.requests.reset_all()
+
+    def transition_to_resigned(self, successors: list[ReplicaKey], now_ms: int) -> None:
+        self._leave_leadership(ErrorCode.NOT_LEADER_OR_FOLLOWER, now_ms)
+        self.quorum.to_resigned(successors, now_ms)
+        self.stats.resignations += 1
+        self.requests.reset_all()
+
+    def transition_to_follower(self, epoch: int, leader_id: int, endpoints: Endpoints, now_ms: int) -> None:
+        self.quorum.to_follower(epoch, leader_id, endpoints, now_ms)
+        self._on_become_follower(now_ms)
+
+    def _on_become_follower(self, now_ms: int) -> None:
+        self.requests.reset_all()
+        self._leave_leadership(ErrorCode.NOT_LEADER_OR_FOLLOWER, now_ms)
+
+    def _leave_leadership(self, error: int, now_ms: int) -> None:
+        """Parked fetches are answered with ``error`` (so fetchers look for the new leader at
+        once), and queued appends are dropped."""
+        for parked in self.purgatory.take_all():
+            self.respond_later(parked, fetch_rpcs.complete_parked_fetch(self, parked, now_ms, expired=False,
+                                                                         error=error))
+        self._drop_pending_appends()
+
+    def _drop_pending_appends(self) -> None:
+        """Appends queued by a leader that no longer leads were never written: they are lost, as
+        Kafka's accumulator drops them when its leader state closes."""
+        self._pending.clear()
+        self._linger_deadline_ms = NEVER
+
+    # -- the leader's log -------------------------------------------------------------------------
+    def drain_appends(self, state: LeaderState, now_ms: int) -> int:
+        """Write the queued appends once the linger time is up, flush, and count the leader's
+        flushed end offset; how long until the next drain."""
+        if self._pending and now_ms >= self._linger_deadline_ms:
+            for values in self._pending:
+                self.log.append_as_leader(values, epoch=state.epoch, timestamp=now_ms)
+            self._pending.clear()
+            self._linger_deadline_ms = NEVER
+            self._needs_flush = True
+        if self._needs_flush:
+            self._needs_flush = False
+            self.log.flush()
+        self.update_leader_end_offset(state, now_ms)
+        return self._linger_deadline_ms - now_ms if self._pending else NEVER
+
+    def update_leader_end_offset(self, state: LeaderState, now_ms: int) -> None:
+        if state.update_local_state(self.log.flushed_end_offset):
+            self.on_leader_high_watermark(state)
+        for parked in self.purgatory.take_ready(self.log.end_offset):
+            self.respond_later(parked, fetch_rpcs.complete_parked_fetch(self, parked, now_ms, expired=False))
+
+    def on_leader_high_watermark(self, state: LeaderState) -> None:
+        if state.high_watermark is not None:
+            self.log.update_high_watermark(state.high_watermark)
+
+    def _expire_parked_fetches(self, now_ms: int) -> int:
+        for parked in self.purgatory.take_expired(now_ms):
+            self.respond_later(parked, fetch_rpcs.complete_parked_fetch(self, parked, now_ms, expired=True))
+        deadline = self.purgatory.next_deadline_ms()
+        return NEVER if deadline >= NEVER else max(0, deadline - now_ms)
+
+    # -- the follower's log ------------------------------------------------------------------------
+    def append_as_follower(self, records: bytes) -> None:
+        self.log.append_as_follower(records)
+        if self.quorum.is_voter() or self.followers_always_flush:
+            self.log.flush()  # a voter fetches again only once this is durable: see polling.py
+
+    def update_follower_high_watermark(self, state: FollowerState, leader_high_watermark: int) -> None:
+        """A follower commits what the leader committed, as far as its own log reaches."""
+        offset = min(self.log.end_offset, leader_high_watermark)
+        try:
+            moved = state.update_high_watermark(offset)
+        except ValueError as e:
+            raise RaftStateError(str(e)) from e
+        if moved:
+            self.log.update_high_watermark(offset)
+
+    def binary_exponential_backoff_ms(self, retries: int) -> int:
+        """After a lost election: a random multiple of 100 ms below 2^retries × 100 ms, capped."""
+        if retries <= 0:
+            raise ValueError(f"retries {retries} must be positive")
+        return min(RETRY_BACKOFF_BASE_MS * self.rng.randrange(2 << min(20, retries - 1)),
+                   self.config.election_backoff_max_ms)
+
+    # -- events -----------------------------------------------------------------------------------
+    def _emit_events(self) -> None:
+        q = self.quorum
+        state = q.state
+        if state.role != "resigned":  # Kafka tells listeners nothing while resigned
+            current = (q.epoch, q.leader_id)
+            if current != self._announced:
+                self._announced = current
+                start = state.epoch_start_offset if isinstance(state, LeaderState) else None
+                self._events.append(LeaderChange(q.epoch, q.leader_id, start))
+        hw = q.high_watermark
+        if hw is not None and (self._announced_hw is None or hw > self._announced_hw):
+            self._announced_hw = hw
+            self._events.append(HighWatermark(hw))
+
+    def __repr__(self) -> str:
+        return (f"RaftNode(id={self.node_id}, {self.role}, epoch={self.epoch}, leader={self.leader_id}, "
+                f"hw={self.high_watermark}, log=[{self.log.start_offset}, {self.log.end_offset}))")
+

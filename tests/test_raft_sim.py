@@ -1,0 +1,284 @@
+"""The Raft core in the deterministic simulator (kraftsim.raft.sim): many seeds under faults with
+the invariants checked after every step, the same seed replaying the same run, targeted
+scenarios (leader kill, partitioned leader, divergent tail, snapshot catch-up, loss, graceful
+shutdown), and the checker catching real bugs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kraftsim.cli.main import main as kraftsim_main
+from kraftsim.raft.core.election_state import ElectionState
+from kraftsim.raft.core.keys import OffsetAndEpoch
+from kraftsim.raft.core.memory_log import MemoryLog
+from kraftsim.raft.core.node import RaftNode
+from kraftsim.raft.sim.cluster import SimNode
+from kraftsim.raft.sim.config import SimConfig
+from kraftsim.raft.sim.invariants import InvariantChecker, InvariantViolation, NodeView
+from kraftsim.raft.sim.network import isolation
+from kraftsim.raft.sim.runner import Simulation, SimulationFailure, simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+FETCH_TIMEOUT = 2000
+ELECTION_TIMEOUT = 1000
+
+# Each sweep: (configuration, first seed, how many seeds). Sized to run in a few seconds each.
+SWEEPS = {
+    "3 voters": (SimConfig(voters=3, seconds=3), 0, 800),
+    "4 voters, faults every second": (SimConfig(voters=4, seconds=3, fault_interval_ms=1000), 10_000, 250),
+    "5 voters and 2 observers": (SimConfig(voters=5, observers=2, seconds=3), 20_000, 80),
+    "loss 15%, duplicates 10%": (SimConfig(voters=3, seconds=3, loss=0.15, duplicate=0.1), 30_000, 400),
+    "Kafka's encoding, versions mixed per link": (SimConfig(voters=3, observers=1, seconds=3, wire="mixed"),
+                                                  40_000, 80),
+    "2 voters": (SimConfig(voters=2, seconds=3), 50_000, 250),
+    "1 voter and an observer": (SimConfig(voters=1, observers=1, seconds=3), 60_000, 140),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SWEEPS))
+def test_seeds_keep_every_invariant_and_converge(name: str) -> None:
+    config, first, count = SWEEPS[name]
+    elections = committed = 0
+    for seed in range(first, first + count):
+        try:
+            result = simulate(config, seed)
+        except SimulationFailure as e:
+            pytest.fail(f"{name}: {e}")
+        elections += result.elections
+        committed += result.committed_records
+    assert elections >= count and committed > count  # every run elected and committed something
+
+
+def test_the_same_seed_replays_the_same_run_event_for_event() -> None:
+    config = SimConfig(voters=3, observers=1, seconds=4, loss=0.05, duplicate=0.05)
+    first = simulate(config, 7, keep_trace=True)
+    again = simulate(config, 7, keep_trace=True)
+    assert first.trace == again.trace and first.digest == again.digest
+    assert len(first.trace) > first.steps > 100  # every event, and the start and the heal
+    assert simulate(config, 8).digest != first.digest
+
+
+def test_a_seed_replays_in_another_process_whatever_its_hash_seed() -> None:
+    """Nothing in a run may depend on the process (set order of strings, say): the command line
+    prints the same trace digest under two different PYTHONHASHSEEDs."""
+    def digest(hash_seed: str) -> str:
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        out = subprocess.run([sys.executable, "-m", "kraftsim", "simulate", "--seed", "11", "--voters", "3",
+                              "--seconds", "4", "--observers", "1"], env=env, cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout
+        return next(line.split()[1] for line in out.splitlines() if line.strip().startswith("trace"))
+
+    assert digest("1") == digest("2") == simulate(SimConfig(voters=3, observers=1, seconds=4), 11).digest
+
+
+# -- scenarios -------------------------------------------------------------------------------------
+
+def quiet(**kw: object) -> SimConfig:
+    """No nemesis and no snapshots: the scenario makes its own faults."""
+    return SimConfig(faults=False, snapshot_interval_ms=0, **kw)  # type: ignore[arg-type]
+
+
+def leader(sim: Simulation) -> SimNode | None:
+    """The leader of the highest epoch among running nodes."""
+    leaders = [sn for sn in sim.cluster.nodes.values() if sn.raft is not None and sn.raft.is_leader()]
+    return max(leaders, key=lambda sn: sn.raft.epoch, default=None)  # type: ignore[union-attr]
+
+
+def hw(sn: SimNode) -> int:
+    return -1 if sn.raft is None or sn.raft.high_watermark is None else sn.raft.high_watermark
+
+
+def started(config: SimConfig, seed: int, committed: int = 10) -> tuple[Simulation, SimNode]:
+    sim = Simulation(config, seed)
+    sim.start()
+    sim.run_until(lambda: (ld := leader(sim)) is not None and hw(ld) >= committed, 20_000, "no leader committing")
+    ld = leader(sim)
+    assert ld is not None
+    return sim, ld
+
+
+def until(sim: Simulation, done: Callable[[], bool], within_ms: int = 20_000) -> int:
+    sim.run_until(done, within_ms, "scenario condition not reached")
+    return sim.cluster.now_ms
+
+
+def test_a_killed_leader_is_replaced_and_rejoins_without_losing_a_committed_record() -> None:
+    sim, old = started(quiet(voters=3), 1)
+    epoch, committed = old.raft.epoch, hw(old)  # type: ignore[union-attr]
+    before = [b.data for b in old.log.batches_from(0) if b.last_offset < committed]
+    sim.cluster.crash(old.node_id)
+    killed_at = sim.cluster.now_ms
+    elected = until(sim, lambda: (ld := leader(sim)) is not None and ld is not old and hw(ld) > committed)
+    new = leader(sim)
+    assert new is not None and new.raft is not None and new.raft.epoch > epoch
+    # A follower notices after the fetch timeout, and stands within its election timeout.
+    assert elected - killed_at <= FETCH_TIMEOUT + 2 * ELECTION_TIMEOUT + 500
+    assert [b.data for b in new.log.batches_from(0) if b.last_offset < committed] == before
+    sim.cluster.start(old.node_id)
+    until(sim, lambda: old.raft is not None and old.raft.role == "follower" and hw(old) >= hw(new))
+    assert [b.data for b in old.log.batches_from(0) if b.last_offset < committed] == before
+
+
+def test_a_partitioned_leader_resigns_after_1_5_fetch_timeouts_and_the_majority_elects_another() -> None:
+    sim, old = started(quiet(voters=3), 2)
+    epoch = old.raft.epoch  # type: ignore[union-attr]
+    sim.cluster.network.cut(1, isolation(old.node_id, list(sim.cluster.nodes)))
+    cut_at = sim.cluster.now_ms
+    resigned_at = until(sim, lambda: old.raft is not None and old.raft.role == "resigned")
+    # Its check-quorum timer was last reset by a follower's fetch: one sent at most a long poll
+    # (500 ms) and a message delay (20 ms) before the cut, or one still on its way at the cut,
+    # counted again when its long poll ends.
+    slack = 500 + 20
+    assert cut_at - slack + 1.5 * FETCH_TIMEOUT <= resigned_at <= cut_at + slack + 1.5 * FETCH_TIMEOUT
+    assert old.raft is not None and old.raft.epoch == epoch
+    until(sim, lambda: (ld := leader(sim)) is not None and ld is not old and ld.raft.epoch > epoch)  # type: ignore[union-attr]
+
+
+def test_a_rejoining_leader_truncates_its_uncommitted_tail_where_the_new_leader_diverges() -> None:
+    sim, old = started(quiet(voters=3, append_interval_ms=50), 3)
+    committed = hw(old)
+    cluster = sim.cluster
+    cluster.network.cut(1, isolation(old.node_id, list(cluster.nodes)))
+    # Cut off, the old leader still takes appends until it resigns: a tail no one else has.
+    until(sim, lambda: old.log.end_offset > committed + 5)
+    until(sim, lambda: (ld := leader(sim)) is not None and ld is not old and hw(ld) > old.log.end_offset + 5)
+    new = leader(sim)
+    assert new is not None and new.raft is not None
+    tail = [b for b in old.log.batches_from(committed)]
+    assert any(b.epoch < new.raft.epoch for b in tail)
+    cluster.network.mend(1)
+    until(sim, lambda: old.raft is not None and old.raft.role == "follower" and hw(old) >= hw(new))
+    assert old.log.truncations >= 1 and new.raft.stats.diverging_answers >= 1
+    assert [b.data for b in old.log.batches_from(0) if b.last_offset < hw(old)] == \
+        [b.data for b in new.log.batches_from(0) if b.last_offset < hw(old)]
+
+
+def test_a_follower_far_behind_the_log_start_fetches_the_snapshot_in_chunks() -> None:
+    sim, first = started(quiet(voters=3, max_fetch_bytes=300), 4)
+    cluster = sim.cluster
+    laggard = next(sn for sn in cluster.nodes.values() if sn is not first)
+    cluster.crash(laggard.node_id)
+    until(sim, lambda: hw(first) > laggard.log.end_offset + 30)
+    for sn in cluster.nodes.values():  # both running voters snapshot and drop their logs' heads
+        if sn.raft is not None:
+            sid = sn.log.take_snapshot(max(b.last_offset + 1 for b in sn.log.batches_from(0)
+                                           if b.last_offset < sn.log.high_watermark))
+            assert sid is not None and sn.log.delete_before_snapshot(sid)
+    ld = leader(sim)
+    assert ld is not None and ld.log.start_offset > laggard.log.end_offset
+    snapshot = ld.log.latest_snapshot_id()
+    assert snapshot is not None and len(ld.log.snapshots[snapshot]) > 3 * 300  # several chunks
+    cluster.start(laggard.node_id)
+    until(sim, lambda: laggard.raft is not None and hw(laggard) >= hw(ld) > snapshot.offset)
+    assert laggard.raft is not None and laggard.raft.stats.snapshots_fetched == 1
+    assert laggard.log.start_offset >= snapshot.offset and ld.raft.stats.snapshot_redirects >= 1  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_five_voters_elect_and_commit_with_15_percent_of_messages_lost(seed: int) -> None:
+    # Slowly: without pre-vote (Kafka 4.0), a lost Fetch costs its request timeout, as long as
+    # the fetch timeout, so the follower stands and unseats a working leader.
+    started(quiet(voters=5, loss=0.15), 100 + seed, committed=10)
+
+
+def test_a_leader_shut_down_gracefully_hands_over_before_any_timeout() -> None:
+    sim, old = started(quiet(voters=3), 5)
+    epoch = old.raft.epoch  # type: ignore[union-attr]
+    sim.cluster.shutdown(old.node_id)
+    asked = sim.cluster.now_ms
+    elected = until(sim, lambda: (ld := leader(sim)) is not None and ld.raft.epoch > epoch)  # type: ignore[union-attr]
+    # EndQuorumEpoch names the most caught-up voter first, and it stands at once.
+    assert elected - asked < ELECTION_TIMEOUT
+    until(sim, lambda: old.raft is None)  # its shutdown completed once another led
+
+
+# -- the checker ----------------------------------------------------------------------------------
+
+class CarelessVoter(RaftNode):
+    """A deliberately broken vote rule: any candidate's log counts as up to date."""
+
+    def candidate_log_up_to_date(self, last: OffsetAndEpoch) -> bool:
+        return True
+
+
+def test_the_checker_catches_a_broken_vote_rule_and_the_seed_replays_the_failure() -> None:
+    config = SimConfig(voters=3, seconds=10)
+    failures = []
+    for seed in range(20):
+        try:
+            simulate(config, seed, node_factory=CarelessVoter)
+        except SimulationFailure as e:
+            failures.append(e)
+    assert len(failures) >= 10, "a careless vote rule should lose committed records on most seeds"
+    first = failures[0]
+    with pytest.raises(SimulationFailure) as again:
+        simulate(config, first.seed, node_factory=CarelessVoter)
+    assert (again.value.step, again.value.reason) == (first.step, first.reason)
+    assert f"seed {first.seed}, step {first.step}" in str(again.value)
+    for seed in range(20):  # the same seeds pass with Kafka's rule
+        simulate(config, seed)
+
+
+def view(node_id: int, log: MemoryLog, *, role: str = "follower", epoch: int = 1, leader_id: int | None = 1,
+         hw: int | None = None, voted_for: int | None = None, up: bool = True) -> NodeView:
+    persisted = ElectionState(epoch, leader_id=leader_id)
+    return NodeView(node_id, 1, True, up, role, epoch, leader_id, hw, log, persisted, voted_for)
+
+
+def committed_log(*values: bytes, epoch: int = 1) -> MemoryLog:
+    log = MemoryLog()
+    for v in values:
+        log.append_as_leader([v], epoch=epoch, timestamp=0)
+    log.flush()
+    return log
+
+
+@pytest.mark.parametrize("voters,history,complaint", [
+    (2, [[view(1, MemoryLog(), role="leader"), view(2, MemoryLog(), role="leader", leader_id=2)]], "two leaders"),
+    (1, [[view(1, MemoryLog(), epoch=3)], [view(1, MemoryLog(), epoch=2)]], "epoch went back"),
+    (1, [[view(1, committed_log(b"a", b"b"), hw=2)], [view(1, committed_log(b"a", b"b"), hw=1)]],
+     "high watermark went back"),
+    (2, [[view(1, committed_log(b"a", b"b"), hw=2), view(2, committed_log(b"a", b"X"), hw=2)]],
+     "batch at offset 1 differs on node 2"),
+    (1, [[view(1, MemoryLog(), role="voted", leader_id=None, voted_for=2)],
+         [view(1, MemoryLog(), role="voted", leader_id=None, voted_for=3)]], "voted for 2 and for 3"),
+    (3, [[view(1, committed_log(b"a", b"b"), hw=2), view(2, MemoryLog()), view(3, MemoryLog())]],
+     "durable on voters \\[1\\] only"),
+])
+def test_the_checker_rejects_hand_made_bad_histories(voters: int, history: list[list[NodeView]],
+                                                     complaint: str) -> None:
+    checker = InvariantChecker(voters=voters)
+    with pytest.raises(InvariantViolation, match=complaint):
+        for views in history:
+            checker.check(views)
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+def test_kraftsim_simulate_prints_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    assert kraftsim_main(["simulate", "--seed", "5", "--seeds", "3", "--voters", "3", "--observers", "1",
+                          "--seconds", "3", "--loss", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "3 voters, 1 observers, seeds 5..7" in out
+    for heading in ("elections", "committed", "faults", "network", "invariants   held at all"):
+        assert heading in out
+
+
+def test_kraftsim_simulate_fails_with_the_seed_and_how_to_replay(capsys: pytest.CaptureFixture[str]) -> None:
+    # Crashes and cuts every 300 ms and a cluster given no time to converge: a liveness failure.
+    assert kraftsim_main(["simulate", "--seed", "9", "--voters", "3", "--seconds", "3", "--fault-interval-ms", "300",
+                          "--settle-seconds", "0.001"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("kraftsim simulate: failed at seed 9, step ")
+    assert "no convergence" in err[0]
+    assert err[0].endswith("replay: kraftsim simulate --seed 9 --voters 3 --seconds 3 --settle-seconds 0.001 "
+                           "--fault-interval-ms 300")
+    assert kraftsim_main(["simulate", "--voters", "0"]) == 2
