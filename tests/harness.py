@@ -24,10 +24,39 @@ from kraftsim.rpc.uuids import random_uuid, to_str
 NODE_ID = 3000
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# Ports handed out by this process, each once: a slice of its own per xdist worker, below the
+# kernel's ephemeral range.
+_SLICE = 1500
+_worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+_next_port = [max(1024, _ephemeral_low() - _SLICE * 8) + _SLICE * (_worker % 8)]
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port to give a server that binds it later (a subprocess, a Kafka JVM).
+
+    A port the OS picks (bind to 0) comes from the ephemeral range, where any client connection
+    the tests open meanwhile may take it first, and the server then fails to bind ("address
+    already in use"). So ports come from below that range, which outgoing connections never use,
+    from a slice of its own for each xdist worker, each handed out once per process, and only
+    if nothing holds it now."""
+    start = max(1024, _ephemeral_low() - _SLICE * 8) + _SLICE * (_worker % 8)
+    for _ in range(_SLICE):
+        port = _next_port[0]
+        _next_port[0] = start + (port + 1 - start) % _SLICE
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use, or in TIME_WAIT from an earlier run
+            return port
+    raise RuntimeError(f"no free port in {start}-{start + _SLICE - 1}")
 
 
 def write_config(directory: Path, port: int = 0, http_port: int = 0, **extra: object) -> Path:

@@ -4,7 +4,6 @@ broker listens, a bounded queue, and a channel dropped with its queue when the b
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import pytest
@@ -17,13 +16,7 @@ from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import Dispatcher
 from kraftsim.rpc.messages import UpdateMetadataRequest
 from kraftsim.rpc.server import KafkaServer
-from tests.harness import poll_until
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.harness import free_port, poll_until
 
 
 def umr(epoch: int) -> ControlRequest:
