@@ -1,18 +1,27 @@
 """The table from api key to handler, and what a handler sees of its request.
 
 A handler is a plain function or a coroutine function ``(context, request) -> response``. The
-server owns framing, versions and ApiVersions; everything else is looked up here, so later
-issues add APIs by registering handlers, never by touching the server.
+server owns framing, versions and ApiVersions; everything else is looked up here, so an API is
+added by registering its handler, never by touching the server.
+
+Registered under ``Api.<NAME>`` (``rpc/api_types.py``), a handler must take that API's request
+class and answer its response class, or mypy says so; the table itself holds every API's
+handler as a :data:`Handler` of any message, which the server calls only with a request decoded
+by its key's class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar, cast, overload
 
 from kraftsim.rpc import registry
 from kraftsim.rpc.message import Message
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.api_keys import ApiKey
+    from kraftsim.rpc.api_types import TypedApiKey
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -40,6 +49,8 @@ class CloseConnection(Exception):
 
 
 Handler: TypeAlias = Callable[[RequestContext, Message], "Message | Awaitable[Message]"]
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
 # Run on a freshly decoded body at its version, where Kafka's request class checks (and may
 # normalise) it on construction; raises RequestRejected (see codec_errors.py).
 RequestCheck: TypeAlias = Callable[[Message, int], None]
@@ -86,9 +97,28 @@ class Dispatcher:
     features: FeatureSource = field(default_factory=NoFeatures)
     _caches: list[dict] = field(default_factory=list)  # servers' route caches, cleared on change
 
+    # Three forms for mypy: under ``Api.<NAME>`` the handler takes and answers that API's
+    # classes; under an ``ApiKey`` member it takes some request class (not checked against the
+    # key's); under any other int it is a :data:`Handler` of any message.
+    @overload
+    def register(self, api_key: TypedApiKey[Req, Resp],
+                 handler: Callable[[RequestContext, Req], Resp | Awaitable[Resp]],
+                 min_version: int | None = None, max_version: int | None = None,
+                 check: RequestCheck | None = None, lane: Lane | None = None) -> None: ...
+
+    @overload
+    def register(self, api_key: ApiKey, handler: Callable[[RequestContext, Req], Message | Awaitable[Message]],
+                 min_version: int | None = None, max_version: int | None = None,
+                 check: RequestCheck | None = None, lane: Lane | None = None) -> None: ...
+
+    @overload
     def register(self, api_key: int, handler: Handler, min_version: int | None = None,
                  max_version: int | None = None, check: RequestCheck | None = None,
-                 lane: Lane | None = None) -> None:
+                 lane: Lane | None = None) -> None: ...
+
+    def register(self, api_key: int, handler: Callable[[RequestContext, Req], Message | Awaitable[Message]],
+                 min_version: int | None = None, max_version: int | None = None,
+                 check: RequestCheck | None = None, lane: Lane | None = None) -> None:
         """Serve ``api_key`` with ``handler`` (and ``lane`` first, if given: see :data:`Lane`);
         versions default to every version Kafka 3.9 defines."""
         cls = registry.request_class(api_key)
@@ -98,7 +128,8 @@ class Dispatcher:
             raise ValueError(f"api {api_key}: versions {lo}-{hi} outside the schema's range")
         if lane is not None and check is not None:
             raise ValueError(f"api {api_key}: a lane would skip the request's check")
-        self.routes[api_key] = Route(handler, lo, hi, check, lane)
+        # The server decodes this key's requests with its own class, the one ``handler`` takes.
+        self.routes[api_key] = Route(cast(Handler, handler), lo, hi, check, lane)
         for cache in self._caches:
             cache.clear()
 

@@ -9,7 +9,10 @@ that is committed beside the code:
   ``MetadataRecordType`` names);
 * ``rpc/messages.pyi`` and ``metadata/messages.pyi``: a class per schema with its fields typed,
   its nested structs as inner classes and a keyword-only constructor, so mypy and editors check
-  ``request.broker_epoch`` instead of seeing ``Any``.
+  ``request.broker_epoch`` instead of seeing ``Any``;
+* ``rpc/api_types.pyi``: ``Api``, each API key typed with its request and response classes, so
+  mypy checks that a route's handler (``Route(Api.CREATE_TOPICS, ...)``) takes and answers the
+  classes of its key.
 
 Run ``python -m kraftsim.rpc.stubgen`` after changing a schema; a test fails while any of these
 files is out of date.
@@ -87,6 +90,27 @@ def stub_source(specs: dict[str, MessageSpec], what: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def api_types_source(specs: dict[str, MessageSpec]) -> str:
+    by_key: dict[tuple[int, str], str] = {(s.api_key, s.type): s.name for s in specs.values()
+                                          if s.api_key is not None and s.type in ("request", "response")}
+    rows = sorted((key, _member(name, "Request"), name, by_key[(key, "response")])
+                  for (key, kind), name in by_key.items() if kind == "request")
+    names = sorted(n for _, _, req, resp in rows for n in (req, resp))
+    imports = "".join(f"    {n},\n" for n in names)
+    members = "\n".join(f"    {member}: ClassVar[TypedApiKey[{req}, {resp}]]" for _, member, req, resp in rows)
+    return (f"{HEADER}"
+            '"""Each API key with its request and response classes, as mypy sees ``api_types.Api``."""\n\n'
+            "from typing import ClassVar, Generic, TypeVar\n\n"
+            "from kraftsim.rpc.message import Message\n"
+            f"from kraftsim.rpc.messages import (\n{imports})\n\n"
+            'Req = TypeVar("Req", bound=Message)\n'
+            'Resp = TypeVar("Resp", bound=Message)\n\n'
+            "class TypedApiKey(int, Generic[Req, Resp]):\n"
+            '    """An api key that names its request and response classes (only mypy sees it: at run\n'
+            '    time it is the ``ApiKey`` member)."""\n\n'
+            f"class Api:\n{members}\n")
+
+
 def outputs() -> dict[Path, str]:
     rpc = load_dir(RPC_DIR / "schemas")
     meta = load_dir(METADATA_DIR / "schemas")
@@ -94,6 +118,7 @@ def outputs() -> dict[Path, str]:
         RPC_DIR / "api_keys.py": api_keys_source(rpc),
         METADATA_DIR / "record_types.py": record_types_source(meta),
         RPC_DIR / "messages.pyi": stub_source(rpc, "Kafka protocol"),
+        RPC_DIR / "api_types.pyi": api_types_source(rpc),
         METADATA_DIR / "messages.pyi": stub_source(meta, "metadata record and data-file"),
     }
 
