@@ -1,13 +1,8 @@
 """The table from api key to handler, and what a handler sees of its request.
 
 A handler is a plain function or a coroutine function ``(context, request) -> response``. The
-server owns framing, versions and ApiVersions; everything else is looked up here, so an API is
-added by registering its handler, never by touching the server.
-
-Registered under ``Api.<NAME>`` (``rpc/api_types.py``), a handler must take that API's request
-class and answer its response class, or mypy says so; the table itself holds every API's
-handler as a :data:`Handler` of any message, which the server calls only with a request decoded
-by its key's class.
+server owns framing, versions and ApiVersions; everything else is looked up here, so later
+issues add APIs by registering handlers, never by touching the server.
 """
 
 from __future__ import annotations
@@ -24,6 +19,9 @@ if TYPE_CHECKING:
     from kraftsim.rpc.api_types import TypedApiKey
 
 ANONYMOUS = "User:ANONYMOUS"
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
 
 
 @dataclass(slots=True)
@@ -49,8 +47,6 @@ class CloseConnection(Exception):
 
 
 Handler: TypeAlias = Callable[[RequestContext, Message], "Message | Awaitable[Message]"]
-Req = TypeVar("Req", bound=Message)
-Resp = TypeVar("Resp", bound=Message)
 # Run on a freshly decoded body at its version, where Kafka's request class checks (and may
 # normalise) it on construction; raises RequestRejected (see codec_errors.py).
 RequestCheck: TypeAlias = Callable[[Message, int], None]
@@ -97,9 +93,11 @@ class Dispatcher:
     features: FeatureSource = field(default_factory=NoFeatures)
     _caches: list[dict] = field(default_factory=list)  # servers' route caches, cleared on change
 
-    # Three forms for mypy: under ``Api.<NAME>`` the handler takes and answers that API's
-    # classes; under an ``ApiKey`` member it takes some request class (not checked against the
-    # key's); under any other int it is a :data:`Handler` of any message.
+    # Three forms for mypy. Under ``Api.<NAME>`` (rpc/api_types.py) the handler must take that
+    # API's request class and answer its response class; under an ``ApiKey`` member it takes
+    # some request class, not checked against the key's; under any other int it is a
+    # :data:`Handler` of any message. The table holds each as a Handler: the server calls it
+    # only with a request decoded by its key's class.
     @overload
     def register(self, api_key: TypedApiKey[Req, Resp],
                  handler: Callable[[RequestContext, Req], Resp | Awaitable[Resp]],
