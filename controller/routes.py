@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 from kraftsim.controller.result import ControllerResult
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.dispatch import RequestCheck, RequestContext
+from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_response import error_response
 from kraftsim.rpc.message import Message
 
@@ -52,7 +52,7 @@ class Route(Generic[Req, Resp]):
     # and the broker's own heartbeats do not.
     mutating: bool = True
     # Kafka's request-constructor checks, run at parse time (see ``rpc.dispatch.RequestCheck``).
-    check: RequestCheck | None = None
+    check: Callable[[Req, int], None] | None = None
     # AuthHelper.authorizeClusterOperation: the operation on the cluster Kafka's ControllerApis
     # demands before the request reaches the controller's queue (refused: the API's
     # whole-request error with CLUSTER_AUTHORIZATION_FAILED). None: no such check.
