@@ -12,7 +12,7 @@ not have); BROKER_LOGGER lists no loggers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kraftsim.metadata.config_defs.topic import (
     DEFAULT_CONFIG,
@@ -27,6 +27,11 @@ from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.topic_names import invalid_reason
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import DescribeConfigsResponse
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import DescribeConfigsRequest
+
+    Resource = DescribeConfigsRequest.DescribeConfigsResource
 
 CLIENT_METRICS = 16
 DYNAMIC_BROKER_LOGGER_CONFIG, CLIENT_METRICS_CONFIG = 6, 7
@@ -44,8 +49,9 @@ def _convert(value: str, multiplier: int) -> str:
         return "0"
 
 
-def describe_configs(image: MetadataImage, broker_id: int, fleet_ids: range, version: int, req: Any) -> Any:
-    results = []
+def describe_configs(image: MetadataImage, broker_id: int, fleet_ids: range, version: int,
+                     req: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    results: list[DescribeConfigsResponse.DescribeConfigsResult] = []
     for res in req.resources:
         try:
             result = _describe(image, broker_id, fleet_ids, version, res, req.include_synonyms if version >= 1 else False)
@@ -63,12 +69,13 @@ class _Invalid(Exception):
         self.code, self.message = code, message
 
 
-def _wanted(res: Any, name: str) -> bool:
+def _wanted(res: Resource, name: str) -> bool:
     keys = res.configuration_keys
     return not keys or name in keys
 
 
-def _describe(image: MetadataImage, broker_id: int, fleet_ids: range, version: int, res: Any, synonyms: bool) -> Any:
+def _describe(image: MetadataImage, broker_id: int, fleet_ids: range, version: int, res: Resource,
+              synonyms: bool) -> DescribeConfigsResponse.DescribeConfigsResult:
     rtype, name = res.resource_type, res.resource_name
     configs = image.configs
     if rtype == TOPIC:
@@ -112,7 +119,7 @@ def _describe(image: MetadataImage, broker_id: int, fleet_ids: range, version: i
 
 
 def _topic_entry(key: TopicConfigKey, topic: dict[str, str], node: dict[str, str], cluster: dict[str, str],
-                 version: int, include_synonyms: bool) -> Any:
+                 version: int, include_synonyms: bool) -> DescribeConfigsResponse.DescribeConfigsResourceResult:
     """ConfigHelper.createTopicConfigEntry: the value in force and its synonyms, highest first.
     Kafka ends the synonyms with the broker config's own default (e.g. log.retention.hours=168,
     DEFAULT_CONFIG); kraftsim has the topic configs' defaults but not the broker configs', so the
@@ -141,7 +148,7 @@ def _topic_entry(key: TopicConfigKey, topic: dict[str, str], node: dict[str, str
 
 
 def _plain(name: str, value: str, source: int, version: int, include_synonyms: bool,
-           below: str | None = None) -> Any:
+           below: str | None = None) -> DescribeConfigsResponse.DescribeConfigsResourceResult:
     entry = R.DescribeConfigsResourceResult(name=name, value=value, read_only=False, is_sensitive=False,
                                             config_source=source, config_type=0)
     if version == 0:

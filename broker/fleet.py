@@ -17,7 +17,7 @@ import signal
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraftsim.broker.latency import LatencyRecorder
 from kraftsim.broker.lifecycle import BrokerLifecycle, BrokerSpec, BrokerState, Shared
@@ -31,6 +31,10 @@ from kraftsim.rpc.clock import Clock
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import DescribeClusterRequest
 from kraftsim.rpc.security import SecurityProtocol
+
+if TYPE_CHECKING:
+    from kraftsim.broker.listener import ClientListeners
+    from kraftsim.migration.zk_client import ZkSession
 
 log = logging.getLogger("kraftsim.broker")
 
@@ -94,15 +98,15 @@ class Fleet:
         self.cluster_id = options.cluster_id or ""
         self.observer: MetadataObserver | None = None
         self.shared: Shared | None = None
-        self.listeners: Any = None  # ClientListeners, when --listen
+        self.listeners: ClientListeners | None = None  # when --listen
         self.ports: dict[int, int] = {}  # broker id -> its listener port
         self.status: StatusReporter | None = None
         self.started_at = time.monotonic()
         self._stop = asyncio.Event()
         self._kill_signal = asyncio.Event()
         self._signals = 0
-        self._tasks: list[asyncio.Task[Any]] = []
-        self.zk: Any = None  # the --zk-mode ZooKeeper session holding the brokers' /brokers/ids znodes
+        self._tasks: list[asyncio.Task[None]] = []
+        self.zk: ZkSession | None = None  # the --zk-mode ZooKeeper session holding the brokers' /brokers/ids znodes
         self.zk_control: dict[int, ZkControlState] = {}  # --zk-mode: what each broker's controller told it
 
     @property

@@ -20,7 +20,6 @@ import logging
 import struct
 import time
 from collections.abc import Callable
-from typing import Any
 
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
@@ -121,7 +120,7 @@ class Forwarder:
         while True:
             try:
                 client = await self.connect(deadline)
-                resp: Any = await asyncio.wait_for(client.send(envelope, 0),
+                resp = await asyncio.wait_for(client.send(envelope, 0),
                                                    max(0.001, deadline - time.monotonic()))
             except TimeoutError:
                 log.warning("no answer from the controller to a forwarded %s within %.0f s",

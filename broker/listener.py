@@ -16,15 +16,27 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kraftsim.broker import configs_api, metadata_api
 from kraftsim.broker.forwarding import Forwarder
 from kraftsim.broker.not_simulated import NotSimulated
 from kraftsim.broker.zk_control import UNKNOWN_BROKER_EPOCH, ZkControlApis
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import Dispatcher, RequestContext
 from kraftsim.rpc.server import KafkaServer
+
+if TYPE_CHECKING:
+    from kraftsim.broker.fleet import Fleet
+    from kraftsim.metadata.image.image import MetadataImage
+    from kraftsim.rpc.messages import (
+        DescribeClusterRequest,
+        DescribeClusterResponse,
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
+        MetadataRequest,
+        MetadataResponse,
+    )
 
 log = logging.getLogger("kraftsim.broker.listener")
 
@@ -36,7 +48,7 @@ class FleetFeatures:
     """ApiVersions' features: the brokers' supported ranges, the image's finalized levels with
     the applied offset as their epoch (KRaftMetadataCache.features)."""
 
-    def __init__(self, fleet: Any) -> None:
+    def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
 
     def supported_features(self) -> dict[str, tuple[int, int]]:
@@ -53,7 +65,7 @@ class FleetFeatures:
 
 
 class ClientListeners:
-    def __init__(self, fleet: Any) -> None:
+    def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.forwarder = Forwarder(fleet.controller_address, f"broker-{fleet.options.first_id}-forwarding")
         self.not_simulated = NotSimulated()
@@ -80,21 +92,23 @@ class ClientListeners:
         fleet = self.fleet
         d = Dispatcher(features=FleetFeatures(fleet))
 
-        def image() -> Any:
-            return fleet.observer.image
+        def image() -> MetadataImage:
+            observer = fleet.observer
+            assert observer is not None  # the fleet starts its observer before its listeners
+            return observer.image
 
-        def metadata(ctx: RequestContext, req: Any) -> Any:
+        def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             return metadata_api.metadata(image(), fleet.cluster_id, ctx.listener, ctx.api_version, req)
 
-        def describe_cluster(ctx: RequestContext, req: Any) -> Any:
+        def describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
             return metadata_api.describe_cluster(image(), fleet.cluster_id, ctx.listener, ctx.api_version, req)
 
-        def describe_configs(ctx: RequestContext, req: Any) -> Any:
+        def describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
             return configs_api.describe_configs(image(), broker_id, fleet.ids, ctx.api_version, req)
 
-        d.register(ApiKey.METADATA, metadata)
-        d.register(ApiKey.DESCRIBE_CLUSTER, describe_cluster)
-        d.register(ApiKey.DESCRIBE_CONFIGS, describe_configs)
+        d.register(Api.METADATA, metadata)
+        d.register(Api.DESCRIBE_CLUSTER, describe_cluster)
+        d.register(Api.DESCRIBE_CONFIGS, describe_configs)
         if fleet.options.zookeeper:
             self.zk_control_apis(broker_id, shared).install(d)
         for key, (lo, hi) in self.forwardable.items():

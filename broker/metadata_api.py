@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kraftsim.metadata.directories import is_online
 from kraftsim.metadata.image.cluster import BrokerRegistration
@@ -24,6 +24,9 @@ from kraftsim.metadata.image.topics import NO_LEADER, Partition, Topic
 from kraftsim.metadata.topic_names import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME, invalid_reason
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import DescribeClusterResponse, MetadataResponse
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import DescribeClusterRequest, MetadataRequest
 
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
 NO_TOPIC_ID = uuid.UUID(int=0)
@@ -45,17 +48,19 @@ def random_alive_broker(image: MetadataImage) -> int:
     return random.choice(alive).id if alive else -1
 
 
-def metadata(image: MetadataImage, cluster_id: str, listener: str, version: int, req: Any) -> MetadataResponse:
+def metadata(image: MetadataImage, cluster_id: str, listener: str, version: int,
+             req: MetadataRequest) -> MetadataResponse:
     resp = MetadataResponse(throttle_time_ms=0, cluster_id=cluster_id, controller_id=random_alive_broker(image))
     resp.brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.id, host=ep[0], port=ep[1], rack=b.rack)
                     for b in alive_brokers(image) if (ep := b.listeners.get(listener)) is not None]
     topics_img = image.topics
     requested = req.topics
     all_topics = requested is None or (version == 0 and not requested)
-    out: list[Any] = []
+    out: list[MetadataResponse.MetadataResponseTopic] = []
     if all_topics:
         names = sorted(topics_img.by_name)
     else:
+        assert requested is not None  # else all_topics
         names = []
         for t in requested:
             if t.name is None or (version < 12 and t.topic_id.int):
@@ -95,7 +100,7 @@ def metadata(image: MetadataImage, cluster_id: str, listener: str, version: int,
     return resp
 
 
-def _invalid(resp: MetadataResponse, req: Any, version: int) -> MetadataResponse:
+def _invalid(resp: MetadataResponse, req: MetadataRequest, version: int) -> MetadataResponse:
     resp.topics = [MetadataResponse.MetadataResponseTopic(error_code=ErrorCode.INVALID_REQUEST, name=t.name,
                                                           topic_id=t.topic_id, partitions=[])
                    for t in req.topics or []]
@@ -103,7 +108,8 @@ def _invalid(resp: MetadataResponse, req: Any, version: int) -> MetadataResponse
     return resp
 
 
-def _partitions(image: MetadataImage, topic: Topic, listener: str, version: int) -> list[Any]:
+def _partitions(image: MetadataImage, topic: Topic, listener: str,
+                version: int) -> list[MetadataResponse.MetadataResponsePartition]:
     brokers = image.cluster.brokers
     filter_unavailable = version == 0
     listener_errors = version >= 6
@@ -144,7 +150,7 @@ def _offline(b: BrokerRegistration | None, listener: str, p: Partition, replica:
 
 
 def describe_cluster(image: MetadataImage, cluster_id: str, listener: str, version: int,
-                     req: Any) -> DescribeClusterResponse:
+                     req: DescribeClusterRequest) -> DescribeClusterResponse:
     """AuthHelper.computeDescribeClusterResponse for a broker endpoint."""
     endpoint_type = req.endpoint_type if version >= 1 else ENDPOINT_BROKERS
     if endpoint_type not in (1, 2):

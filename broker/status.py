@@ -12,15 +12,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kraftsim.broker.lifecycle import BrokerState
+
+if TYPE_CHECKING:
+    from kraftsim.broker.fleet import Fleet
 
 log = logging.getLogger("kraftsim.broker.status")
 
 
 class StatusReporter:
-    def __init__(self, fleet: Any, tty: bool, interval_s: float) -> None:
+    def __init__(self, fleet: Fleet, tty: bool, interval_s: float) -> None:
         self.fleet = fleet
         self.tty = tty
         self.interval_s = interval_s

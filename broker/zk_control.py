@@ -31,6 +31,10 @@ from kraftsim.rpc.messages import (
     UpdateMetadataResponse,
 )
 
+# The three requests a ZooKeeper-mode broker takes from its controller, and their answers.
+ZkControlRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+ZkControlResponse = LeaderAndIsrResponse | UpdateMetadataResponse | StopReplicaResponse
+
 INITIAL_CONTROLLER_EPOCH: Final = 0  # KafkaController.InitialControllerEpoch
 UNKNOWN_BROKER_EPOCH: Final = -1
 NO_TOPIC_ID: Final = uuid.UUID(int=0)
@@ -102,7 +106,7 @@ class ZkControlState:
             resp.partition_errors = [LeaderAndIsrResponse.LeaderAndIsrPartitionError(
                 topic_name=t, partition_index=p, error_code=e) for (t, p), e in errors.items()]
         else:
-            by_id: dict[uuid.UUID, list[Any]] = {}
+            by_id: dict[uuid.UUID, list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]] = {}
             for (t, p), e in errors.items():
                 by_id.setdefault(topic_ids.get(t, NO_TOPIC_ID), []).append(
                     LeaderAndIsrResponse.LeaderAndIsrPartitionError(partition_index=p, error_code=e))
@@ -110,7 +114,7 @@ class ZkControlState:
                            for i, errs in by_id.items()]
         return resp
 
-    def _took(self, req: Any, kraft: bool) -> None:
+    def _took(self, req: ZkControlRequest, kraft: bool) -> None:
         self.controller_epoch = req.controller_epoch
         self.controller_id = req.controller_id
         self.kraft_controller = kraft
@@ -157,13 +161,15 @@ class ZkControlState:
         return StopReplicaResponse(error_code=ErrorCode.NONE, partition_errors=errors)
 
 
-def _named(states: list[Any], name: str) -> Iterator[Any]:
+def _named(states: list[UpdateMetadataRequest.UpdateMetadataPartitionState],
+           name: str) -> Iterator[UpdateMetadataRequest.UpdateMetadataPartitionState]:
     for st in states:
         st.topic_name = name
         yield st
 
 
-def _lisr_states(req: LeaderAndIsrRequest, version: int) -> Iterator[tuple[str, Any]]:
+def _lisr_states(req: LeaderAndIsrRequest,
+                 version: int) -> Iterator[tuple[str, LeaderAndIsrRequest.LeaderAndIsrPartitionState]]:
     if version < 2:
         for st in req.ungrouped_partition_states:
             yield st.topic_name, st
@@ -173,7 +179,8 @@ def _lisr_states(req: LeaderAndIsrRequest, version: int) -> Iterator[tuple[str, 
                 yield t.topic_name, st
 
 
-def _lisr_error(req: LeaderAndIsrRequest, version: int, states: list[tuple[str, Any]],
+def _lisr_error(req: LeaderAndIsrRequest, version: int,
+                states: list[tuple[str, LeaderAndIsrRequest.LeaderAndIsrPartitionState]],
                 error: int) -> LeaderAndIsrResponse:
     """LeaderAndIsrRequest.getErrorResponse: the error at the top and on every partition."""
     resp = LeaderAndIsrResponse(error_code=error)
@@ -216,7 +223,7 @@ class ZkControlApis:
         d.register(ApiKey.UPDATE_METADATA, self._handle)
         d.register(ApiKey.STOP_REPLICA, self._handle)
 
-    def _handle(self, ctx: RequestContext, req: Any) -> Any:
+    def _handle(self, ctx: RequestContext, req: ZkControlRequest) -> ZkControlResponse:
         version = ctx.api_version
         request_epoch = req.broker_epoch if version >= _EPOCH_SINCE[ctx.api_key] else UNKNOWN_BROKER_EPOCH
         broker_id = self.resolve(request_epoch)
@@ -226,9 +233,10 @@ class ZkControlApis:
         else:
             state = self.states.setdefault(broker_id, ZkControlState(broker_id))
             stale = request_epoch != UNKNOWN_BROKER_EPOCH and self.current_epoch(broker_id) > request_epoch
-        if ctx.api_key == ApiKey.LEADER_AND_ISR:
+        # The dispatcher decodes each api key's requests with its class: the class is the key.
+        if isinstance(req, LeaderAndIsrRequest):
             return state.leader_and_isr(req, version, stale)
-        if ctx.api_key == ApiKey.UPDATE_METADATA:
+        if isinstance(req, UpdateMetadataRequest):
             return state.update_metadata(req, version, stale)
         return state.stop_replica(req, version, stale)
 

@@ -16,15 +16,17 @@ import asyncio
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from kraftsim.cli import tool_client
 from kraftsim.cli.common import CommandError, Parser, UsageError
 from kraftsim.metadata import versions
-from kraftsim.rpc import registry
+from kraftsim.rpc import messages
 from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.error_codes import ErrorCode, generic_message
-from kraftsim.rpc.message import Message
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import ApiVersionsResponse
 
 UPDATE_FEATURES = 57
 REQUEST_TIMEOUT_S = tool_client.REQUEST_TIMEOUT_S
@@ -241,7 +243,7 @@ def level_to_string(feature: str, level: int) -> str:
     return str(level)
 
 
-def format_describe(resp: Message) -> list[str]:
+def format_describe(resp: ApiVersionsResponse) -> list[str]:
     """One line per *supported* feature, sorted by name, exactly as FeatureCommand prints."""
     finalized = {f.name: f.max_version_level for f in getattr(resp, "finalized_features", None) or []}
     epoch = getattr(resp, "finalized_features_epoch", -1)
@@ -258,7 +260,7 @@ def format_describe(resp: Message) -> list[str]:
 async def describe(client: KafkaClient) -> list[str]:
     """ApiVersions at v4 (the client's ``negotiate``) carries both supported and finalized
     features; that is all the admin client's describeFeatures reads."""
-    resp: Any = await asyncio.wait_for(client.negotiate(), REQUEST_TIMEOUT_S)
+    resp = await asyncio.wait_for(client.negotiate(), REQUEST_TIMEOUT_S)
     if resp.error_code != 0:
         raise CommandError(_error_text(resp.error_code, None))
     return format_describe(resp)
@@ -272,7 +274,7 @@ async def update_features(client: KafkaClient, updates: dict[str, int], upgrade_
                           dry_run: bool) -> Outcome:
     """One UpdateFeatures request at the highest version both sides speak."""
     await asyncio.wait_for(client.negotiate(), REQUEST_TIMEOUT_S)
-    req_cls: Any = registry.request_class(UPDATE_FEATURES)
+    req_cls = messages.UpdateFeaturesRequest  # compiled here, when first needed
     if UPDATE_FEATURES not in client.versions:
         raise CommandError("The controller does not support UpdateFeatures.")
     try:

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kraftsim.cli import tool_client
 from kraftsim.cli.common import CommandError, Parser, UsageError
@@ -23,6 +23,9 @@ from kraftsim.rpc import uuids
 from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import DescribeClusterRequest, DescribeQuorumRequest
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import DescribeQuorumResponse
 
 PROG = "kraftsim metadata-quorum"
 METADATA_TOPIC = "__cluster_metadata"
@@ -144,7 +147,7 @@ def _check(code: int, message: str | None) -> None:
         raise CommandError(message or f"The server answered {name}")
 
 
-def _replica(r: Any) -> Replica:
+def _replica(r: DescribeQuorumResponse.ReplicaState) -> Replica:
     return Replica(r.replica_id, r.replica_directory_id, r.log_end_offset, r.last_fetch_timestamp,
                    r.last_caught_up_timestamp)
 

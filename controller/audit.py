@@ -62,7 +62,7 @@ def _plan(cls: type) -> tuple[tuple[str, bool], ...]:
     return plan
 
 
-def _count(obj: Any, counts: Counter[int]) -> None:
+def _count(obj: Struct, counts: Counter[int]) -> None:
     for attr, is_code in _plan(obj.__class__):
         value = getattr(obj, attr, None)
         if is_code:

@@ -33,20 +33,23 @@ import logging
 import struct
 import time
 from collections.abc import Awaitable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.audit import audit, contains_error
 from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, AllowAll, Authorizer, ResourceType
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.codec_errors import CodecError
-from kraftsim.rpc.dispatch import Dispatcher, RequestContext
+from kraftsim.rpc.dispatch import Dispatcher, RequestContext, Route
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.error_response import error_response
 from kraftsim.rpc.forwardable import FORWARDABLE
 from kraftsim.rpc.frames import api_codec, request_header_version
 from kraftsim.rpc.message import DECODE_FAILURES, Message
 from kraftsim.rpc.messages import EnvelopeResponse
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import EnvelopeRequest
 
 log = logging.getLogger("kraftsim.envelope")
 
@@ -142,7 +145,7 @@ class EnvelopeHandler:
         self.dispatcher = dispatcher
         self.authorizer: Authorizer = authorizer if authorizer is not None else AllowAll()
 
-    def __call__(self, ctx: RequestContext, envelope: Any) -> Message | Awaitable[Message]:
+    def __call__(self, ctx: RequestContext, envelope: EnvelopeRequest) -> Message | Awaitable[Message]:
         started = time.monotonic()
         try:
             inner_ctx, body, route = self.unwrap(ctx, envelope)
@@ -159,7 +162,7 @@ class EnvelopeHandler:
             return self.wrap(inner_ctx, result)
         return self._wrap_later(inner_ctx, body, result)
 
-    def unwrap(self, ctx: RequestContext, envelope: Any) -> tuple[RequestContext, Message, Any]:
+    def unwrap(self, ctx: RequestContext, envelope: EnvelopeRequest) -> tuple[RequestContext, Message, Route]:
         """Steps 1-6 of the module doc: the inner context, body and route, or EnvelopeError."""
         if not self.authorizer.authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
             raise EnvelopeError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

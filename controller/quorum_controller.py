@@ -48,16 +48,19 @@ from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.messages import NoOpRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.metadata.segments import LogFailedError
+from kraftsim.metadata.snapshots import SnapshotId
 from kraftsim.raft.election import check_single_voter, elect_single_voter
 from kraftsim.raft.leader import RaftLeader
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import Clock, SystemClock
 from kraftsim.rpc.dispatch import RequestContext
+from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.controller")
 
 T = TypeVar("T")
+Req = TypeVar("Req", bound=Message)
 
 # Partitions' deferred ISR index entries written per slice: about a millisecond.
 _ISR_INDEX_SLICE = 4_000
@@ -137,8 +140,8 @@ class QuorumController:
         self.metrics = ControllerMetrics(self._metric_values)
         self.queue = EventQueue(self.clock, self.metrics.queue_time, self.metrics.processing_time,
                                 self._on_event_timeout)
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._snapshot_task: asyncio.Task[Any] | None = None
+        self._tasks: list[asyncio.Task[object]] = []  # cancelled and awaited at stop; results unused
+        self._snapshot_task: asyncio.Task[SnapshotId | None] | None = None
         self.ctx: ControllerContext | None = None
         self._managers: ControlManagers | None = None
         self._new_migration = migration
@@ -460,7 +463,7 @@ class QuorumController:
     def _snapshot_tick(self) -> None:
         self.snapshot(force=False)
 
-    def snapshot(self, force: bool = True) -> asyncio.Task[Any] | None:
+    def snapshot(self, force: bool = True) -> asyncio.Task[SnapshotId | None] | None:
         """Start writing a snapshot of the committed image if one is due (always when forced
         and possible); returns the task writing it, or None."""
         snaps, raft = self.snapshots, self.raft
@@ -514,7 +517,9 @@ class QuorumController:
         return gated
 
     @staticmethod
-    async def await_nested(fut: asyncio.Future[Any]) -> Any:
+    async def await_nested(fut: Awaitable[T | Awaitable[T]]) -> T:
+        """The answer of a queued event: its future's value, or what that value (a reply
+        after commit) gives when awaited."""
         v = await fut
         if inspect.isawaitable(v):
             v = await v
@@ -532,8 +537,8 @@ class QuorumController:
             raise HandlerFaultError(str(e)) from e
         return self._finish(result)
 
-    def run_request(self, handler: Callable[[Any, Any], ControllerResult[T]], request: Any, ctx: Any,
-                    gated: bool) -> T | Awaitable[T]:
+    def run_request(self, handler: Callable[[Req, RequestContext], ControllerResult[T]], request: Req,
+                    ctx: RequestContext, gated: bool) -> T | Awaitable[T]:
         """``_run`` of ``handler(request, ctx)`` (a route's event, see ``controller_apis.py``), with the
         pre-migration gate when ``gated``: the request path submits this with its arguments,
         building no closure, and when it writes nothing and waits for no commit the answer is

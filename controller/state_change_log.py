@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraftsim.metadata.record_types import RecordType
 from kraftsim.metadata.records import FramedRecord, RecordAndVersion
 
+if TYPE_CHECKING:
+    from kraftsim.metadata.messages import BrokerRegistrationChangeRecord
+
 log = logging.getLogger("kraftsim.controller")
 
 
-def _registration_change(r: Any) -> str:
+def _registration_change(r: BrokerRegistrationChangeRecord) -> str:
     parts = []
     if r.fenced == 1:
         parts.append(f"Fenced broker {r.broker_id}")
@@ -29,6 +32,7 @@ def _registration_change(r: Any) -> str:
     return "; ".join(parts) or f"Updated the registration of broker {r.broker_id}"
 
 
+# Record type -> its line; each takes a record of its key's type (or a FramedRecord of one).
 LINES: dict[int, Callable[[Any], str]] = {
     RecordType.REGISTER_BROKER_RECORD:
         lambda r: f"Registered broker {r.broker_id} with epoch {r.broker_epoch} and incarnation "

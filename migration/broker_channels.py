@@ -29,6 +29,7 @@ from kraftsim.rpc.client import ConnectionClosed, KafkaClient
 from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.frames import api_codec
+from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.migration.channel")
 
@@ -117,7 +118,7 @@ class BrokerChannel:
                 for p in problems:
                     log.error("%s from broker %d", p, self.broker_id)
 
-    async def _send(self, req: ControlRequest) -> Any:
+    async def _send(self, req: ControlRequest) -> Message:
         client = self._client
         if client is None or client.closed:
             client = self._client = await KafkaClient.connect(*self.address, client_id=self.client_id,

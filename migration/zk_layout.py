@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any, Final
 from urllib.parse import quote, unquote_plus
 
@@ -56,7 +57,7 @@ class LayoutError(ValueError):
     """A znode whose content is not in Kafka's format."""
 
 
-def dumps(value: Any) -> bytes:
+def dumps(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -85,7 +86,7 @@ def pascal(enum_name: str) -> str:
     return "".join(part.capitalize() for part in enum_name.split("_"))
 
 
-def _from_pascal(enum_cls: Any, name: str, path: str) -> int:
+def _from_pascal(enum_cls: type[IntEnum], name: str, path: str) -> int:
     for member in enum_cls:
         if pascal(member.name).lower() == name.lower():
             return int(member.value)

@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, AllowAll, Authorizer, ResourceType
 from kraftsim.metadata.files import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.snapshots import SnapshotId
 from kraftsim.raft.leader import RaftLeader, ReplicaState
-from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.dispatch import Dispatcher, Handler, RequestContext
+from kraftsim.rpc.api_types import Api
+from kraftsim.rpc.dispatch import Dispatcher, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode, generic_message
 from kraftsim.rpc.file_slice import FileSlice
+from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
     BeginQuorumEpochResponse,
     DescribeQuorumResponse,
@@ -38,6 +39,22 @@ from kraftsim.rpc.messages import (
     FetchSnapshotResponse,
     VoteResponse,
 )
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import (
+        BeginQuorumEpochRequest,
+        DescribeQuorumRequest,
+        EndQuorumEpochRequest,
+        FetchRequest,
+        FetchSnapshotRequest,
+        VoteRequest,
+    )
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+E = TypeVar("E")
+# The three responses _partition_response builds: one partition, the leader, its endpoints.
+PartitionResponse = TypeVar("PartitionResponse", VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse)
 
 log = logging.getLogger("kraftsim.raft")
 
@@ -78,25 +95,28 @@ class RaftApis:
     def mlog(self) -> MetadataLog:
         return self.leader.mlog
 
-    API_KEYS = (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT, ApiKey.DESCRIBE_QUORUM, ApiKey.VOTE,
-                ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH)
-
-    # ControllerApis asks these of the cluster before handing a Raft request to the Raft client.
-    CLUSTER_OPERATIONS = (AclOperation.CLUSTER_ACTION, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE,
-                          AclOperation.CLUSTER_ACTION, AclOperation.CLUSTER_ACTION, AclOperation.CLUSTER_ACTION)
+    API_KEYS = (Api.FETCH, Api.FETCH_SNAPSHOT, Api.DESCRIBE_QUORUM, Api.VOTE,
+                Api.BEGIN_QUORUM_EPOCH, Api.END_QUORUM_EPOCH)
 
     def install(self, dispatcher: Dispatcher) -> None:
-        handlers = (self.fetch, self.fetch_snapshot, self.describe_quorum, self.vote,
-                    self.begin_quorum_epoch, self.end_quorum_epoch)
-        for key, handler, op in zip(self.API_KEYS, handlers, self.CLUSTER_OPERATIONS, strict=True):
-            dispatcher.register(key, self._authorized(handler, op))
+        # ControllerApis asks each its cluster operation before handing it to the Raft client.
+        guard, action = self._authorized, AclOperation.CLUSTER_ACTION
+        dispatcher.register(Api.FETCH, guard(self.fetch, action, refused_fetch))
+        dispatcher.register(Api.FETCH_SNAPSHOT, guard(self.fetch_snapshot, action, refused_fetch_snapshot))
+        dispatcher.register(Api.DESCRIBE_QUORUM, guard(self.describe_quorum, AclOperation.DESCRIBE,
+                                                       refused_describe_quorum))
+        dispatcher.register(Api.VOTE, guard(self.vote, action, refused_vote))
+        dispatcher.register(Api.BEGIN_QUORUM_EPOCH, guard(self.begin_quorum_epoch, action, refused_begin_quorum_epoch))
+        dispatcher.register(Api.END_QUORUM_EPOCH, guard(self.end_quorum_epoch, action, refused_end_quorum_epoch))
 
-    def _authorized(self, handler: Handler, operation: AclOperation) -> Handler:
-        """AuthHelper.authorizeClusterOperation in front of ``handler``: refused, the request's
-        getErrorResponse with CLUSTER_AUTHORIZATION_FAILED."""
+    def _authorized(self, handler: Callable[[RequestContext, Req], Resp | Awaitable[Resp]], operation: AclOperation,
+                    refusal: Callable[[RequestContext, Req], Resp]
+                    ) -> Callable[[RequestContext, Req], Resp | Awaitable[Resp]]:
+        """AuthHelper.authorizeClusterOperation in front of ``handler``: refused, ``refusal``
+        (the request's getErrorResponse with CLUSTER_AUTHORIZATION_FAILED)."""
         authorizer = self.authorizer
 
-        def handle(ctx: RequestContext, req: Any) -> Any:
+        def handle(ctx: RequestContext, req: Req) -> Resp | Awaitable[Resp]:
             if not authorizer().authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME):
                 return refusal(ctx, req)
             return handler(ctx, req)
@@ -139,7 +159,7 @@ class RaftApis:
 
     # ---- Fetch -----------------------------------------------------------------------------------
 
-    async def fetch(self, ctx: RequestContext, req: Any) -> Any:
+    async def fetch(self, ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         version = ctx.api_version
         if not self._valid_cluster(req.cluster_id):
             return FetchResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
@@ -161,7 +181,7 @@ class RaftApis:
         await self.leader.wait_for_data(part.fetch_offset, req.max_wait_ms)
         return self._try_fetch(ctx, replica_id, part)
 
-    def _try_fetch(self, ctx: RequestContext, replica_id: int, part: Any) -> Any:
+    def _try_fetch(self, ctx: RequestContext, replica_id: int, part: FetchRequest.FetchPartition) -> FetchResponse:
         """tryCompleteFetchRequest."""
         error = self._leader_only_error(part.current_leader_epoch)
         if error is not None:
@@ -214,7 +234,7 @@ class RaftApis:
         return found_offset, found_epoch
 
     def _fetch_response(self, ctx: RequestContext, error: int, records: FileSlice | bytes, valid: Valid | None,
-                        high_watermark: int) -> Any:
+                        high_watermark: int) -> FetchResponse:
         """RaftUtil.singletonFetchResponse."""
         leader = self.leader
         pd = FetchResponse.PartitionData(partition_index=METADATA_PARTITION, error_code=error,
@@ -236,7 +256,7 @@ class RaftApis:
 
     # ---- FetchSnapshot -------------------------------------------------------------------------
 
-    def fetch_snapshot(self, ctx: RequestContext, req: Any) -> Any:
+    def fetch_snapshot(self, ctx: RequestContext, req: FetchSnapshotRequest) -> FetchSnapshotResponse:
         if not self._valid_cluster(req.cluster_id):
             return FetchSnapshotResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
         if not req.topics or not req.topics[0].partitions:
@@ -270,7 +290,7 @@ class RaftApis:
         return resp
 
     def _snapshot_response(self, ctx: RequestContext, error: int, leader: bool = True,
-                           topic: str = METADATA_TOPIC, index: int = METADATA_PARTITION) -> Any:
+                           topic: str = METADATA_TOPIC, index: int = METADATA_PARTITION) -> FetchSnapshotResponse:
         """RaftUtil.singletonFetchSnapshotResponse (with addQuorumLeader when ``leader``)."""
         ps = FetchSnapshotResponse.PartitionSnapshot(index=index, error_code=error)
         if leader:
@@ -286,7 +306,7 @@ class RaftApis:
 
     # ---- DescribeQuorum ------------------------------------------------------------------------
 
-    def describe_quorum(self, ctx: RequestContext, req: Any) -> Any:
+    def describe_quorum(self, ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
         version = ctx.api_version
         topics = req.topics
         if (len(topics) != 1 or topics[0].topic_name != METADATA_TOPIC or len(topics[0].partitions) != 1
@@ -299,7 +319,7 @@ class RaftApis:
                     for p in t.partitions]) for t in topics])
         leader = self.leader
 
-        def state(s: ReplicaState) -> Any:
+        def state(s: ReplicaState) -> DescribeQuorumResponse.ReplicaState:
             rs = DescribeQuorumResponse.ReplicaState(
                 replica_id=s.replica_id, log_end_offset=s.end_offset, last_fetch_timestamp=s.last_fetch_ms,
                 last_caught_up_timestamp=s.last_caught_up_ms)
@@ -321,18 +341,18 @@ class RaftApis:
 
     # ---- Vote, BeginQuorumEpoch, EndQuorumEpoch --------------------------------------------------
 
-    def _valid_partition(self, req: Any) -> bool:
+    def _valid_partition(self, req: VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest) -> bool:
         t = req.topics
         return (len(t) == 1 and t[0].topic_name == METADATA_TOPIC and len(t[0].partitions) == 1
                 and t[0].partitions[0].partition_index == METADATA_PARTITION)
 
-    def _endpoints(self, ctx: RequestContext, cls: Any) -> list[Any]:
+    def _endpoints(self, ctx: RequestContext, endpoint: Callable[..., E]) -> list[E]:
         address = self._address(ctx)
         if ctx.api_version < 1 or address is None:
             return []
-        return [cls.NodeEndpoint(node_id=self.leader.node_id, host=address.host, port=address.port)]
+        return [endpoint(node_id=self.leader.node_id, host=address.host, port=address.port)]
 
-    def vote(self, ctx: RequestContext, req: Any) -> Any:
+    def vote(self, ctx: RequestContext, req: VoteRequest) -> VoteResponse:
         if not self._valid_cluster(req.cluster_id):
             return VoteResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
         if not self._valid_partition(req):
@@ -344,10 +364,10 @@ class RaftApis:
             error = self._voter_only_error(p.candidate_id, p.candidate_epoch)
         if error is None and ctx.api_version >= 1 and not self._is_me(req.voter_id, p.voter_directory_id):
             error = ErrorCode.INVALID_VOTER_KEY
-        # A leader never grants a vote (LeaderState.canGrantVote).
-        return self._partition_response(ctx, VoteResponse, error or ErrorCode.NONE, vote_granted=False)
+        # A leader never grants a vote (LeaderState.canGrantVote): VoteGranted keeps its default, false.
+        return self._partition_response(ctx, VoteResponse, error or ErrorCode.NONE)
 
-    def begin_quorum_epoch(self, ctx: RequestContext, req: Any) -> Any:
+    def begin_quorum_epoch(self, ctx: RequestContext, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
         if not self._valid_cluster(req.cluster_id):
             return BeginQuorumEpochResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
         if not self._valid_partition(req):
@@ -358,7 +378,7 @@ class RaftApis:
             error = ErrorCode.INVALID_VOTER_KEY
         return self._partition_response(ctx, BeginQuorumEpochResponse, error or ErrorCode.NONE)
 
-    def end_quorum_epoch(self, ctx: RequestContext, req: Any) -> Any:
+    def end_quorum_epoch(self, ctx: RequestContext, req: EndQuorumEpochRequest) -> EndQuorumEpochResponse:
         if not self._valid_cluster(req.cluster_id):
             return EndQuorumEpochResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
         if not self._valid_partition(req):
@@ -367,35 +387,47 @@ class RaftApis:
         error = self._voter_only_error(p.leader_id, p.leader_epoch)
         return self._partition_response(ctx, EndQuorumEpochResponse, error or ErrorCode.NONE)
 
-    def _partition_response(self, ctx: RequestContext, cls: Any, error: int, **extra: Any) -> Any:
+    def _partition_response(self, ctx: RequestContext, cls: type[PartitionResponse], error: int) -> PartitionResponse:
         part = cls.PartitionData(partition_index=METADATA_PARTITION, error_code=error, leader_id=self.leader.node_id,
-                                 leader_epoch=self.leader.epoch, **extra)
+                                 leader_epoch=self.leader.epoch)
         resp = cls(error_code=ErrorCode.NONE, topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
-        resp.node_endpoints = self._endpoints(ctx, cls)
+        resp.node_endpoints = self._endpoints(ctx, cls.NodeEndpoint)
         return resp
 
 
-def refusal(ctx: RequestContext, req: Any) -> Any:
-    """The Raft requests' getErrorResponse for CLUSTER_AUTHORIZATION_FAILED: the code alone,
-    except DescribeQuorum (the code's generic message too) and Fetch (the session id, and
-    before v13 every requested partition with the code and no high watermark)."""
-    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    key = ctx.api_key
-    if key == ApiKey.FETCH:
-        topics = [] if ctx.api_version >= 13 else [
-            FetchResponse.FetchableTopicResponse(
-                topic=t.topic, topic_id=t.topic_id,
-                partitions=[FetchResponse.PartitionData(partition_index=p.partition, error_code=code,
-                                                        high_watermark=-1, records=None)
-                            for p in t.partitions])
-            for t in req.topics]
-        return FetchResponse(error_code=code, session_id=req.session_id, responses=topics)
-    if key == ApiKey.FETCH_SNAPSHOT:
-        return FetchSnapshotResponse(error_code=code)
-    if key == ApiKey.DESCRIBE_QUORUM:
-        return DescribeQuorumResponse(error_code=code, error_message=generic_message(code))
-    if key == ApiKey.VOTE:
-        return VoteResponse(error_code=code)
-    if key == ApiKey.BEGIN_QUORUM_EPOCH:
-        return BeginQuorumEpochResponse(error_code=code)
-    return EndQuorumEpochResponse(error_code=code)
+# The Raft requests' getErrorResponse for CLUSTER_AUTHORIZATION_FAILED: the code alone, except
+# DescribeQuorum (the code's generic message too) and Fetch (the session id, and before v13
+# every requested partition with the code and no high watermark).
+_REFUSED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def refused_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
+    code = _REFUSED
+    topics = [] if ctx.api_version >= 13 else [
+        FetchResponse.FetchableTopicResponse(
+            topic=t.topic, topic_id=t.topic_id,
+            partitions=[FetchResponse.PartitionData(partition_index=p.partition, error_code=code,
+                                                    high_watermark=-1, records=None)
+                        for p in t.partitions])
+        for t in req.topics]
+    return FetchResponse(error_code=code, session_id=req.session_id, responses=topics)
+
+
+def refused_fetch_snapshot(ctx: RequestContext, req: FetchSnapshotRequest) -> FetchSnapshotResponse:
+    return FetchSnapshotResponse(error_code=_REFUSED)
+
+
+def refused_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+    return DescribeQuorumResponse(error_code=_REFUSED, error_message=generic_message(_REFUSED))
+
+
+def refused_vote(ctx: RequestContext, req: VoteRequest) -> VoteResponse:
+    return VoteResponse(error_code=_REFUSED)
+
+
+def refused_begin_quorum_epoch(ctx: RequestContext, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
+    return BeginQuorumEpochResponse(error_code=_REFUSED)
+
+
+def refused_end_quorum_epoch(ctx: RequestContext, req: EndQuorumEpochRequest) -> EndQuorumEpochResponse:
+    return EndQuorumEpochResponse(error_code=_REFUSED)

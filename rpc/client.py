@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from kraftsim import __version__
 from kraftsim.rpc.api_keys import ApiKey
@@ -20,6 +20,11 @@ from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.frame_reader import FrameError, FrameReceiver
 from kraftsim.rpc.frames import ApiCodec, api_codec
 from kraftsim.rpc.message import Message
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import ApiVersionsResponse, Request
+
+Answer = TypeVar("Answer", bound=Message)
 
 
 class ConnectionClosed(ConnectionError):
@@ -95,8 +100,18 @@ class KafkaClient:
             loop.create_connection(lambda: _ClientProtocol(max_response_size), host, port), timeout)
         return cls(proto, client_id)
 
+    # A typed request (``rpc/messages.pyi``: each derives from Request[its response]) is answered
+    # by its response class; any other message by some message.
+    @overload
+    def send(self, body: Request[Answer], version: int | None = None, correlation_id: int | None = None,
+             views: bool = False) -> asyncio.Future[Answer]: ...
+
+    @overload
     def send(self, body: Message, version: int | None = None, correlation_id: int | None = None,
-             views: bool = False) -> asyncio.Future[Message]:
+             views: bool = False) -> asyncio.Future[Any]: ...
+
+    def send(self, body: Message, version: int | None = None, correlation_id: int | None = None,
+             views: bool = False) -> asyncio.Future[Any]:
         """Write one request now; the future resolves with its decoded response. ``views``: the
         response's records fields are read-only memoryviews of the buffer it was received into
         (no copy; see :meth:`ApiCodec.decode_response`), else bytes."""
@@ -110,7 +125,7 @@ class KafkaClient:
         codec = api_codec(key, version)
         corr = next(self._corr) if correlation_id is None else correlation_id
         frame = codec.encode_request(body, corr, self.client_id)
-        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         p.waiting.append((corr, codec, fut, views))
         p.transport.write(frame)
         return fut
@@ -127,6 +142,14 @@ class KafkaClient:
         p.transport.write(frame)
         return fut
 
+    @overload
+    async def request(self, body: Request[Answer], version: int | None = None, timeout: float | None = 30.0,
+                      views: bool = False) -> Answer: ...
+
+    @overload
+    async def request(self, body: Message, version: int | None = None, timeout: float | None = 30.0,
+                      views: bool = False) -> Message: ...
+
     async def request(self, body: Message, version: int | None = None, timeout: float | None = 30.0,
                       views: bool = False) -> Any:
         return await asyncio.wait_for(self.send(body, version, views=views), timeout)
@@ -142,7 +165,7 @@ class KafkaClient:
             raise ValueError(f"no common version for api key {api_key}")
         return hi
 
-    async def negotiate(self) -> Message:
+    async def negotiate(self) -> ApiVersionsResponse:
         """ApiVersions at our highest version, remembering the peer's ranges."""
         from kraftsim.rpc import registry
 

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar, cast, overload
 
 from kraftsim.rpc import registry
 from kraftsim.rpc.message import Message
 
+if TYPE_CHECKING:
+    from kraftsim.rpc.api_keys import ApiKey
+    from kraftsim.rpc.api_types import TypedApiKey
+
 ANONYMOUS = "User:ANONYMOUS"
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
 
 
 @dataclass(slots=True)
@@ -86,9 +93,30 @@ class Dispatcher:
     features: FeatureSource = field(default_factory=NoFeatures)
     _caches: list[dict] = field(default_factory=list)  # servers' route caches, cleared on change
 
+    # Three forms for mypy. Under ``Api.<NAME>`` (rpc/api_types.py) the handler must take that
+    # API's request class and answer its response class; under an ``ApiKey`` member it takes
+    # some request class, not checked against the key's; under any other int it is a
+    # :data:`Handler` of any message. The table holds each as a Handler: the server calls it
+    # only with a request decoded by its key's class.
+    @overload
+    def register(self, api_key: TypedApiKey[Req, Resp],
+                 handler: Callable[[RequestContext, Req], Resp | Awaitable[Resp]],
+                 min_version: int | None = None, max_version: int | None = None,
+                 check: RequestCheck | None = None, lane: Lane | None = None) -> None: ...
+
+    @overload
+    def register(self, api_key: ApiKey, handler: Callable[[RequestContext, Req], Message | Awaitable[Message]],
+                 min_version: int | None = None, max_version: int | None = None,
+                 check: RequestCheck | None = None, lane: Lane | None = None) -> None: ...
+
+    @overload
     def register(self, api_key: int, handler: Handler, min_version: int | None = None,
                  max_version: int | None = None, check: RequestCheck | None = None,
-                 lane: Lane | None = None) -> None:
+                 lane: Lane | None = None) -> None: ...
+
+    def register(self, api_key: int, handler: Callable[[RequestContext, Req], Message | Awaitable[Message]],
+                 min_version: int | None = None, max_version: int | None = None,
+                 check: RequestCheck | None = None, lane: Lane | None = None) -> None:
         """Serve ``api_key`` with ``handler`` (and ``lane`` first, if given: see :data:`Lane`);
         versions default to every version Kafka 3.9 defines."""
         cls = registry.request_class(api_key)
@@ -98,7 +126,8 @@ class Dispatcher:
             raise ValueError(f"api {api_key}: versions {lo}-{hi} outside the schema's range")
         if lane is not None and check is not None:
             raise ValueError(f"api {api_key}: a lane would skip the request's check")
-        self.routes[api_key] = Route(handler, lo, hi, check, lane)
+        # The server decodes this key's requests with its own class, the one ``handler`` takes.
+        self.routes[api_key] = Route(cast(Handler, handler), lo, hi, check, lane)
         for cache in self._caches:
             cache.clear()
 

@@ -3,14 +3,15 @@
 """Typed stubs of the Kafka protocol message classes."""
 
 import uuid
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kraftsim.rpc.message import Message, Struct
 
-class AllocateProducerIdsRequest(Message):
-    broker_id: int
-    broker_epoch: int
-    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+_Answer = TypeVar("_Answer", bound=Message)
+
+class Request(Message, Generic[_Answer]):
+    """A request answered by an ``_Answer``. Only mypy sees this class (the run-time classes
+    derive from Message): import it under ``TYPE_CHECKING``."""
 
 class AllocateProducerIdsResponse(Message):
     throttle_time_ms: int
@@ -19,7 +20,26 @@ class AllocateProducerIdsResponse(Message):
     producer_id_len: int
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., producer_id_start: int = ..., producer_id_len: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class AlterClientQuotasRequest(Message):
+class AllocateProducerIdsRequest(Request[AllocateProducerIdsResponse]):
+    broker_id: int
+    broker_epoch: int
+    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class AlterClientQuotasResponse(Message):
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponse.EntryData]
+    def __init__(self, *, throttle_time_ms: int = ..., entries: list[AlterClientQuotasResponse.EntryData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class EntityData(Struct):
+        entity_type: str
+        entity_name: str | None
+        def __init__(self, *, entity_type: str = ..., entity_name: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class EntryData(Struct):
+        error_code: int
+        error_message: str | None
+        entity: list[AlterClientQuotasResponse.EntityData]
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., entity: list[AlterClientQuotasResponse.EntityData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class AlterClientQuotasRequest(Request[AlterClientQuotasResponse]):
     entries: list[AlterClientQuotasRequest.EntryData]
     validate_only: bool
     def __init__(self, *, entries: list[AlterClientQuotasRequest.EntryData] = ..., validate_only: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
@@ -37,21 +57,18 @@ class AlterClientQuotasRequest(Message):
         remove: bool
         def __init__(self, *, key: str = ..., value: float = ..., remove: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class AlterClientQuotasResponse(Message):
+class AlterConfigsResponse(Message):
     throttle_time_ms: int
-    entries: list[AlterClientQuotasResponse.EntryData]
-    def __init__(self, *, throttle_time_ms: int = ..., entries: list[AlterClientQuotasResponse.EntryData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class EntityData(Struct):
-        entity_type: str
-        entity_name: str | None
-        def __init__(self, *, entity_type: str = ..., entity_name: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class EntryData(Struct):
+    responses: list[AlterConfigsResponse.AlterConfigsResourceResponse]
+    def __init__(self, *, throttle_time_ms: int = ..., responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class AlterConfigsResourceResponse(Struct):
         error_code: int
         error_message: str | None
-        entity: list[AlterClientQuotasResponse.EntityData]
-        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., entity: list[AlterClientQuotasResponse.EntityData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        resource_type: int
+        resource_name: str
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class AlterConfigsRequest(Message):
+class AlterConfigsRequest(Request[AlterConfigsResponse]):
     resources: list[AlterConfigsRequest.AlterConfigsResource]
     validate_only: bool
     def __init__(self, *, resources: list[AlterConfigsRequest.AlterConfigsResource] = ..., validate_only: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
@@ -65,47 +82,27 @@ class AlterConfigsRequest(Message):
         value: str | None
         def __init__(self, *, name: str = ..., value: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class AlterConfigsResponse(Message):
-    throttle_time_ms: int
-    responses: list[AlterConfigsResponse.AlterConfigsResourceResponse]
-    def __init__(self, *, throttle_time_ms: int = ..., responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class AlterConfigsResourceResponse(Struct):
-        error_code: int
-        error_message: str | None
-        resource_type: int
-        resource_name: str
-        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class AlterPartitionReassignmentsRequest(Message):
-    timeout_ms: int
-    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
-    def __init__(self, *, timeout_ms: int = ..., topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class ReassignablePartition(Struct):
-        partition_index: int
-        replicas: list[int] | None
-        def __init__(self, *, partition_index: int = ..., replicas: list[int] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class ReassignableTopic(Struct):
-        name: str
-        partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition]
-        def __init__(self, *, name: str = ..., partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class AlterPartitionReassignmentsResponse(Message):
+class AlterPartitionResponse(Message):
     throttle_time_ms: int
     error_code: int
-    error_message: str | None
-    responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse]
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class ReassignablePartitionResponse(Struct):
+    topics: list[AlterPartitionResponse.TopicData]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., topics: list[AlterPartitionResponse.TopicData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class PartitionData(Struct):
         partition_index: int
         error_code: int
-        error_message: str | None
-        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class ReassignableTopicResponse(Struct):
-        name: str
-        partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]
-        def __init__(self, *, name: str = ..., partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        leader_id: int
+        leader_epoch: int
+        isr: list[int]
+        leader_recovery_state: int
+        partition_epoch: int
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., leader_id: int = ..., leader_epoch: int = ..., isr: list[int] = ..., leader_recovery_state: int = ..., partition_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class TopicData(Struct):
+        topic_name: str
+        topic_id: uuid.UUID
+        partitions: list[AlterPartitionResponse.PartitionData]
+        def __init__(self, *, topic_name: str = ..., topic_id: uuid.UUID = ..., partitions: list[AlterPartitionResponse.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class AlterPartitionRequest(Message):
+class AlterPartitionRequest(Request[AlterPartitionResponse]):
     broker_id: int
     broker_epoch: int
     topics: list[AlterPartitionRequest.TopicData]
@@ -128,27 +125,46 @@ class AlterPartitionRequest(Message):
         partitions: list[AlterPartitionRequest.PartitionData]
         def __init__(self, *, topic_name: str = ..., topic_id: uuid.UUID = ..., partitions: list[AlterPartitionRequest.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class AlterPartitionResponse(Message):
+class AlterPartitionReassignmentsResponse(Message):
     throttle_time_ms: int
     error_code: int
-    topics: list[AlterPartitionResponse.TopicData]
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., topics: list[AlterPartitionResponse.TopicData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class PartitionData(Struct):
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class ReassignablePartitionResponse(Struct):
         partition_index: int
         error_code: int
-        leader_id: int
-        leader_epoch: int
-        isr: list[int]
-        leader_recovery_state: int
-        partition_epoch: int
-        def __init__(self, *, partition_index: int = ..., error_code: int = ..., leader_id: int = ..., leader_epoch: int = ..., isr: list[int] = ..., leader_recovery_state: int = ..., partition_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class TopicData(Struct):
-        topic_name: str
-        topic_id: uuid.UUID
-        partitions: list[AlterPartitionResponse.PartitionData]
-        def __init__(self, *, topic_name: str = ..., topic_id: uuid.UUID = ..., partitions: list[AlterPartitionResponse.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        error_message: str | None
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class ReassignableTopicResponse(Struct):
+        name: str
+        partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]
+        def __init__(self, *, name: str = ..., partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class AlterUserScramCredentialsRequest(Message):
+class AlterPartitionReassignmentsRequest(Request[AlterPartitionReassignmentsResponse]):
+    timeout_ms: int
+    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
+    def __init__(self, *, timeout_ms: int = ..., topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class ReassignablePartition(Struct):
+        partition_index: int
+        replicas: list[int] | None
+        def __init__(self, *, partition_index: int = ..., replicas: list[int] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class ReassignableTopic(Struct):
+        name: str
+        partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition]
+        def __init__(self, *, name: str = ..., partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class AlterUserScramCredentialsResponse(Message):
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
+    def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class AlterUserScramCredentialsResult(Struct):
+        user: str
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, user: str = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class AlterUserScramCredentialsRequest(Request[AlterUserScramCredentialsResponse]):
     deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion]
     upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion]
     def __init__(self, *, deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] = ..., upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
@@ -163,21 +179,6 @@ class AlterUserScramCredentialsRequest(Message):
         salt: bytes
         salted_password: bytes
         def __init__(self, *, name: str = ..., mechanism: int = ..., iterations: int = ..., salt: bytes = ..., salted_password: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class AlterUserScramCredentialsResponse(Message):
-    throttle_time_ms: int
-    results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
-    def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class AlterUserScramCredentialsResult(Struct):
-        user: str
-        error_code: int
-        error_message: str | None
-        def __init__(self, *, user: str = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class ApiVersionsRequest(Message):
-    client_software_name: str
-    client_software_version: str
-    def __init__(self, *, client_software_name: str = ..., client_software_version: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class ApiVersionsResponse(Message):
     error_code: int
@@ -204,22 +205,10 @@ class ApiVersionsResponse(Message):
         max_version: int
         def __init__(self, *, name: str = ..., min_version: int = ..., max_version: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class AssignReplicasToDirsRequest(Message):
-    broker_id: int
-    broker_epoch: int
-    directories: list[AssignReplicasToDirsRequest.DirectoryData]
-    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., directories: list[AssignReplicasToDirsRequest.DirectoryData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class DirectoryData(Struct):
-        id: uuid.UUID
-        topics: list[AssignReplicasToDirsRequest.TopicData]
-        def __init__(self, *, id: uuid.UUID = ..., topics: list[AssignReplicasToDirsRequest.TopicData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class PartitionData(Struct):
-        partition_index: int
-        def __init__(self, *, partition_index: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class TopicData(Struct):
-        topic_id: uuid.UUID
-        partitions: list[AssignReplicasToDirsRequest.PartitionData]
-        def __init__(self, *, topic_id: uuid.UUID = ..., partitions: list[AssignReplicasToDirsRequest.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class ApiVersionsRequest(Request[ApiVersionsResponse]):
+    client_software_name: str
+    client_software_version: str
+    def __init__(self, *, client_software_name: str = ..., client_software_version: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class AssignReplicasToDirsResponse(Message):
     throttle_time_ms: int
@@ -239,27 +228,22 @@ class AssignReplicasToDirsResponse(Message):
         partitions: list[AssignReplicasToDirsResponse.PartitionData]
         def __init__(self, *, topic_id: uuid.UUID = ..., partitions: list[AssignReplicasToDirsResponse.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class BeginQuorumEpochRequest(Message):
-    cluster_id: str | None
-    voter_id: int
-    topics: list[BeginQuorumEpochRequest.TopicData]
-    leader_endpoints: list[BeginQuorumEpochRequest.LeaderEndpoint]
-    def __init__(self, *, cluster_id: str | None = ..., voter_id: int = ..., topics: list[BeginQuorumEpochRequest.TopicData] = ..., leader_endpoints: list[BeginQuorumEpochRequest.LeaderEndpoint] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class LeaderEndpoint(Struct):
-        name: str
-        host: str
-        port: int
-        def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class AssignReplicasToDirsRequest(Request[AssignReplicasToDirsResponse]):
+    broker_id: int
+    broker_epoch: int
+    directories: list[AssignReplicasToDirsRequest.DirectoryData]
+    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., directories: list[AssignReplicasToDirsRequest.DirectoryData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class DirectoryData(Struct):
+        id: uuid.UUID
+        topics: list[AssignReplicasToDirsRequest.TopicData]
+        def __init__(self, *, id: uuid.UUID = ..., topics: list[AssignReplicasToDirsRequest.TopicData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class PartitionData(Struct):
         partition_index: int
-        voter_directory_id: uuid.UUID
-        leader_id: int
-        leader_epoch: int
-        def __init__(self, *, partition_index: int = ..., voter_directory_id: uuid.UUID = ..., leader_id: int = ..., leader_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        def __init__(self, *, partition_index: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class TopicData(Struct):
-        topic_name: str
-        partitions: list[BeginQuorumEpochRequest.PartitionData]
-        def __init__(self, *, topic_name: str = ..., partitions: list[BeginQuorumEpochRequest.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        topic_id: uuid.UUID
+        partitions: list[AssignReplicasToDirsRequest.PartitionData]
+        def __init__(self, *, topic_id: uuid.UUID = ..., partitions: list[AssignReplicasToDirsRequest.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class BeginQuorumEpochResponse(Message):
     error_code: int
@@ -282,14 +266,27 @@ class BeginQuorumEpochResponse(Message):
         partitions: list[BeginQuorumEpochResponse.PartitionData]
         def __init__(self, *, topic_name: str = ..., partitions: list[BeginQuorumEpochResponse.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class BrokerHeartbeatRequest(Message):
-    broker_id: int
-    broker_epoch: int
-    current_metadata_offset: int
-    want_fence: bool
-    want_shut_down: bool
-    offline_log_dirs: list[uuid.UUID]
-    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., current_metadata_offset: int = ..., want_fence: bool = ..., want_shut_down: bool = ..., offline_log_dirs: list[uuid.UUID] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class BeginQuorumEpochRequest(Request[BeginQuorumEpochResponse]):
+    cluster_id: str | None
+    voter_id: int
+    topics: list[BeginQuorumEpochRequest.TopicData]
+    leader_endpoints: list[BeginQuorumEpochRequest.LeaderEndpoint]
+    def __init__(self, *, cluster_id: str | None = ..., voter_id: int = ..., topics: list[BeginQuorumEpochRequest.TopicData] = ..., leader_endpoints: list[BeginQuorumEpochRequest.LeaderEndpoint] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class LeaderEndpoint(Struct):
+        name: str
+        host: str
+        port: int
+        def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class PartitionData(Struct):
+        partition_index: int
+        voter_directory_id: uuid.UUID
+        leader_id: int
+        leader_epoch: int
+        def __init__(self, *, partition_index: int = ..., voter_directory_id: uuid.UUID = ..., leader_id: int = ..., leader_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class TopicData(Struct):
+        topic_name: str
+        partitions: list[BeginQuorumEpochRequest.PartitionData]
+        def __init__(self, *, topic_name: str = ..., partitions: list[BeginQuorumEpochRequest.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class BrokerHeartbeatResponse(Message):
     throttle_time_ms: int
@@ -299,7 +296,22 @@ class BrokerHeartbeatResponse(Message):
     should_shut_down: bool
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., is_caught_up: bool = ..., is_fenced: bool = ..., should_shut_down: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class BrokerRegistrationRequest(Message):
+class BrokerHeartbeatRequest(Request[BrokerHeartbeatResponse]):
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool
+    want_shut_down: bool
+    offline_log_dirs: list[uuid.UUID]
+    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., current_metadata_offset: int = ..., want_fence: bool = ..., want_shut_down: bool = ..., offline_log_dirs: list[uuid.UUID] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class BrokerRegistrationResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    broker_epoch: int
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., broker_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class BrokerRegistrationRequest(Request[BrokerRegistrationResponse]):
     broker_id: int
     cluster_id: str
     incarnation_id: uuid.UUID
@@ -322,17 +334,6 @@ class BrokerRegistrationRequest(Message):
         security_protocol: int
         def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., security_protocol: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class BrokerRegistrationResponse(Message):
-    throttle_time_ms: int
-    error_code: int
-    broker_epoch: int
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., broker_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class ControlledShutdownRequest(Message):
-    broker_id: int
-    broker_epoch: int
-    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
 class ControlledShutdownResponse(Message):
     error_code: int
     remaining_partitions: list[ControlledShutdownResponse.RemainingPartition]
@@ -342,7 +343,18 @@ class ControlledShutdownResponse(Message):
         partition_index: int
         def __init__(self, *, topic_name: str = ..., partition_index: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class ControllerRegistrationRequest(Message):
+class ControlledShutdownRequest(Request[ControlledShutdownResponse]):
+    broker_id: int
+    broker_epoch: int
+    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class ControllerRegistrationResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class ControllerRegistrationRequest(Request[ControllerRegistrationResponse]):
     controller_id: int
     incarnation_id: uuid.UUID
     zk_migration_ready: bool
@@ -361,13 +373,16 @@ class ControllerRegistrationRequest(Message):
         security_protocol: int
         def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., security_protocol: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class ControllerRegistrationResponse(Message):
+class CreateAclsResponse(Message):
     throttle_time_ms: int
-    error_code: int
-    error_message: str | None
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    results: list[CreateAclsResponse.AclCreationResult]
+    def __init__(self, *, throttle_time_ms: int = ..., results: list[CreateAclsResponse.AclCreationResult] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class AclCreationResult(Struct):
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class CreateAclsRequest(Message):
+class CreateAclsRequest(Request[CreateAclsResponse]):
     creations: list[CreateAclsRequest.AclCreation]
     def __init__(self, *, creations: list[CreateAclsRequest.AclCreation] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class AclCreation(Struct):
@@ -379,26 +394,6 @@ class CreateAclsRequest(Message):
         operation: int
         permission_type: int
         def __init__(self, *, resource_type: int = ..., resource_name: str = ..., resource_pattern_type: int = ..., principal: str = ..., host: str = ..., operation: int = ..., permission_type: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class CreateAclsResponse(Message):
-    throttle_time_ms: int
-    results: list[CreateAclsResponse.AclCreationResult]
-    def __init__(self, *, throttle_time_ms: int = ..., results: list[CreateAclsResponse.AclCreationResult] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class AclCreationResult(Struct):
-        error_code: int
-        error_message: str | None
-        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class CreateDelegationTokenRequest(Message):
-    owner_principal_type: str | None
-    owner_principal_name: str | None
-    renewers: list[CreateDelegationTokenRequest.CreatableRenewers]
-    max_lifetime_ms: int
-    def __init__(self, *, owner_principal_type: str | None = ..., owner_principal_name: str | None = ..., renewers: list[CreateDelegationTokenRequest.CreatableRenewers] = ..., max_lifetime_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class CreatableRenewers(Struct):
-        principal_type: str
-        principal_name: str
-        def __init__(self, *, principal_type: str = ..., principal_name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class CreateDelegationTokenResponse(Message):
     error_code: int
@@ -414,7 +409,28 @@ class CreateDelegationTokenResponse(Message):
     throttle_time_ms: int
     def __init__(self, *, error_code: int = ..., principal_type: str = ..., principal_name: str = ..., token_requester_principal_type: str = ..., token_requester_principal_name: str = ..., issue_timestamp_ms: int = ..., expiry_timestamp_ms: int = ..., max_timestamp_ms: int = ..., token_id: str = ..., hmac: bytes = ..., throttle_time_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class CreatePartitionsRequest(Message):
+class CreateDelegationTokenRequest(Request[CreateDelegationTokenResponse]):
+    owner_principal_type: str | None
+    owner_principal_name: str | None
+    renewers: list[CreateDelegationTokenRequest.CreatableRenewers]
+    max_lifetime_ms: int
+    def __init__(self, *, owner_principal_type: str | None = ..., owner_principal_name: str | None = ..., renewers: list[CreateDelegationTokenRequest.CreatableRenewers] = ..., max_lifetime_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class CreatableRenewers(Struct):
+        principal_type: str
+        principal_name: str
+        def __init__(self, *, principal_type: str = ..., principal_name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class CreatePartitionsResponse(Message):
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponse.CreatePartitionsTopicResult]
+    def __init__(self, *, throttle_time_ms: int = ..., results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class CreatePartitionsTopicResult(Struct):
+        name: str
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, name: str = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class CreatePartitionsRequest(Request[CreatePartitionsResponse]):
     topics: list[CreatePartitionsRequest.CreatePartitionsTopic]
     timeout_ms: int
     validate_only: bool
@@ -427,37 +443,6 @@ class CreatePartitionsRequest(Message):
         count: int
         assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None
         def __init__(self, *, name: str = ..., count: int = ..., assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class CreatePartitionsResponse(Message):
-    throttle_time_ms: int
-    results: list[CreatePartitionsResponse.CreatePartitionsTopicResult]
-    def __init__(self, *, throttle_time_ms: int = ..., results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class CreatePartitionsTopicResult(Struct):
-        name: str
-        error_code: int
-        error_message: str | None
-        def __init__(self, *, name: str = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class CreateTopicsRequest(Message):
-    topics: list[CreateTopicsRequest.CreatableTopic]
-    timeout_ms: int
-    validate_only: bool
-    def __init__(self, *, topics: list[CreateTopicsRequest.CreatableTopic] = ..., timeout_ms: int = ..., validate_only: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class CreatableReplicaAssignment(Struct):
-        partition_index: int
-        broker_ids: list[int]
-        def __init__(self, *, partition_index: int = ..., broker_ids: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class CreatableTopic(Struct):
-        name: str
-        num_partitions: int
-        replication_factor: int
-        assignments: list[CreateTopicsRequest.CreatableReplicaAssignment]
-        configs: list[CreateTopicsRequest.CreatableTopicConfig]
-        def __init__(self, *, name: str = ..., num_partitions: int = ..., replication_factor: int = ..., assignments: list[CreateTopicsRequest.CreatableReplicaAssignment] = ..., configs: list[CreateTopicsRequest.CreatableTopicConfig] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class CreatableTopicConfig(Struct):
-        name: str
-        value: str | None
-        def __init__(self, *, name: str = ..., value: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class CreateTopicsResponse(Message):
     throttle_time_ms: int
@@ -481,24 +466,32 @@ class CreateTopicsResponse(Message):
         configs: list[CreateTopicsResponse.CreatableTopicConfigs] | None
         def __init__(self, *, name: str = ..., topic_id: uuid.UUID = ..., error_code: int = ..., error_message: str | None = ..., topic_config_error_code: int = ..., num_partitions: int = ..., replication_factor: int = ..., configs: list[CreateTopicsResponse.CreatableTopicConfigs] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
+class CreateTopicsRequest(Request[CreateTopicsResponse]):
+    topics: list[CreateTopicsRequest.CreatableTopic]
+    timeout_ms: int
+    validate_only: bool
+    def __init__(self, *, topics: list[CreateTopicsRequest.CreatableTopic] = ..., timeout_ms: int = ..., validate_only: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class CreatableReplicaAssignment(Struct):
+        partition_index: int
+        broker_ids: list[int]
+        def __init__(self, *, partition_index: int = ..., broker_ids: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class CreatableTopic(Struct):
+        name: str
+        num_partitions: int
+        replication_factor: int
+        assignments: list[CreateTopicsRequest.CreatableReplicaAssignment]
+        configs: list[CreateTopicsRequest.CreatableTopicConfig]
+        def __init__(self, *, name: str = ..., num_partitions: int = ..., replication_factor: int = ..., assignments: list[CreateTopicsRequest.CreatableReplicaAssignment] = ..., configs: list[CreateTopicsRequest.CreatableTopicConfig] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class CreatableTopicConfig(Struct):
+        name: str
+        value: str | None
+        def __init__(self, *, name: str = ..., value: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
 class DefaultPrincipalData(Message):
     type_: str
     name: str
     token_authenticated: bool
     def __init__(self, *, type_: str = ..., name: str = ..., token_authenticated: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class DeleteAclsRequest(Message):
-    filters: list[DeleteAclsRequest.DeleteAclsFilter]
-    def __init__(self, *, filters: list[DeleteAclsRequest.DeleteAclsFilter] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class DeleteAclsFilter(Struct):
-        resource_type_filter: int
-        resource_name_filter: str | None
-        pattern_type_filter: int
-        principal_filter: str | None
-        host_filter: str | None
-        operation: int
-        permission_type: int
-        def __init__(self, *, resource_type_filter: int = ..., resource_name_filter: str | None = ..., pattern_type_filter: int = ..., principal_filter: str | None = ..., host_filter: str | None = ..., operation: int = ..., permission_type: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DeleteAclsResponse(Message):
     throttle_time_ms: int
@@ -521,9 +514,18 @@ class DeleteAclsResponse(Message):
         permission_type: int
         def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ..., pattern_type: int = ..., principal: str = ..., host: str = ..., operation: int = ..., permission_type: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class DeleteGroupsRequest(Message):
-    groups_names: list[str]
-    def __init__(self, *, groups_names: list[str] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class DeleteAclsRequest(Request[DeleteAclsResponse]):
+    filters: list[DeleteAclsRequest.DeleteAclsFilter]
+    def __init__(self, *, filters: list[DeleteAclsRequest.DeleteAclsFilter] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class DeleteAclsFilter(Struct):
+        resource_type_filter: int
+        resource_name_filter: str | None
+        pattern_type_filter: int
+        principal_filter: str | None
+        host_filter: str | None
+        operation: int
+        permission_type: int
+        def __init__(self, *, resource_type_filter: int = ..., resource_name_filter: str | None = ..., pattern_type_filter: int = ..., principal_filter: str | None = ..., host_filter: str | None = ..., operation: int = ..., permission_type: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DeleteGroupsResponse(Message):
     throttle_time_ms: int
@@ -534,15 +536,9 @@ class DeleteGroupsResponse(Message):
         error_code: int
         def __init__(self, *, group_id: str = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class DeleteTopicsRequest(Message):
-    topics: list[DeleteTopicsRequest.DeleteTopicState]
-    topic_names: list[str]
-    timeout_ms: int
-    def __init__(self, *, topics: list[DeleteTopicsRequest.DeleteTopicState] = ..., topic_names: list[str] = ..., timeout_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class DeleteTopicState(Struct):
-        name: str | None
-        topic_id: uuid.UUID
-        def __init__(self, *, name: str | None = ..., topic_id: uuid.UUID = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class DeleteGroupsRequest(Request[DeleteGroupsResponse]):
+    groups_names: list[str]
+    def __init__(self, *, groups_names: list[str] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DeleteTopicsResponse(Message):
     throttle_time_ms: int
@@ -555,15 +551,15 @@ class DeleteTopicsResponse(Message):
         error_message: str | None
         def __init__(self, *, name: str | None = ..., topic_id: uuid.UUID = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class DescribeAclsRequest(Message):
-    resource_type_filter: int
-    resource_name_filter: str | None
-    pattern_type_filter: int
-    principal_filter: str | None
-    host_filter: str | None
-    operation: int
-    permission_type: int
-    def __init__(self, *, resource_type_filter: int = ..., resource_name_filter: str | None = ..., pattern_type_filter: int = ..., principal_filter: str | None = ..., host_filter: str | None = ..., operation: int = ..., permission_type: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class DeleteTopicsRequest(Request[DeleteTopicsResponse]):
+    topics: list[DeleteTopicsRequest.DeleteTopicState]
+    topic_names: list[str]
+    timeout_ms: int
+    def __init__(self, *, topics: list[DeleteTopicsRequest.DeleteTopicState] = ..., topic_names: list[str] = ..., timeout_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class DeleteTopicState(Struct):
+        name: str | None
+        topic_id: uuid.UUID
+        def __init__(self, *, name: str | None = ..., topic_id: uuid.UUID = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DescribeAclsResponse(Message):
     throttle_time_ms: int
@@ -584,15 +580,15 @@ class DescribeAclsResponse(Message):
         acls: list[DescribeAclsResponse.AclDescription]
         def __init__(self, *, resource_type: int = ..., resource_name: str = ..., pattern_type: int = ..., acls: list[DescribeAclsResponse.AclDescription] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class DescribeClientQuotasRequest(Message):
-    components: list[DescribeClientQuotasRequest.ComponentData]
-    strict: bool
-    def __init__(self, *, components: list[DescribeClientQuotasRequest.ComponentData] = ..., strict: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class ComponentData(Struct):
-        entity_type: str
-        match_type: int
-        match: str | None
-        def __init__(self, *, entity_type: str = ..., match_type: int = ..., match: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class DescribeAclsRequest(Request[DescribeAclsResponse]):
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+    def __init__(self, *, resource_type_filter: int = ..., resource_name_filter: str | None = ..., pattern_type_filter: int = ..., principal_filter: str | None = ..., host_filter: str | None = ..., operation: int = ..., permission_type: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DescribeClientQuotasResponse(Message):
     throttle_time_ms: int
@@ -613,10 +609,15 @@ class DescribeClientQuotasResponse(Message):
         value: float
         def __init__(self, *, key: str = ..., value: float = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class DescribeClusterRequest(Message):
-    include_cluster_authorized_operations: bool
-    endpoint_type: int
-    def __init__(self, *, include_cluster_authorized_operations: bool = ..., endpoint_type: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class DescribeClientQuotasRequest(Request[DescribeClientQuotasResponse]):
+    components: list[DescribeClientQuotasRequest.ComponentData]
+    strict: bool
+    def __init__(self, *, components: list[DescribeClientQuotasRequest.ComponentData] = ..., strict: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class ComponentData(Struct):
+        entity_type: str
+        match_type: int
+        match: str | None
+        def __init__(self, *, entity_type: str = ..., match_type: int = ..., match: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DescribeClusterResponse(Message):
     throttle_time_ms: int
@@ -635,16 +636,10 @@ class DescribeClusterResponse(Message):
         rack: str | None
         def __init__(self, *, broker_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class DescribeConfigsRequest(Message):
-    resources: list[DescribeConfigsRequest.DescribeConfigsResource]
-    include_synonyms: bool
-    include_documentation: bool
-    def __init__(self, *, resources: list[DescribeConfigsRequest.DescribeConfigsResource] = ..., include_synonyms: bool = ..., include_documentation: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class DescribeConfigsResource(Struct):
-        resource_type: int
-        resource_name: str
-        configuration_keys: list[str] | None
-        def __init__(self, *, resource_type: int = ..., resource_name: str = ..., configuration_keys: list[str] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class DescribeClusterRequest(Request[DescribeClusterResponse]):
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+    def __init__(self, *, include_cluster_authorized_operations: bool = ..., endpoint_type: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DescribeConfigsResponse(Message):
     throttle_time_ms: int
@@ -674,13 +669,16 @@ class DescribeConfigsResponse(Message):
         source: int
         def __init__(self, *, name: str = ..., value: str | None = ..., source: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class DescribeDelegationTokenRequest(Message):
-    owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None
-    def __init__(self, *, owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class DescribeDelegationTokenOwner(Struct):
-        principal_type: str
-        principal_name: str
-        def __init__(self, *, principal_type: str = ..., principal_name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class DescribeConfigsRequest(Request[DescribeConfigsResponse]):
+    resources: list[DescribeConfigsRequest.DescribeConfigsResource]
+    include_synonyms: bool
+    include_documentation: bool
+    def __init__(self, *, resources: list[DescribeConfigsRequest.DescribeConfigsResource] = ..., include_synonyms: bool = ..., include_documentation: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class DescribeConfigsResource(Struct):
+        resource_type: int
+        resource_name: str
+        configuration_keys: list[str] | None
+        def __init__(self, *, resource_type: int = ..., resource_name: str = ..., configuration_keys: list[str] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DescribeDelegationTokenResponse(Message):
     error_code: int
@@ -704,10 +702,13 @@ class DescribeDelegationTokenResponse(Message):
         principal_name: str
         def __init__(self, *, principal_type: str = ..., principal_name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class DescribeGroupsRequest(Message):
-    groups: list[str]
-    include_authorized_operations: bool
-    def __init__(self, *, groups: list[str] = ..., include_authorized_operations: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class DescribeDelegationTokenRequest(Request[DescribeDelegationTokenResponse]):
+    owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None
+    def __init__(self, *, owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class DescribeDelegationTokenOwner(Struct):
+        principal_type: str
+        principal_name: str
+        def __init__(self, *, principal_type: str = ..., principal_name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DescribeGroupsResponse(Message):
     throttle_time_ms: int
@@ -731,16 +732,10 @@ class DescribeGroupsResponse(Message):
         member_assignment: bytes
         def __init__(self, *, member_id: str = ..., group_instance_id: str | None = ..., client_id: str = ..., client_host: str = ..., member_metadata: bytes = ..., member_assignment: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class DescribeQuorumRequest(Message):
-    topics: list[DescribeQuorumRequest.TopicData]
-    def __init__(self, *, topics: list[DescribeQuorumRequest.TopicData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class PartitionData(Struct):
-        partition_index: int
-        def __init__(self, *, partition_index: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class TopicData(Struct):
-        topic_name: str
-        partitions: list[DescribeQuorumRequest.PartitionData]
-        def __init__(self, *, topic_name: str = ..., partitions: list[DescribeQuorumRequest.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class DescribeGroupsRequest(Request[DescribeGroupsResponse]):
+    groups: list[str]
+    include_authorized_operations: bool
+    def __init__(self, *, groups: list[str] = ..., include_authorized_operations: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DescribeQuorumResponse(Message):
     error_code: int
@@ -779,12 +774,16 @@ class DescribeQuorumResponse(Message):
         partitions: list[DescribeQuorumResponse.PartitionData]
         def __init__(self, *, topic_name: str = ..., partitions: list[DescribeQuorumResponse.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class DescribeUserScramCredentialsRequest(Message):
-    users: list[DescribeUserScramCredentialsRequest.UserName] | None
-    def __init__(self, *, users: list[DescribeUserScramCredentialsRequest.UserName] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class UserName(Struct):
-        name: str
-        def __init__(self, *, name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class DescribeQuorumRequest(Request[DescribeQuorumResponse]):
+    topics: list[DescribeQuorumRequest.TopicData]
+    def __init__(self, *, topics: list[DescribeQuorumRequest.TopicData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class PartitionData(Struct):
+        partition_index: int
+        def __init__(self, *, partition_index: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class TopicData(Struct):
+        topic_name: str
+        partitions: list[DescribeQuorumRequest.PartitionData]
+        def __init__(self, *, topic_name: str = ..., partitions: list[DescribeQuorumRequest.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DescribeUserScramCredentialsResponse(Message):
     throttle_time_ms: int
@@ -803,15 +802,12 @@ class DescribeUserScramCredentialsResponse(Message):
         credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo]
         def __init__(self, *, user: str = ..., error_code: int = ..., error_message: str | None = ..., credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class ElectLeadersRequest(Message):
-    election_type: int
-    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
-    timeout_ms: int
-    def __init__(self, *, election_type: int = ..., topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None = ..., timeout_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class TopicPartitions(Struct):
-        topic: str
-        partitions: list[int]
-        def __init__(self, *, topic: str = ..., partitions: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class DescribeUserScramCredentialsRequest(Request[DescribeUserScramCredentialsResponse]):
+    users: list[DescribeUserScramCredentialsRequest.UserName] | None
+    def __init__(self, *, users: list[DescribeUserScramCredentialsRequest.UserName] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class UserName(Struct):
+        name: str
+        def __init__(self, *, name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class ElectLeadersResponse(Message):
     throttle_time_ms: int
@@ -828,7 +824,38 @@ class ElectLeadersResponse(Message):
         partition_result: list[ElectLeadersResponse.PartitionResult]
         def __init__(self, *, topic: str = ..., partition_result: list[ElectLeadersResponse.PartitionResult] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class EndQuorumEpochRequest(Message):
+class ElectLeadersRequest(Request[ElectLeadersResponse]):
+    election_type: int
+    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
+    timeout_ms: int
+    def __init__(self, *, election_type: int = ..., topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None = ..., timeout_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class TopicPartitions(Struct):
+        topic: str
+        partitions: list[int]
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class EndQuorumEpochResponse(Message):
+    error_code: int
+    topics: list[EndQuorumEpochResponse.TopicData]
+    node_endpoints: list[EndQuorumEpochResponse.NodeEndpoint]
+    def __init__(self, *, error_code: int = ..., topics: list[EndQuorumEpochResponse.TopicData] = ..., node_endpoints: list[EndQuorumEpochResponse.NodeEndpoint] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class NodeEndpoint(Struct):
+        node_id: int
+        host: str
+        port: int
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class PartitionData(Struct):
+        partition_index: int
+        error_code: int
+        leader_id: int
+        leader_epoch: int
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., leader_id: int = ..., leader_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class TopicData(Struct):
+        topic_name: str
+        partitions: list[EndQuorumEpochResponse.PartitionData]
+        def __init__(self, *, topic_name: str = ..., partitions: list[EndQuorumEpochResponse.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class EndQuorumEpochRequest(Request[EndQuorumEpochResponse]):
     cluster_id: str | None
     topics: list[EndQuorumEpochRequest.TopicData]
     leader_endpoints: list[EndQuorumEpochRequest.LeaderEndpoint]
@@ -854,42 +881,16 @@ class EndQuorumEpochRequest(Message):
         partitions: list[EndQuorumEpochRequest.PartitionData]
         def __init__(self, *, topic_name: str = ..., partitions: list[EndQuorumEpochRequest.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class EndQuorumEpochResponse(Message):
-    error_code: int
-    topics: list[EndQuorumEpochResponse.TopicData]
-    node_endpoints: list[EndQuorumEpochResponse.NodeEndpoint]
-    def __init__(self, *, error_code: int = ..., topics: list[EndQuorumEpochResponse.TopicData] = ..., node_endpoints: list[EndQuorumEpochResponse.NodeEndpoint] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class NodeEndpoint(Struct):
-        node_id: int
-        host: str
-        port: int
-        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class PartitionData(Struct):
-        partition_index: int
-        error_code: int
-        leader_id: int
-        leader_epoch: int
-        def __init__(self, *, partition_index: int = ..., error_code: int = ..., leader_id: int = ..., leader_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class TopicData(Struct):
-        topic_name: str
-        partitions: list[EndQuorumEpochResponse.PartitionData]
-        def __init__(self, *, topic_name: str = ..., partitions: list[EndQuorumEpochResponse.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class EnvelopeRequest(Message):
-    request_data: bytes
-    request_principal: bytes | None
-    client_host_address: bytes
-    def __init__(self, *, request_data: bytes = ..., request_principal: bytes | None = ..., client_host_address: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
 class EnvelopeResponse(Message):
     response_data: bytes | None
     error_code: int
     def __init__(self, *, response_data: bytes | None = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class ExpireDelegationTokenRequest(Message):
-    hmac: bytes
-    expiry_time_period_ms: int
-    def __init__(self, *, hmac: bytes = ..., expiry_time_period_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class EnvelopeRequest(Request[EnvelopeResponse]):
+    request_data: bytes
+    request_principal: bytes | None
+    client_host_address: bytes
+    def __init__(self, *, request_data: bytes = ..., request_principal: bytes | None = ..., client_host_address: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class ExpireDelegationTokenResponse(Message):
     error_code: int
@@ -897,43 +898,10 @@ class ExpireDelegationTokenResponse(Message):
     throttle_time_ms: int
     def __init__(self, *, error_code: int = ..., expiry_timestamp_ms: int = ..., throttle_time_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class FetchRequest(Message):
-    cluster_id: str | None
-    replica_id: int
-    replica_state: FetchRequest.ReplicaState
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    isolation_level: int
-    session_id: int
-    session_epoch: int
-    topics: list[FetchRequest.FetchTopic]
-    forgotten_topics_data: list[FetchRequest.ForgottenTopic]
-    rack_id: str
-    def __init__(self, *, cluster_id: str | None = ..., replica_id: int = ..., replica_state: FetchRequest.ReplicaState = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., isolation_level: int = ..., session_id: int = ..., session_epoch: int = ..., topics: list[FetchRequest.FetchTopic] = ..., forgotten_topics_data: list[FetchRequest.ForgottenTopic] = ..., rack_id: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class FetchPartition(Struct):
-        partition: int
-        current_leader_epoch: int
-        fetch_offset: int
-        last_fetched_epoch: int
-        log_start_offset: int
-        partition_max_bytes: int
-        replica_directory_id: uuid.UUID
-        def __init__(self, *, partition: int = ..., current_leader_epoch: int = ..., fetch_offset: int = ..., last_fetched_epoch: int = ..., log_start_offset: int = ..., partition_max_bytes: int = ..., replica_directory_id: uuid.UUID = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class FetchTopic(Struct):
-        topic: str
-        topic_id: uuid.UUID
-        partitions: list[FetchRequest.FetchPartition]
-        def __init__(self, *, topic: str = ..., topic_id: uuid.UUID = ..., partitions: list[FetchRequest.FetchPartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class ForgottenTopic(Struct):
-        topic: str
-        topic_id: uuid.UUID
-        partitions: list[int]
-        def __init__(self, *, topic: str = ..., topic_id: uuid.UUID = ..., partitions: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class ReplicaState(Struct):
-        replica_id: int
-        replica_epoch: int
-        def __init__(self, *, replica_id: int = ..., replica_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class ExpireDelegationTokenRequest(Request[ExpireDelegationTokenResponse]):
+    hmac: bytes
+    expiry_time_period_ms: int
+    def __init__(self, *, hmac: bytes = ..., expiry_time_period_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class FetchResponse(Message):
     throttle_time_ms: int
@@ -983,27 +951,43 @@ class FetchResponse(Message):
         epoch: int
         def __init__(self, *, end_offset: int = ..., epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class FetchSnapshotRequest(Message):
+class FetchRequest(Request[FetchResponse]):
     cluster_id: str | None
     replica_id: int
+    replica_state: FetchRequest.ReplicaState
+    max_wait_ms: int
+    min_bytes: int
     max_bytes: int
-    topics: list[FetchSnapshotRequest.TopicSnapshot]
-    def __init__(self, *, cluster_id: str | None = ..., replica_id: int = ..., max_bytes: int = ..., topics: list[FetchSnapshotRequest.TopicSnapshot] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class PartitionSnapshot(Struct):
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: list[FetchRequest.FetchTopic]
+    forgotten_topics_data: list[FetchRequest.ForgottenTopic]
+    rack_id: str
+    def __init__(self, *, cluster_id: str | None = ..., replica_id: int = ..., replica_state: FetchRequest.ReplicaState = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., isolation_level: int = ..., session_id: int = ..., session_epoch: int = ..., topics: list[FetchRequest.FetchTopic] = ..., forgotten_topics_data: list[FetchRequest.ForgottenTopic] = ..., rack_id: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class FetchPartition(Struct):
         partition: int
         current_leader_epoch: int
-        snapshot_id: FetchSnapshotRequest.SnapshotId
-        position: int
+        fetch_offset: int
+        last_fetched_epoch: int
+        log_start_offset: int
+        partition_max_bytes: int
         replica_directory_id: uuid.UUID
-        def __init__(self, *, partition: int = ..., current_leader_epoch: int = ..., snapshot_id: FetchSnapshotRequest.SnapshotId = ..., position: int = ..., replica_directory_id: uuid.UUID = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class SnapshotId(Struct):
-        end_offset: int
-        epoch: int
-        def __init__(self, *, end_offset: int = ..., epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class TopicSnapshot(Struct):
-        name: str
-        partitions: list[FetchSnapshotRequest.PartitionSnapshot]
-        def __init__(self, *, name: str = ..., partitions: list[FetchSnapshotRequest.PartitionSnapshot] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        def __init__(self, *, partition: int = ..., current_leader_epoch: int = ..., fetch_offset: int = ..., last_fetched_epoch: int = ..., log_start_offset: int = ..., partition_max_bytes: int = ..., replica_directory_id: uuid.UUID = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class FetchTopic(Struct):
+        topic: str
+        topic_id: uuid.UUID
+        partitions: list[FetchRequest.FetchPartition]
+        def __init__(self, *, topic: str = ..., topic_id: uuid.UUID = ..., partitions: list[FetchRequest.FetchPartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class ForgottenTopic(Struct):
+        topic: str
+        topic_id: uuid.UUID
+        partitions: list[int]
+        def __init__(self, *, topic: str = ..., topic_id: uuid.UUID = ..., partitions: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class ReplicaState(Struct):
+        replica_id: int
+        replica_epoch: int
+        def __init__(self, *, replica_id: int = ..., replica_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class FetchSnapshotResponse(Message):
     throttle_time_ms: int
@@ -1038,11 +1022,27 @@ class FetchSnapshotResponse(Message):
         partitions: list[FetchSnapshotResponse.PartitionSnapshot]
         def __init__(self, *, name: str = ..., partitions: list[FetchSnapshotResponse.PartitionSnapshot] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class FindCoordinatorRequest(Message):
-    key: str
-    key_type: int
-    coordinator_keys: list[str]
-    def __init__(self, *, key: str = ..., key_type: int = ..., coordinator_keys: list[str] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class FetchSnapshotRequest(Request[FetchSnapshotResponse]):
+    cluster_id: str | None
+    replica_id: int
+    max_bytes: int
+    topics: list[FetchSnapshotRequest.TopicSnapshot]
+    def __init__(self, *, cluster_id: str | None = ..., replica_id: int = ..., max_bytes: int = ..., topics: list[FetchSnapshotRequest.TopicSnapshot] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class PartitionSnapshot(Struct):
+        partition: int
+        current_leader_epoch: int
+        snapshot_id: FetchSnapshotRequest.SnapshotId
+        position: int
+        replica_directory_id: uuid.UUID
+        def __init__(self, *, partition: int = ..., current_leader_epoch: int = ..., snapshot_id: FetchSnapshotRequest.SnapshotId = ..., position: int = ..., replica_directory_id: uuid.UUID = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class SnapshotId(Struct):
+        end_offset: int
+        epoch: int
+        def __init__(self, *, end_offset: int = ..., epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class TopicSnapshot(Struct):
+        name: str
+        partitions: list[FetchSnapshotRequest.PartitionSnapshot]
+        def __init__(self, *, name: str = ..., partitions: list[FetchSnapshotRequest.PartitionSnapshot] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class FindCoordinatorResponse(Message):
     throttle_time_ms: int
@@ -1062,19 +1062,36 @@ class FindCoordinatorResponse(Message):
         error_message: str | None
         def __init__(self, *, key: str = ..., node_id: int = ..., host: str = ..., port: int = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class HeartbeatRequest(Message):
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-    def __init__(self, *, group_id: str = ..., generation_id: int = ..., member_id: str = ..., group_instance_id: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class FindCoordinatorRequest(Request[FindCoordinatorResponse]):
+    key: str
+    key_type: int
+    coordinator_keys: list[str]
+    def __init__(self, *, key: str = ..., key_type: int = ..., coordinator_keys: list[str] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class HeartbeatResponse(Message):
     throttle_time_ms: int
     error_code: int
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class IncrementalAlterConfigsRequest(Message):
+class HeartbeatRequest(Request[HeartbeatResponse]):
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    def __init__(self, *, group_id: str = ..., generation_id: int = ..., member_id: str = ..., group_instance_id: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class IncrementalAlterConfigsResponse(Message):
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+    def __init__(self, *, throttle_time_ms: int = ..., responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class AlterConfigsResourceResponse(Struct):
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class IncrementalAlterConfigsRequest(Request[IncrementalAlterConfigsResponse]):
     resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource]
     validate_only: bool
     def __init__(self, *, resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = ..., validate_only: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
@@ -1089,24 +1106,6 @@ class IncrementalAlterConfigsRequest(Message):
         value: str | None
         def __init__(self, *, name: str = ..., config_operation: int = ..., value: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class IncrementalAlterConfigsResponse(Message):
-    throttle_time_ms: int
-    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
-    def __init__(self, *, throttle_time_ms: int = ..., responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class AlterConfigsResourceResponse(Struct):
-        error_code: int
-        error_message: str | None
-        resource_type: int
-        resource_name: str
-        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class InitProducerIdRequest(Message):
-    transactional_id: str | None
-    transaction_timeout_ms: int
-    producer_id: int
-    producer_epoch: int
-    def __init__(self, *, transactional_id: str | None = ..., transaction_timeout_ms: int = ..., producer_id: int = ..., producer_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
 class InitProducerIdResponse(Message):
     throttle_time_ms: int
     error_code: int
@@ -1114,20 +1113,12 @@ class InitProducerIdResponse(Message):
     producer_epoch: int
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., producer_id: int = ..., producer_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class JoinGroupRequest(Message):
-    group_id: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    member_id: str
-    group_instance_id: str | None
-    protocol_type: str
-    protocols: list[JoinGroupRequest.JoinGroupRequestProtocol]
-    reason: str | None
-    def __init__(self, *, group_id: str = ..., session_timeout_ms: int = ..., rebalance_timeout_ms: int = ..., member_id: str = ..., group_instance_id: str | None = ..., protocol_type: str = ..., protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] = ..., reason: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class JoinGroupRequestProtocol(Struct):
-        name: str
-        metadata: bytes
-        def __init__(self, *, name: str = ..., metadata: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class InitProducerIdRequest(Request[InitProducerIdResponse]):
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: int
+    producer_epoch: int
+    def __init__(self, *, transactional_id: str | None = ..., transaction_timeout_ms: int = ..., producer_id: int = ..., producer_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class JoinGroupResponse(Message):
     throttle_time_ms: int
@@ -1146,7 +1137,37 @@ class JoinGroupResponse(Message):
         metadata: bytes
         def __init__(self, *, member_id: str = ..., group_instance_id: str | None = ..., metadata: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class LeaderAndIsrRequest(Message):
+class JoinGroupRequest(Request[JoinGroupResponse]):
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: list[JoinGroupRequest.JoinGroupRequestProtocol]
+    reason: str | None
+    def __init__(self, *, group_id: str = ..., session_timeout_ms: int = ..., rebalance_timeout_ms: int = ..., member_id: str = ..., group_instance_id: str | None = ..., protocol_type: str = ..., protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] = ..., reason: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class JoinGroupRequestProtocol(Struct):
+        name: str
+        metadata: bytes
+        def __init__(self, *, name: str = ..., metadata: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class LeaderAndIsrResponse(Message):
+    error_code: int
+    partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
+    topics: list[LeaderAndIsrResponse.LeaderAndIsrTopicError]
+    def __init__(self, *, error_code: int = ..., partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError] = ..., topics: list[LeaderAndIsrResponse.LeaderAndIsrTopicError] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class LeaderAndIsrPartitionError(Struct):
+        topic_name: str
+        partition_index: int
+        error_code: int
+        def __init__(self, *, topic_name: str = ..., partition_index: int = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class LeaderAndIsrTopicError(Struct):
+        topic_id: uuid.UUID
+        partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
+        def __init__(self, *, topic_id: uuid.UUID = ..., partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class LeaderAndIsrRequest(Request[LeaderAndIsrResponse]):
     controller_id: int
     is_kraft_controller: bool
     controller_epoch: int
@@ -1181,32 +1202,6 @@ class LeaderAndIsrRequest(Message):
         partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]
         def __init__(self, *, topic_name: str = ..., topic_id: uuid.UUID = ..., partition_states: list[LeaderAndIsrRequest.LeaderAndIsrPartitionState] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class LeaderAndIsrResponse(Message):
-    error_code: int
-    partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
-    topics: list[LeaderAndIsrResponse.LeaderAndIsrTopicError]
-    def __init__(self, *, error_code: int = ..., partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError] = ..., topics: list[LeaderAndIsrResponse.LeaderAndIsrTopicError] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class LeaderAndIsrPartitionError(Struct):
-        topic_name: str
-        partition_index: int
-        error_code: int
-        def __init__(self, *, topic_name: str = ..., partition_index: int = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class LeaderAndIsrTopicError(Struct):
-        topic_id: uuid.UUID
-        partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]
-        def __init__(self, *, topic_id: uuid.UUID = ..., partition_errors: list[LeaderAndIsrResponse.LeaderAndIsrPartitionError] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class LeaveGroupRequest(Message):
-    group_id: str
-    member_id: str
-    members: list[LeaveGroupRequest.MemberIdentity]
-    def __init__(self, *, group_id: str = ..., member_id: str = ..., members: list[LeaveGroupRequest.MemberIdentity] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class MemberIdentity(Struct):
-        member_id: str
-        group_instance_id: str | None
-        reason: str | None
-        def __init__(self, *, member_id: str = ..., group_instance_id: str | None = ..., reason: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
 class LeaveGroupResponse(Message):
     throttle_time_ms: int
     error_code: int
@@ -1218,10 +1213,16 @@ class LeaveGroupResponse(Message):
         error_code: int
         def __init__(self, *, member_id: str = ..., group_instance_id: str | None = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class ListGroupsRequest(Message):
-    states_filter: list[str]
-    types_filter: list[str]
-    def __init__(self, *, states_filter: list[str] = ..., types_filter: list[str] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class LeaveGroupRequest(Request[LeaveGroupResponse]):
+    group_id: str
+    member_id: str
+    members: list[LeaveGroupRequest.MemberIdentity]
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., members: list[LeaveGroupRequest.MemberIdentity] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class MemberIdentity(Struct):
+        member_id: str
+        group_instance_id: str | None
+        reason: str | None
+        def __init__(self, *, member_id: str = ..., group_instance_id: str | None = ..., reason: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class ListGroupsResponse(Message):
     throttle_time_ms: int
@@ -1235,21 +1236,10 @@ class ListGroupsResponse(Message):
         group_type: str
         def __init__(self, *, group_id: str = ..., protocol_type: str = ..., group_state: str = ..., group_type: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class ListOffsetsRequest(Message):
-    replica_id: int
-    isolation_level: int
-    topics: list[ListOffsetsRequest.ListOffsetsTopic]
-    def __init__(self, *, replica_id: int = ..., isolation_level: int = ..., topics: list[ListOffsetsRequest.ListOffsetsTopic] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class ListOffsetsPartition(Struct):
-        partition_index: int
-        current_leader_epoch: int
-        timestamp: int
-        max_num_offsets: int
-        def __init__(self, *, partition_index: int = ..., current_leader_epoch: int = ..., timestamp: int = ..., max_num_offsets: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class ListOffsetsTopic(Struct):
-        name: str
-        partitions: list[ListOffsetsRequest.ListOffsetsPartition]
-        def __init__(self, *, name: str = ..., partitions: list[ListOffsetsRequest.ListOffsetsPartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class ListGroupsRequest(Request[ListGroupsResponse]):
+    states_filter: list[str]
+    types_filter: list[str]
+    def __init__(self, *, states_filter: list[str] = ..., types_filter: list[str] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class ListOffsetsResponse(Message):
     throttle_time_ms: int
@@ -1268,14 +1258,21 @@ class ListOffsetsResponse(Message):
         partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse]
         def __init__(self, *, name: str = ..., partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class ListPartitionReassignmentsRequest(Message):
-    timeout_ms: int
-    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
-    def __init__(self, *, timeout_ms: int = ..., topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class ListPartitionReassignmentsTopics(Struct):
+class ListOffsetsRequest(Request[ListOffsetsResponse]):
+    replica_id: int
+    isolation_level: int
+    topics: list[ListOffsetsRequest.ListOffsetsTopic]
+    def __init__(self, *, replica_id: int = ..., isolation_level: int = ..., topics: list[ListOffsetsRequest.ListOffsetsTopic] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class ListOffsetsPartition(Struct):
+        partition_index: int
+        current_leader_epoch: int
+        timestamp: int
+        max_num_offsets: int
+        def __init__(self, *, partition_index: int = ..., current_leader_epoch: int = ..., timestamp: int = ..., max_num_offsets: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class ListOffsetsTopic(Struct):
         name: str
-        partition_indexes: list[int]
-        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        partitions: list[ListOffsetsRequest.ListOffsetsPartition]
+        def __init__(self, *, name: str = ..., partitions: list[ListOffsetsRequest.ListOffsetsPartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class ListPartitionReassignmentsResponse(Message):
     throttle_time_ms: int
@@ -1294,16 +1291,14 @@ class ListPartitionReassignmentsResponse(Message):
         partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment]
         def __init__(self, *, name: str = ..., partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class MetadataRequest(Message):
-    topics: list[MetadataRequest.MetadataRequestTopic] | None
-    allow_auto_topic_creation: bool
-    include_cluster_authorized_operations: bool
-    include_topic_authorized_operations: bool
-    def __init__(self, *, topics: list[MetadataRequest.MetadataRequestTopic] | None = ..., allow_auto_topic_creation: bool = ..., include_cluster_authorized_operations: bool = ..., include_topic_authorized_operations: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class MetadataRequestTopic(Struct):
-        topic_id: uuid.UUID
-        name: str | None
-        def __init__(self, *, topic_id: uuid.UUID = ..., name: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class ListPartitionReassignmentsRequest(Request[ListPartitionReassignmentsResponse]):
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
+    def __init__(self, *, timeout_ms: int = ..., topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class ListPartitionReassignmentsTopics(Struct):
+        name: str
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class MetadataResponse(Message):
     throttle_time_ms: int
@@ -1337,7 +1332,31 @@ class MetadataResponse(Message):
         topic_authorized_operations: int
         def __init__(self, *, error_code: int = ..., name: str | None = ..., topic_id: uuid.UUID = ..., is_internal: bool = ..., partitions: list[MetadataResponse.MetadataResponsePartition] = ..., topic_authorized_operations: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class OffsetCommitRequest(Message):
+class MetadataRequest(Request[MetadataResponse]):
+    topics: list[MetadataRequest.MetadataRequestTopic] | None
+    allow_auto_topic_creation: bool
+    include_cluster_authorized_operations: bool
+    include_topic_authorized_operations: bool
+    def __init__(self, *, topics: list[MetadataRequest.MetadataRequestTopic] | None = ..., allow_auto_topic_creation: bool = ..., include_cluster_authorized_operations: bool = ..., include_topic_authorized_operations: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class MetadataRequestTopic(Struct):
+        topic_id: uuid.UUID
+        name: str | None
+        def __init__(self, *, topic_id: uuid.UUID = ..., name: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class OffsetCommitResponse(Message):
+    throttle_time_ms: int
+    topics: list[OffsetCommitResponse.OffsetCommitResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class OffsetCommitResponsePartition(Struct):
+        partition_index: int
+        error_code: int
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class OffsetCommitResponseTopic(Struct):
+        name: str
+        partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition]
+        def __init__(self, *, name: str = ..., partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class OffsetCommitRequest(Request[OffsetCommitResponse]):
     group_id: str
     generation_id_or_member_epoch: int
     member_id: str
@@ -1357,31 +1376,6 @@ class OffsetCommitRequest(Message):
         partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition]
         def __init__(self, *, name: str = ..., partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class OffsetCommitResponse(Message):
-    throttle_time_ms: int
-    topics: list[OffsetCommitResponse.OffsetCommitResponseTopic]
-    def __init__(self, *, throttle_time_ms: int = ..., topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class OffsetCommitResponsePartition(Struct):
-        partition_index: int
-        error_code: int
-        def __init__(self, *, partition_index: int = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class OffsetCommitResponseTopic(Struct):
-        name: str
-        partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition]
-        def __init__(self, *, name: str = ..., partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class OffsetDeleteRequest(Message):
-    group_id: str
-    topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic]
-    def __init__(self, *, group_id: str = ..., topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class OffsetDeleteRequestPartition(Struct):
-        partition_index: int
-        def __init__(self, *, partition_index: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class OffsetDeleteRequestTopic(Struct):
-        name: str
-        partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition]
-        def __init__(self, *, name: str = ..., partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
 class OffsetDeleteResponse(Message):
     error_code: int
     throttle_time_ms: int
@@ -1396,26 +1390,17 @@ class OffsetDeleteResponse(Message):
         partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition]
         def __init__(self, *, name: str = ..., partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class OffsetFetchRequest(Message):
+class OffsetDeleteRequest(Request[OffsetDeleteResponse]):
     group_id: str
-    topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None
-    groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
-    require_stable: bool
-    def __init__(self, *, group_id: str = ..., topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None = ..., groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = ..., require_stable: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class OffsetFetchRequestGroup(Struct):
-        group_id: str
-        member_id: str | None
-        member_epoch: int
-        topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None
-        def __init__(self, *, group_id: str = ..., member_id: str | None = ..., member_epoch: int = ..., topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class OffsetFetchRequestTopic(Struct):
+    topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class OffsetDeleteRequestPartition(Struct):
+        partition_index: int
+        def __init__(self, *, partition_index: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class OffsetDeleteRequestTopic(Struct):
         name: str
-        partition_indexes: list[int]
-        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class OffsetFetchRequestTopics(Struct):
-        name: str
-        partition_indexes: list[int]
-        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition]
+        def __init__(self, *, name: str = ..., partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class OffsetFetchResponse(Message):
     throttle_time_ms: int
@@ -1451,20 +1436,26 @@ class OffsetFetchResponse(Message):
         partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions]
         def __init__(self, *, name: str = ..., partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class ProduceRequest(Message):
-    transactional_id: str | None
-    acks: int
-    timeout_ms: int
-    topic_data: list[ProduceRequest.TopicProduceData]
-    def __init__(self, *, transactional_id: str | None = ..., acks: int = ..., timeout_ms: int = ..., topic_data: list[ProduceRequest.TopicProduceData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class PartitionProduceData(Struct):
-        index: int
-        records: bytes | None
-        def __init__(self, *, index: int = ..., records: bytes | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class TopicProduceData(Struct):
+class OffsetFetchRequest(Request[OffsetFetchResponse]):
+    group_id: str
+    topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None
+    groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
+    require_stable: bool
+    def __init__(self, *, group_id: str = ..., topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None = ..., groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = ..., require_stable: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class OffsetFetchRequestGroup(Struct):
+        group_id: str
+        member_id: str | None
+        member_epoch: int
+        topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None
+        def __init__(self, *, group_id: str = ..., member_id: str | None = ..., member_epoch: int = ..., topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class OffsetFetchRequestTopic(Struct):
         name: str
-        partition_data: list[ProduceRequest.PartitionProduceData]
-        def __init__(self, *, name: str = ..., partition_data: list[ProduceRequest.PartitionProduceData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class OffsetFetchRequestTopics(Struct):
+        name: str
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class ProduceResponse(Message):
     responses: list[ProduceResponse.TopicProduceResponse]
@@ -1500,16 +1491,31 @@ class ProduceResponse(Message):
         partition_responses: list[ProduceResponse.PartitionProduceResponse]
         def __init__(self, *, name: str = ..., partition_responses: list[ProduceResponse.PartitionProduceResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class RenewDelegationTokenRequest(Message):
-    hmac: bytes
-    renew_period_ms: int
-    def __init__(self, *, hmac: bytes = ..., renew_period_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class ProduceRequest(Request[ProduceResponse]):
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[ProduceRequest.TopicProduceData]
+    def __init__(self, *, transactional_id: str | None = ..., acks: int = ..., timeout_ms: int = ..., topic_data: list[ProduceRequest.TopicProduceData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class PartitionProduceData(Struct):
+        index: int
+        records: bytes | None
+        def __init__(self, *, index: int = ..., records: bytes | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class TopicProduceData(Struct):
+        name: str
+        partition_data: list[ProduceRequest.PartitionProduceData]
+        def __init__(self, *, name: str = ..., partition_data: list[ProduceRequest.PartitionProduceData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class RenewDelegationTokenResponse(Message):
     error_code: int
     expiry_timestamp_ms: int
     throttle_time_ms: int
     def __init__(self, *, error_code: int = ..., expiry_timestamp_ms: int = ..., throttle_time_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class RenewDelegationTokenRequest(Request[RenewDelegationTokenResponse]):
+    hmac: bytes
+    renew_period_ms: int
+    def __init__(self, *, hmac: bytes = ..., renew_period_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class RequestHeader(Message):
     request_api_key: int
@@ -1522,10 +1528,6 @@ class ResponseHeader(Message):
     correlation_id: int
     def __init__(self, *, correlation_id: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class SaslAuthenticateRequest(Message):
-    auth_bytes: bytes
-    def __init__(self, *, auth_bytes: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
 class SaslAuthenticateResponse(Message):
     error_code: int
     error_message: str | None
@@ -1533,16 +1535,30 @@ class SaslAuthenticateResponse(Message):
     session_lifetime_ms: int
     def __init__(self, *, error_code: int = ..., error_message: str | None = ..., auth_bytes: bytes = ..., session_lifetime_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class SaslHandshakeRequest(Message):
-    mechanism: str
-    def __init__(self, *, mechanism: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class SaslAuthenticateRequest(Request[SaslAuthenticateResponse]):
+    auth_bytes: bytes
+    def __init__(self, *, auth_bytes: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class SaslHandshakeResponse(Message):
     error_code: int
     mechanisms: list[str]
     def __init__(self, *, error_code: int = ..., mechanisms: list[str] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class StopReplicaRequest(Message):
+class SaslHandshakeRequest(Request[SaslHandshakeResponse]):
+    mechanism: str
+    def __init__(self, *, mechanism: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class StopReplicaResponse(Message):
+    error_code: int
+    partition_errors: list[StopReplicaResponse.StopReplicaPartitionError]
+    def __init__(self, *, error_code: int = ..., partition_errors: list[StopReplicaResponse.StopReplicaPartitionError] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class StopReplicaPartitionError(Struct):
+        topic_name: str
+        partition_index: int
+        error_code: int
+        def __init__(self, *, topic_name: str = ..., partition_index: int = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class StopReplicaRequest(Request[StopReplicaResponse]):
     controller_id: int
     is_kraft_controller: bool
     controller_epoch: int
@@ -1570,17 +1586,15 @@ class StopReplicaRequest(Message):
         partition_indexes: list[int]
         def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class StopReplicaResponse(Message):
+class SyncGroupResponse(Message):
+    throttle_time_ms: int
     error_code: int
-    partition_errors: list[StopReplicaResponse.StopReplicaPartitionError]
-    def __init__(self, *, error_code: int = ..., partition_errors: list[StopReplicaResponse.StopReplicaPartitionError] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class StopReplicaPartitionError(Struct):
-        topic_name: str
-        partition_index: int
-        error_code: int
-        def __init__(self, *, topic_name: str = ..., partition_index: int = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    protocol_type: str | None
+    protocol_name: str | None
+    assignment: bytes
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., protocol_type: str | None = ..., protocol_name: str | None = ..., assignment: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class SyncGroupRequest(Message):
+class SyncGroupRequest(Request[SyncGroupResponse]):
     group_id: str
     generation_id: int
     member_id: str
@@ -1594,35 +1608,15 @@ class SyncGroupRequest(Message):
         assignment: bytes
         def __init__(self, *, member_id: str = ..., assignment: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class SyncGroupResponse(Message):
-    throttle_time_ms: int
-    error_code: int
-    protocol_type: str | None
-    protocol_name: str | None
-    assignment: bytes
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., protocol_type: str | None = ..., protocol_name: str | None = ..., assignment: bytes = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class UnregisterBrokerRequest(Message):
-    broker_id: int
-    def __init__(self, *, broker_id: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
 class UnregisterBrokerResponse(Message):
     throttle_time_ms: int
     error_code: int
     error_message: str | None
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class UpdateFeaturesRequest(Message):
-    timeout_ms: int
-    feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey]
-    validate_only: bool
-    def __init__(self, *, timeout_ms: int = ..., feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] = ..., validate_only: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class FeatureUpdateKey(Struct):
-        feature: str
-        max_version_level: int
-        allow_downgrade: bool
-        upgrade_type: int
-        def __init__(self, *, feature: str = ..., max_version_level: int = ..., allow_downgrade: bool = ..., upgrade_type: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+class UnregisterBrokerRequest(Request[UnregisterBrokerResponse]):
+    broker_id: int
+    def __init__(self, *, broker_id: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class UpdateFeaturesResponse(Message):
     throttle_time_ms: int
@@ -1636,7 +1630,23 @@ class UpdateFeaturesResponse(Message):
         error_message: str | None
         def __init__(self, *, feature: str = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class UpdateMetadataRequest(Message):
+class UpdateFeaturesRequest(Request[UpdateFeaturesResponse]):
+    timeout_ms: int
+    feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey]
+    validate_only: bool
+    def __init__(self, *, timeout_ms: int = ..., feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] = ..., validate_only: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class FeatureUpdateKey(Struct):
+        feature: str
+        max_version_level: int
+        allow_downgrade: bool
+        upgrade_type: int
+        def __init__(self, *, feature: str = ..., max_version_level: int = ..., allow_downgrade: bool = ..., upgrade_type: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class UpdateMetadataResponse(Message):
+    error_code: int
+    def __init__(self, *, error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class UpdateMetadataRequest(Request[UpdateMetadataResponse]):
     controller_id: int
     is_kraft_controller: bool
     type_: int
@@ -1676,29 +1686,6 @@ class UpdateMetadataRequest(Message):
         partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
         def __init__(self, *, topic_name: str = ..., topic_id: uuid.UUID = ..., partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
-class UpdateMetadataResponse(Message):
-    error_code: int
-    def __init__(self, *, error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
-class VoteRequest(Message):
-    cluster_id: str | None
-    voter_id: int
-    topics: list[VoteRequest.TopicData]
-    def __init__(self, *, cluster_id: str | None = ..., voter_id: int = ..., topics: list[VoteRequest.TopicData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class PartitionData(Struct):
-        partition_index: int
-        candidate_epoch: int
-        candidate_id: int
-        candidate_directory_id: uuid.UUID
-        voter_directory_id: uuid.UUID
-        last_offset_epoch: int
-        last_offset: int
-        def __init__(self, *, partition_index: int = ..., candidate_epoch: int = ..., candidate_id: int = ..., candidate_directory_id: uuid.UUID = ..., voter_directory_id: uuid.UUID = ..., last_offset_epoch: int = ..., last_offset: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-    class TopicData(Struct):
-        topic_name: str
-        partitions: list[VoteRequest.PartitionData]
-        def __init__(self, *, topic_name: str = ..., partitions: list[VoteRequest.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
-
 class VoteResponse(Message):
     error_code: int
     topics: list[VoteResponse.TopicData]
@@ -1720,3 +1707,22 @@ class VoteResponse(Message):
         topic_name: str
         partitions: list[VoteResponse.PartitionData]
         def __init__(self, *, topic_name: str = ..., partitions: list[VoteResponse.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class VoteRequest(Request[VoteResponse]):
+    cluster_id: str | None
+    voter_id: int
+    topics: list[VoteRequest.TopicData]
+    def __init__(self, *, cluster_id: str | None = ..., voter_id: int = ..., topics: list[VoteRequest.TopicData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class PartitionData(Struct):
+        partition_index: int
+        candidate_epoch: int
+        candidate_id: int
+        candidate_directory_id: uuid.UUID
+        voter_directory_id: uuid.UUID
+        last_offset_epoch: int
+        last_offset: int
+        def __init__(self, *, partition_index: int = ..., candidate_epoch: int = ..., candidate_id: int = ..., candidate_directory_id: uuid.UUID = ..., voter_directory_id: uuid.UUID = ..., last_offset_epoch: int = ..., last_offset: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class TopicData(Struct):
+        topic_name: str
+        partitions: list[VoteRequest.PartitionData]
+        def __init__(self, *, topic_name: str = ..., partitions: list[VoteRequest.PartitionData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...

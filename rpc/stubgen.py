@@ -9,7 +9,12 @@ that is committed beside the code:
   ``MetadataRecordType`` names);
 * ``rpc/messages.pyi`` and ``metadata/messages.pyi``: a class per schema with its fields typed,
   its nested structs as inner classes and a keyword-only constructor, so mypy and editors check
-  ``request.broker_epoch`` instead of seeing ``Any``.
+  ``request.broker_epoch`` instead of seeing ``Any``. In the protocol's stub each request class
+  derives from ``Request[<its response class>]`` (a class only the stub has), so a client's
+  ``request(body)`` is typed with the answer to ``body``;
+* ``rpc/api_types.pyi``: ``Api``, each API key typed with its request and response classes, so
+  mypy checks that a route's handler (``Route(Api.CREATE_TOPICS, ...)``) takes and answers the
+  classes of its key.
 
 Run ``python -m kraftsim.rpc.stubgen`` after changing a schema; a test fails while any of these
 files is out of date.
@@ -75,16 +80,53 @@ def _class(out: list[str], s: StructSpec, owner: str, base: str, indent: str) ->
     out.append(f"{inner}def __init__(self, *, {params}, unknown_tagged_fields: list[Any] | None = ...) -> None: ...")
 
 
-def stub_source(specs: dict[str, MessageSpec], what: str) -> str:
+_REQUEST_BASE = '''
+_Answer = TypeVar("_Answer", bound=Message)
+
+class Request(Message, Generic[_Answer]):
+    """A request answered by an ``_Answer``. Only mypy sees this class (the run-time classes
+    derive from Message): import it under ``TYPE_CHECKING``."""'''
+
+
+def stub_source(specs: dict[str, MessageSpec], what: str, requests: bool = False) -> str:
+    """``requests``: derive each request class from ``Request[<its response>]``."""
+    typing = "from typing import Any, Generic, TypeVar" if requests else "from typing import Any"
     out = [HEADER.rstrip("\n"), f'"""Typed stubs of the {what} message classes."""', "",
-           "import uuid", "from typing import Any", "", "from kraftsim.rpc.message import Message, Struct"]
-    for name in sorted(specs):
+           "import uuid", typing, "", "from kraftsim.rpc.message import Message, Struct"]
+    responses = {s.api_key: s.name for s in specs.values() if s.type == "response" and s.api_key is not None}
+    if requests:
+        out.append(_REQUEST_BASE)
+    # By name, each response before its request: mypy reads a base class named later in a stub
+    # as a forward reference and then loses the class's own nested names.
+    for name in sorted(specs, key=lambda n: (n.removesuffix("Request").removesuffix("Response"), n.endswith("Request"))):
         msg = specs[name]
         out.append("")
-        _class(out, msg.root, msg.name, "Message", "")
+        answer = responses.get(msg.api_key) if requests and msg.type == "request" and msg.api_key is not None else None
+        _class(out, msg.root, msg.name, "Message" if answer is None else f"Request[{answer}]", "")
         for s in sorted(msg.structs.values(), key=lambda x: x.name):
             _class(out, s, msg.name, "Struct", "    ")
     return "\n".join(out) + "\n"
+
+
+def api_types_source(specs: dict[str, MessageSpec]) -> str:
+    by_key: dict[tuple[int, str], str] = {(s.api_key, s.type): s.name for s in specs.values()
+                                          if s.api_key is not None and s.type in ("request", "response")}
+    rows = sorted((key, _member(name, "Request"), name, by_key[(key, "response")])
+                  for (key, kind), name in by_key.items() if kind == "request")
+    names = sorted(n for _, _, req, resp in rows for n in (req, resp))
+    imports = "".join(f"    {n},\n" for n in names)
+    members = "\n".join(f"    {member}: ClassVar[TypedApiKey[{req}, {resp}]]" for _, member, req, resp in rows)
+    return (f"{HEADER}"
+            '"""Each API key with its request and response classes, as mypy sees ``api_types.Api``."""\n\n'
+            "from typing import ClassVar, Generic, TypeVar\n\n"
+            "from kraftsim.rpc.message import Message\n"
+            f"from kraftsim.rpc.messages import (\n{imports})\n\n"
+            'Req = TypeVar("Req", bound=Message)\n'
+            'Resp = TypeVar("Resp", bound=Message)\n\n'
+            "class TypedApiKey(int, Generic[Req, Resp]):\n"
+            '    """An api key that names its request and response classes (only mypy sees it: at run\n'
+            '    time it is the ``ApiKey`` member)."""\n\n'
+            f"class Api:\n{members}\n")
 
 
 def outputs() -> dict[Path, str]:
@@ -93,7 +135,8 @@ def outputs() -> dict[Path, str]:
     return {
         RPC_DIR / "api_keys.py": api_keys_source(rpc),
         METADATA_DIR / "record_types.py": record_types_source(meta),
-        RPC_DIR / "messages.pyi": stub_source(rpc, "Kafka protocol"),
+        RPC_DIR / "messages.pyi": stub_source(rpc, "Kafka protocol", requests=True),
+        RPC_DIR / "api_types.pyi": api_types_source(rpc),
         METADATA_DIR / "messages.pyi": stub_source(meta, "metadata record and data-file"),
     }
 

@@ -36,6 +36,21 @@ def test_message_modules_resolve_classes_by_name() -> None:
     assert "    want_shut_down: bool\n" in stub and "class Listener(Struct):" in stub
 
 
+def test_typed_api_keys_are_the_api_keys_and_name_each_api_s_classes() -> None:
+    """``Api`` is ApiKey at run time (routes register the same members); for mypy each member
+    names its request and response classes, and each request class its response class."""
+    from kraftsim.rpc.api_types import Api
+
+    assert Api is ApiKey and Api.CREATE_TOPICS is ApiKey.CREATE_TOPICS
+    stub = (stubgen.RPC_DIR / "api_types.pyi").read_text()
+    assert "    CREATE_TOPICS: ClassVar[TypedApiKey[CreateTopicsRequest, CreateTopicsResponse]]\n" in stub
+    assert all(f"    {k.name}: ClassVar[TypedApiKey[" in stub for k in ApiKey)
+    messages_stub = (stubgen.RPC_DIR / "messages.pyi").read_text()
+    assert "class BrokerHeartbeatRequest(Request[BrokerHeartbeatResponse]):" in messages_stub
+    # Each response is defined before its request (mypy would lose the request's nested classes).
+    assert messages_stub.index("class BrokerHeartbeatResponse(") < messages_stub.index("class BrokerHeartbeatRequest(")
+
+
 def test_compiled_codecs_are_kept_between_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The compiled code of a generated codec is cached by its source's hash: a second process
     (here, a second call) loads what the first wrote; a damaged entry is compiled again and

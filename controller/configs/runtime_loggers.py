@@ -11,13 +11,19 @@ its slip in "Expected N, but received N" (the expected id is printed twice).
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.java.strings import parse_java_int
 from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import IncrementalAlterConfigsRequest
+
+    Resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    Op = IncrementalAlterConfigsRequest.AlterableConfig
 
 log = logging.getLogger("kraftsim.controller.loggers")
 
@@ -33,7 +39,7 @@ class RuntimeLoggerManager:
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
 
-    def apply(self, context: RequestContext, resource: Any, validate_only: bool,
+    def apply(self, context: RequestContext, resource: Resource, validate_only: bool,
               authorizer: Authorizer) -> ApiError | None:
         """applyChangesForResource: None on success, else the resource's error."""
         try:
@@ -73,7 +79,7 @@ class RuntimeLoggerManager:
             return True
         return isinstance(logging.root.manager.loggerDict.get(name), logging.Logger)
 
-    def _check(self, op: Any) -> None:
+    def _check(self, op: Op) -> None:
         name, code = op.name, op.config_operation
         if code == SET:
             self._check_exists(name)
@@ -98,9 +104,10 @@ class RuntimeLoggerManager:
             raise ApiError(ErrorCode.INVALID_CONFIG, f"Logger {name} does not exist!")
 
     @staticmethod
-    def _alter(op: Any) -> None:
+    def _alter(op: Op) -> None:
         logger = logging.getLogger() if op.name == ROOT_LOGGER else logging.getLogger(op.name)
         if op.config_operation == SET:
+            assert op.value is not None  # _check took it: one of LEVELS
             logger.setLevel(LEVELS[op.value])
             log.warning("Updated the log level of %s to %s", op.name, op.value)
         else:

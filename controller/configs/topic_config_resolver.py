@@ -23,13 +23,11 @@ from kraftsim.metadata.config_defs.topic import (
     parse_type,
 )
 from kraftsim.metadata.image.configs import BROKER
-from kraftsim.rpc import registry
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.messages import CreateTopicsResponse
 
-Message = Any
-CreatableTopicConfigs: Any = registry.response_class(ApiKey.CREATE_TOPICS).CreatableTopicConfigs
+CreatableTopicConfigs = CreateTopicsResponse.CreatableTopicConfigs
 _SORTED_NAMES = sorted(TOPIC_CONFIGS)
 
 
@@ -71,7 +69,7 @@ class TopicConfigResolver:
         self.cluster = configs.get(BROKER, "")
         self.node = configs.get(BROKER, str(ctx.node_id))
         self._base: list[tuple[str, str, int]] | None = None
-        self._base_entries: dict[str, Message] = {}
+        self._base_entries: dict[str, CreatableTopicConfigs] = {}
 
     def broker_value(self, key: TopicConfigKey) -> tuple[str, int]:
         """The value and source a topic config has when the topic does not set it."""
@@ -136,7 +134,7 @@ class TopicConfigResolver:
               and not value("remote.log.delete.on.disable")):
             raise ApiError(ErrorCode.INVALID_CONFIG, _TURN_OFF_REMOTE_STORAGE)
 
-    def effective_configs(self, creation: dict[str, str]) -> list[Message]:
+    def effective_configs(self, creation: dict[str, str]) -> list[CreatableTopicConfigs]:
         """The v5+ response's Configs: every topic config sorted by name, readOnly false, none
         sensitive (no topic config is a PASSWORD). Entries not set by the topic are shared."""
         if self._base is None:

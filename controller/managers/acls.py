@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP
 from kraftsim.metadata.authorizer.acl_bindings import (
     AclFilter,
@@ -48,12 +48,15 @@ from kraftsim.metadata.image.acls import Acl
 from kraftsim.metadata.messages import AccessControlEntryRecord, RemoveAccessControlEntryRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 from kraftsim.rpc.uuids import random_uuid
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
 # The authorizer Kafka's KRaft controllers ship with; any other value leaves the ACL APIs off.
 STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -76,11 +79,11 @@ class AclControlManager:
         self.ctx = ctx
         self.new_id = new_id
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[AnyRoute]:
         return [
-            Route(ApiKey.CREATE_ACLS, "createAcls", self.create_acls, error=create_error, check=check_create),
-            Route(ApiKey.DELETE_ACLS, "deleteAcls", self.delete_acls, error=delete_error, check=check_delete),
-            Route(ApiKey.DESCRIBE_ACLS, "describeAcls", self.describe_acls, mutating=False,
+            Route(Api.CREATE_ACLS, "createAcls", self.create_acls, error=create_error, check=check_create),
+            Route(Api.DELETE_ACLS, "deleteAcls", self.delete_acls, error=delete_error, check=check_delete),
+            Route(Api.DESCRIBE_ACLS, "describeAcls", self.describe_acls, mutating=False,
                   check=check_describe),
         ]
 
@@ -93,7 +96,7 @@ class AclControlManager:
 
     # ----- CreateAcls ---------------------------------------------------------------------------
 
-    def create_acls(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def create_acls(self, request: CreateAclsRequest, context: RequestContext) -> ControllerResult[CreateAclsResponse]:
         self._authorize_cluster(context, AclOperation.ALTER)
         if not self.enabled:
             raise ApiError(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
@@ -105,7 +108,7 @@ class AclControlManager:
         added: set[Acl] = set()
         ids: set[uuid.UUID] = set()
         records: list[RecordAndVersion] = []
-        results = []
+        results: list[CreateAclsResponse.AclCreationResult] = []
         for acl in acls:
             problem = request_problem(acl) or invalid_new_acl(acl)
             if problem is not None:
@@ -125,14 +128,14 @@ class AclControlManager:
 
     # ----- DeleteAcls ---------------------------------------------------------------------------
 
-    def delete_acls(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def delete_acls(self, request: DeleteAclsRequest, context: RequestContext) -> ControllerResult[DeleteAclsResponse]:
         self._authorize_cluster(context, AclOperation.ALTER)
         if not self.enabled:
             raise ApiError(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
         acls = self.ctx.image.acls
         removed: dict[uuid.UUID, None] = {}  # ordered set: an ACL two filters match is removed once
-        answered: dict[AclFilter, Any] = {}  # a filter repeated in the request is worked out once
-        results = []
+        answered: dict[AclFilter, DeleteAclsResponse.DeleteAclsFilterResult] = {}  # a filter repeated in the request is worked out once
+        results: list[DeleteAclsResponse.DeleteAclsFilterResult] = []
         for f in request.filters:
             flt = AclFilter.from_request(f)
             if flt.unknown_pattern or flt.unknown_entry:
@@ -159,7 +162,8 @@ class AclControlManager:
 
     # ----- DescribeAcls -------------------------------------------------------------------------
 
-    def describe_acls(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def describe_acls(self, request: DescribeAclsRequest,
+                      context: RequestContext) -> ControllerResult[DescribeAclsResponse]:
         self._authorize_cluster(context, AclOperation.DESCRIBE)
         if not self.enabled:
             return ControllerResult([], DescribeAclsResponse(
@@ -196,7 +200,7 @@ def acl_record(acl_id: uuid.UUID, acl: Acl) -> AccessControlEntryRecord:
         permission_type=acl.permission_type)
 
 
-def matching_acl(acl: Acl) -> Any:
+def matching_acl(acl: Acl) -> DeleteAclsResponse.DeleteAclsMatchingAcl:
     return DR.DeleteAclsMatchingAcl(
         error_code=0, error_message=None, resource_type=acl.resource_type, resource_name=acl.resource_name,
         pattern_type=acl.pattern_type, principal=acl.principal, host=acl.host, operation=acl.operation,
@@ -205,13 +209,11 @@ def matching_acl(acl: Acl) -> Any:
 
 # ----- whole-request errors: Kafka's getErrorResponse, one result per creation / filter -------------
 
-def create_error(request: Message, version: int, code: int, message: str | None) -> Message:
-    req: Any = request
+def create_error(request: CreateAclsRequest, version: int, code: int, message: str | None) -> Message:
     return CR(throttle_time_ms=0, results=[CR.AclCreationResult(error_code=int(code), error_message=message)
-                                           for _ in req.creations])
+                                           for _ in request.creations])
 
 
-def delete_error(request: Message, version: int, code: int, message: str | None) -> Message:
-    req: Any = request
+def delete_error(request: DeleteAclsRequest, version: int, code: int, message: str | None) -> Message:
     return DR(throttle_time_ms=0, filter_results=[
-        DR.DeleteAclsFilterResult(error_code=int(code), error_message=message) for _ in req.filters])
+        DR.DeleteAclsFilterResult(error_code=int(code), error_message=message) for _ in request.filters])

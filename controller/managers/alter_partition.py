@@ -35,23 +35,27 @@ An unknown LeaderRecoveryState byte makes Kafka throw IllegalArgumentException i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.topics import NO_LEADER_CHANGE, RECOVERED, RECOVERING, Partition, Topic
 from kraftsim.metadata.records import RecordAndVersion
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import AlterPartitionResponse
 
-TopicResult: Any = AlterPartitionResponse.TopicData
-PartitionResult: Any = AlterPartitionResponse.PartitionData
+if TYPE_CHECKING:
+    from kraftsim.metadata.messages import PartitionChangeRecord
+    from kraftsim.rpc.messages import AlterPartitionRequest
+
+TopicResult = AlterPartitionResponse.TopicData
+PartitionResult = AlterPartitionResponse.PartitionData
 
 
 def validate_isr(replicas: tuple[int, ...] | list[int], isr: list[int]) -> bool:
@@ -76,7 +80,7 @@ class _After:
     partition_epoch: int
 
 
-def _merge(p: Partition, change: Any) -> _After:
+def _merge(p: Partition, change: PartitionChangeRecord) -> _After:
     """PartitionRegistration.merge, for the fields the response carries."""
     leader_changed = change.leader != NO_LEADER_CHANGE
     return _After(
@@ -96,18 +100,19 @@ class AlterPartitionManager:
         self.ctx = ctx
         self.cluster = cluster
 
-    def routes(self) -> list[Route]:
-        return [Route(ApiKey.ALTER_PARTITION, "alterPartition", self.alter_partition,
+    def routes(self) -> list[AnyRoute]:
+        return [Route(Api.ALTER_PARTITION, "alterPartition", self.alter_partition,
                       cluster_operation=AclOperation.CLUSTER_ACTION)]
 
-    def alter_partition(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def alter_partition(self, request: AlterPartitionRequest,
+                        context: RequestContext) -> ControllerResult[AlterPartitionResponse]:
         version = context.api_version
         if not request.topics:  # QuorumController answers at once: no event, no epoch check
             return ControllerResult([], AlterPartitionResponse(error_code=0, topics=[]), atomic=False)
         self.cluster.check_broker_epoch(request.broker_id, request.broker_epoch)
         topics = self.ctx.image.topics
         records: list[RecordAndVersion] = []
-        response_topics: list[Any] = []
+        response_topics: list[AlterPartitionResponse.TopicData] = []
         for td in request.topics:
             out = TopicResult(topic_name=td.topic_name, topic_id=td.topic_id, partitions=[])
             response_topics.append(out)
@@ -121,8 +126,8 @@ class AlterPartitionManager:
                 out.partitions.append(self._alter_one(request.broker_id, topic, pd, version, records))
         return ControllerResult(records, AlterPartitionResponse(error_code=0, topics=response_topics), atomic=False)
 
-    def _alter_one(self, broker_id: int, topic: Topic, pd: Any, version: int,
-                   records: list[RecordAndVersion]) -> Any:
+    def _alter_one(self, broker_id: int, topic: Topic, pd: AlterPartitionRequest.PartitionData, version: int,
+                   records: list[RecordAndVersion]) -> AlterPartitionResponse.PartitionData:
         pid = pd.partition_index
         if version >= 3:
             new_isr = [(b.broker_id, b.broker_epoch) for b in pd.new_isr_with_epochs]
@@ -146,7 +151,7 @@ class AlterPartitionManager:
             after = _After(p.leader, list(p.isr), p.leader_recovery_state, p.leader_epoch, p.partition_epoch)
         else:
             records.append(rec)
-            change: Any = rec[0]
+            change = rec[0]
             after = _merge(p, change)
             if change.leader != broker_id and change.leader != NO_LEADER_CHANGE:
                 # Completing a reassignment moved the leadership: the record stands, and the old
@@ -157,7 +162,7 @@ class AlterPartitionManager:
                                leader_recovery_state=after.leader_recovery_state, leader_epoch=after.leader_epoch,
                                partition_epoch=after.partition_epoch)
 
-    def _validate(self, broker_id: int, p: Partition | None, pd: Any, new_isr: list[tuple[int, int]],
+    def _validate(self, broker_id: int, p: Partition | None, pd: AlterPartitionRequest.PartitionData, new_isr: list[tuple[int, int]],
                   version: int) -> ErrorCode | None:
         """validateAlterPartitionData: the table of the module doc, in order."""
         if p is None:

@@ -30,22 +30,25 @@ from __future__ import annotations
 import ipaddress
 import math
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hashmap_capacity, order_by_hash, string_hash, string_map_hash
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kraftsim.metadata.image.quotas import Entity
 from kraftsim.metadata.messages import ClientQuotaRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
+from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode, generic_message
-from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import AlterClientQuotasResponse
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import AlterClientQuotasRequest
 
 USER: Final = "user"
 CLIENT_ID: Final = "client-id"
@@ -60,8 +63,8 @@ IP_KEYS: Final = {"connection_creation_rate": INT}
 # Java compares the double with the integral bound converted to double.
 TOO_LARGE: Final = {LONG: (float((1 << 63) - 1), "a LONG"), INT: (float((1 << 31) - 1), "an INT")}
 
-EntryResponse: Any = AlterClientQuotasResponse.EntryData
-EntityResponse: Any = AlterClientQuotasResponse.EntityData
+EntryResponse = AlterClientQuotasResponse.EntryData
+EntityResponse = AlterClientQuotasResponse.EntityData
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +74,7 @@ class QuotaEntity:
     entries: tuple[tuple[str, str | None], ...]  # (type, name) in Java HashMap order
 
     @classmethod
-    def of(cls, entity_data: list[Any]) -> QuotaEntity:
+    def of(cls, entity_data: list[AlterClientQuotasRequest.EntityData]) -> QuotaEntity:
         """``new HashMap<>(n)`` filled from the request's list: a repeated type keeps its first
         place and its last name."""
         m: dict[str, str | None] = {}
@@ -97,11 +100,12 @@ class ClientQuotaControlManager:
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
 
-    def routes(self) -> list[Route]:
-        return [Route(ApiKey.ALTER_CLIENT_QUOTAS, "alterClientQuotas", self.alter_client_quotas,
+    def routes(self) -> list[AnyRoute]:
+        return [Route(Api.ALTER_CLIENT_QUOTAS, "alterClientQuotas", self.alter_client_quotas,
                       error=alter_client_quotas_error)]
 
-    def alter_client_quotas(self, request: Any, context: Any) -> ControllerResult[Any]:
+    def alter_client_quotas(self, request: AlterClientQuotasRequest,
+                            context: RequestContext) -> ControllerResult[AlterClientQuotasResponse]:
         if not self.ctx.authorizer.authorize(context, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER,
                                              CLUSTER_NAME):
             raise ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
@@ -251,17 +255,17 @@ def _record(entity: list[tuple[str, str | None]], key: str, value: float, remove
                              key=key, value=value, remove=remove)
 
 
-def _entry(entity: QuotaEntity, error: ApiError | None) -> Any:
+def _entry(entity: QuotaEntity, error: ApiError | None) -> AlterClientQuotasResponse.EntryData:
     return EntryResponse(error_code=0 if error is None else int(error.code),
                          error_message=None if error is None else error.message,
                          entity=[EntityResponse(entity_type=t, entity_name=n) for t, n in entity.entries])
 
 
-def alter_client_quotas_error(request: Message, version: int, code: int, message: str | None) -> Message:
+def alter_client_quotas_error(request: AlterClientQuotasRequest, version: int, code: int,
+                              message: str | None) -> AlterClientQuotasResponse:
     """AlterClientQuotasRequest.getErrorResponse: every entry of the request, as sent, with the
     code and the code's generic message (not the exception's)."""
-    req: Any = request
     return AlterClientQuotasResponse(throttle_time_ms=0, entries=[
         EntryResponse(error_code=int(code), error_message=generic_message(code),
                       entity=[EntityResponse(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
-        for entry in req.entries])
+        for entry in request.entries])

@@ -38,7 +38,7 @@ fault, on purpose.
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.configs.runtime_loggers import RuntimeLoggerManager
 from kraftsim.controller.configs.topic_config_resolver import TopicConfigResolver
@@ -46,7 +46,7 @@ from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hash_order
 from kraftsim.controller.java.strings import java_split, parse_java_int
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata import topic_names
 from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, ResourceType
@@ -55,13 +55,16 @@ from kraftsim.metadata.image.configs import BROKER, BROKER_LOGGER, CLIENT_METRIC
 from kraftsim.metadata.messages import ConfigRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode, generic_message
 from kraftsim.rpc.messages import AlterConfigsResponse, IncrementalAlterConfigsResponse
 
-ResourceResponse: Any = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
-LegacyResourceResponse: Any = AlterConfigsResponse.AlterConfigsResourceResponse
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import AlterConfigsRequest, IncrementalAlterConfigsRequest
+
+ResourceResponse = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+LegacyResourceResponse = AlterConfigsResponse.AlterConfigsResourceResponse
 
 # AlterConfigOp.OpType
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -103,16 +106,17 @@ class ConfigurationControlManager:
         self.ctx = ctx
         self.loggers = loggers if loggers is not None else RuntimeLoggerManager(ctx.node_id)
 
-    def routes(self) -> list[Route]:
-        return [Route(ApiKey.INCREMENTAL_ALTER_CONFIGS, "incrementalAlterConfigs", self.incremental_alter_configs),
-                Route(ApiKey.ALTER_CONFIGS, "legacyAlterConfigs", self.legacy_alter_configs)]
+    def routes(self) -> list[AnyRoute]:
+        return [Route(Api.INCREMENTAL_ALTER_CONFIGS, "incrementalAlterConfigs", self.incremental_alter_configs),
+                Route(Api.ALTER_CONFIGS, "legacyAlterConfigs", self.legacy_alter_configs)]
 
     # ----- IncrementalAlterConfigs ---------------------------------------------------------------
 
-    def incremental_alter_configs(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def incremental_alter_configs(self, request: IncrementalAlterConfigsRequest,
+                                  context: RequestContext) -> ControllerResult[IncrementalAlterConfigsResponse]:
         validate_only = bool(request.validate_only)
-        responses: list[Any] = []
-        logger_responses: list[Any] = []
+        responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = []
+        logger_responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = []
         changes: dict[tuple[int, str], dict[str, tuple[int, str | None]]] = {}
         duplicates: set[tuple[int, str]] = set()
         for res in request.resources:
@@ -154,8 +158,9 @@ class ConfigurationControlManager:
 
     # ----- AlterConfigs (legacy) ----------------------------------------------------------------
 
-    def legacy_alter_configs(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
-        responses: list[Any] = []
+    def legacy_alter_configs(self, request: AlterConfigsRequest,
+                             context: RequestContext) -> ControllerResult[AlterConfigsResponse]:
+        responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = []
         changes: dict[tuple[int, str], dict[str, str | None]] = {}
         duplicates: set[tuple[int, str]] = set()
         for res in request.resources:
@@ -188,14 +193,15 @@ class ConfigurationControlManager:
         return ControllerResult([] if request.validate_only else records,
                                 AlterConfigsResponse(responses=responses), atomic=True)
 
-    def replace_resource(self, resource: tuple[int, str], configs: dict[str, str | None]) -> list[RecordAndVersion]:
+    def replace_resource(self, resource: tuple[int, str],
+                         configs: dict[str, str | None]) -> list[tuple[ConfigRecord, int]]:
         """legacyAlterConfigResource: the records that make ``configs`` the resource's whole set."""
         rtype, rname = resource
         current = self.ctx.image.configs.get(rtype, rname)
-        altered: list[RecordAndVersion] = [
+        altered: list[tuple[ConfigRecord, int]] = [
             (ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=configs[key]), 0)
             for key in hash_order(configs) if configs[key] != current.get(key) or rtype == BROKER]
-        deleted: list[RecordAndVersion] = [
+        deleted: list[tuple[ConfigRecord, int]] = [
             (ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=None), 0)
             for key in current if key not in configs]
         self.validate(resource, current, altered + deleted)
@@ -213,11 +219,12 @@ class ConfigurationControlManager:
             return ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
         return None
 
-    def alter_resource(self, resource: tuple[int, str], ops: dict[str, tuple[int, str | None]]) -> list[RecordAndVersion]:
+    def alter_resource(self, resource: tuple[int, str],
+                       ops: dict[str, tuple[int, str | None]]) -> list[tuple[ConfigRecord, int]]:
         """incrementalAlterConfigResource: the resource's records, or ApiError for the resource."""
         rtype, rname = resource
         current = self.ctx.image.configs.get(rtype, rname)
-        records: list[RecordAndVersion] = []
+        records: list[tuple[ConfigRecord, int]] = []
         for key in hash_order(ops):
             op, value = ops[key]
             old = current.get(key)
@@ -252,10 +259,10 @@ class ConfigurationControlManager:
 
     # ----- validation (ControllerConfigurationValidator + the existence checker) ----------------
 
-    def validate(self, resource: tuple[int, str], existing: dict[str, str], records: list[RecordAndVersion]) -> None:
+    def validate(self, resource: tuple[int, str], existing: dict[str, str],
+                 records: list[tuple[ConfigRecord, int]]) -> None:
         rtype, rname = resource
         configs = dict(existing)
-        rec: Any
         for rec, _ in records:
             if rec.value is None:
                 configs.pop(rec.name, None)
@@ -326,13 +333,14 @@ def _default(rtype: int, key: str) -> str | None:
     return BROKER_LIST_CONFIGS.get(key)
 
 
-def _legacy_response(rtype: int, rname: str, err: ApiError | None) -> Any:
+def _legacy_response(rtype: int, rname: str, err: ApiError | None) -> AlterConfigsResponse.AlterConfigsResourceResponse:
     return LegacyResourceResponse(error_code=0 if err is None else int(err.code),
                                   error_message=None if err is None else err.message,
                                   resource_type=rtype, resource_name=rname)
 
 
-def _response(rtype: int, rname: str, err: ApiError | None, fallback: bool = False) -> Any:
+def _response(rtype: int, rname: str, err: ApiError | None,
+              fallback: bool = False) -> IncrementalAlterConfigsResponse.AlterConfigsResourceResponse:
     """A resource's result. ``fallback``: the BROKER_LOGGER path puts the error's default message
     where there is none (ApiError.messageWithFallback)."""
     if err is None:

@@ -11,13 +11,15 @@ migration's propagator tells the other ZooKeeper-mode brokers of the leaders tha
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import ControlledShutdownResponse
 
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import ControlledShutdownRequest
 
-def controlled_shutdown(context: RequestContext, request: Any) -> Message:
+
+def controlled_shutdown(context: RequestContext, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
     return ControlledShutdownResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, remaining_partitions=[])

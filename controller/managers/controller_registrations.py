@@ -28,12 +28,12 @@ from __future__ import annotations
 import socket
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hash_order
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.metadata import versions
 from kraftsim.metadata.authorizer.authorizer import (
     CLUSTER_NAME,
@@ -45,16 +45,18 @@ from kraftsim.metadata.authorizer.authorizer import (
 )
 from kraftsim.metadata.messages import RegisterControllerRecord
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
     ControllerRegistrationRequest,
     ControllerRegistrationResponse,
     DescribeClusterResponse,
 )
 from kraftsim.rpc.security import SECURITY_PROTOCOL_IDS, SecurityProtocol
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import DescribeClusterRequest
 
 # EndpointType
 UNKNOWN_ENDPOINT, BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 0, 1, 2
@@ -71,10 +73,11 @@ ERROR_MESSAGES: Final = {
     ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
 }
 
-DescribeClusterBroker: Any = DescribeClusterResponse.DescribeClusterBroker
+DescribeClusterBroker = DescribeClusterResponse.DescribeClusterBroker
 
 
-def registration_error_response(request: Message, version: int, code: int, message: str | None) -> Message:
+def registration_error_response(request: ControllerRegistrationRequest, version: int, code: int,
+                                message: str | None) -> ControllerRegistrationResponse:
     """ControllerRegistrationRequest.getErrorResponse: the code and its generic message."""
     return ControllerRegistrationResponse(error_code=int(code), error_message=ERROR_MESSAGES.get(ErrorCode(code)))
 
@@ -97,7 +100,7 @@ class LocalController:
     incarnation_id: uuid.UUID = field(default_factory=uuid.uuid4)
     listeners: list[Endpoint] = field(default_factory=list)  # empty until the listener is bound
 
-    def request(self) -> Any:
+    def request(self) -> ControllerRegistrationRequest:
         """The ControllerRegistrationRequest Kafka's ControllerRegistrationManager sends."""
         req = ControllerRegistrationRequest
         return req(controller_id=self.node_id, incarnation_id=self.incarnation_id,
@@ -118,28 +121,29 @@ class ControllerRegistrations:
         self.ctx = ctx
         self.local = local
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[AnyRoute]:
         return [
-            Route(ApiKey.CONTROLLER_REGISTRATION, "registerController", self.register_controller,
+            Route(Api.CONTROLLER_REGISTRATION, "registerController", self.register_controller,
                   error=registration_error_response, cluster_operation=AclOperation.CLUSTER_ACTION),
-            Route(ApiKey.DESCRIBE_CLUSTER, "describeCluster", self.describe_cluster, mutating=False),
+            Route(Api.DESCRIBE_CLUSTER, "describeCluster", self.describe_cluster, mutating=False),
         ]
 
     # ----- ControllerRegistration ---------------------------------------------------------------
 
-    def register_controller(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def register_controller(self, request: ControllerRegistrationRequest,
+                            context: RequestContext) -> ControllerResult[ControllerRegistrationResponse]:
         """ClusterControlManager.registerController: one RegisterControllerRecord v0."""
         if not versions.controller_registration_supported(self.ctx.image.metadata_version):
             raise ApiError(ErrorCode.UNSUPPORTED_VERSION,
                            "The current MetadataVersion is too old to support controller registrations.")
-        end_points: dict[str, Any] = {}  # ListenerInfo: a LinkedHashMap, the last of a name wins
+        end_points: dict[str, RegisterControllerRecord.ControllerEndpoint] = {}  # ListenerInfo: a LinkedHashMap, the last of a name wins
         for lst in request.listeners:
             if lst.security_protocol not in SECURITY_PROTOCOL_IDS:
                 # A RuntimeException in Kafka's event: a fault, not an ApiError.
                 raise RuntimeError(f"Unknown security protocol {lst.security_protocol} in listener {lst.name}")
             end_points[lst.name] = RegisterControllerRecord.ControllerEndpoint(
                 name=lst.name, host=lst.host, port=lst.port, security_protocol=lst.security_protocol)
-        features: dict[str, Any] = {}
+        features: dict[str, RegisterControllerRecord.ControllerFeature] = {}
         for f in request.features:
             features.setdefault(f.name, RegisterControllerRecord.ControllerFeature(
                 name=f.name, min_supported_version=f.min_supported_version,
@@ -162,7 +166,8 @@ class ControllerRegistrations:
 
     # ----- DescribeCluster ----------------------------------------------------------------------
 
-    def describe_cluster(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def describe_cluster(self, request: DescribeClusterRequest,
+                         context: RequestContext) -> ControllerResult[DescribeClusterResponse]:
         image = self.ctx.image
         if not versions.controller_registration_supported(image.metadata_version):
             raise ApiError(ErrorCode.UNSUPPORTED_VERSION, "Direct-to-controller communication is not supported "
@@ -186,7 +191,7 @@ class ControllerRegistrations:
             if authorizer.authorize(context, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
                 operations = authorized_operations(authorizer, context, ResourceType.CLUSTER, CLUSTER_NAME,
                                                    CLUSTER_OPERATIONS)
-        nodes = []
+        nodes: list[DescribeClusterResponse.DescribeClusterBroker] = []
         controllers = image.cluster.controllers
         for cid in sorted(controllers):
             ep = controllers[cid].listeners.get(context.listener)

@@ -27,22 +27,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.configs.server_config import Config
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import concurrent_hashmap_capacity, order_by_hash, string_hash
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.metadata import versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation, ResourceType
 from kraftsim.metadata.image.tokens import DelegationToken
 from kraftsim.metadata.messages import DelegationTokenRecord, RemoveDelegationTokenRecord
 from kraftsim.metadata.records import RecordAndVersion
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
     CreateDelegationTokenResponse,
     DescribeDelegationTokenResponse,
@@ -50,6 +49,14 @@ from kraftsim.rpc.messages import (
     RenewDelegationTokenResponse,
 )
 from kraftsim.rpc.uuids import random_uuid, to_str
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import (
+        CreateDelegationTokenRequest,
+        DescribeDelegationTokenRequest,
+        ExpireDelegationTokenRequest,
+        RenewDelegationTokenRequest,
+    )
 
 log = logging.getLogger("kraftsim.delegation_tokens")
 
@@ -114,11 +121,11 @@ class DelegationTokenControlManager:
         self._by_hmac: dict[bytes, str] = {}
         self._most_tokens = 0  # the token cache's largest size (its table never shrinks)
 
-    def routes(self) -> list[Route]:
-        return [Route(ApiKey.CREATE_DELEGATION_TOKEN, "createDelegationToken", self.create_token,
+    def routes(self) -> list[AnyRoute]:
+        return [Route(Api.CREATE_DELEGATION_TOKEN, "createDelegationToken", self.create_token,
                       error=create_token_error),
-                Route(ApiKey.RENEW_DELEGATION_TOKEN, "renewDelegationToken", self.renew_token),
-                Route(ApiKey.EXPIRE_DELEGATION_TOKEN, "expireDelegationToken", self.expire_token)]
+                Route(Api.RENEW_DELEGATION_TOKEN, "renewDelegationToken", self.renew_token),
+                Route(Api.EXPIRE_DELEGATION_TOKEN, "expireDelegationToken", self.expire_token)]
 
     def enabled(self) -> bool:
         return self.secret is not None
@@ -169,7 +176,8 @@ class DelegationTokenControlManager:
 
     # -- CreateDelegationToken ------------------------------------------------------------------
 
-    def create_token(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def create_token(self, request: CreateDelegationTokenRequest,
+                     context: RequestContext) -> ControllerResult[CreateDelegationTokenResponse]:
         v = context.api_version
         requester = parse_principal(context.principal)
         owner = requester
@@ -215,7 +223,8 @@ class DelegationTokenControlManager:
 
     # -- RenewDelegationToken -------------------------------------------------------------------
 
-    def renew_token(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def renew_token(self, request: RenewDelegationTokenRequest,
+                    context: RequestContext) -> ControllerResult[RenewDelegationTokenResponse]:
         if not allow_token_requests(context):
             return ControllerResult([], RenewDelegationTokenResponse(
                 error_code=ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, expiry_timestamp_ms=ERROR_TIMESTAMP))
@@ -241,7 +250,8 @@ class DelegationTokenControlManager:
 
     # -- ExpireDelegationToken ------------------------------------------------------------------
 
-    def expire_token(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def expire_token(self, request: ExpireDelegationTokenRequest,
+                     context: RequestContext) -> ControllerResult[ExpireDelegationTokenResponse]:
         if not allow_token_requests(context):
             return ControllerResult([], ExpireDelegationTokenResponse(
                 error_code=ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, expiry_timestamp_ms=ERROR_TIMESTAMP))
@@ -294,7 +304,8 @@ def token_record(token_id: str, token: DelegationToken, expiry: int) -> Delegati
                                  expiration_timestamp=expiry, token_id=token_id)
 
 
-def create_response(version: int, code: ErrorCode, owner: Principal, requester: Principal, timestamps: int) -> Any:
+def create_response(version: int, code: ErrorCode, owner: Principal, requester: Principal,
+                    timestamps: int) -> CreateDelegationTokenResponse:
     """CreateDelegationTokenResponse.prepareResponse without a token: ``timestamps`` is -1 for
     the API layer's refusals, 0 (the defaults) for the controller's. The requester exists from v3."""
     response = CreateDelegationTokenResponse(
@@ -306,13 +317,14 @@ def create_response(version: int, code: ErrorCode, owner: Principal, requester: 
     return response
 
 
-def create_token_error(request: Message, version: int, code: int, message: str | None) -> Message:
+def create_token_error(request: CreateDelegationTokenRequest, version: int, code: int,
+                       message: str | None) -> CreateDelegationTokenResponse:
     """CreateDelegationTokenRequest.getErrorResponse: the error, ANONYMOUS as owner and
     requester, -1 timestamps."""
     return create_response(version, ErrorCode(code), ANONYMOUS, ANONYMOUS, ERROR_TIMESTAMP)
 
 
-def describe_tokens(context: RequestContext, request: Any) -> Message:
+def describe_tokens(context: RequestContext, request: DescribeDelegationTokenRequest) -> DescribeDelegationTokenResponse:
     """ControllerApis' answer to an API it lists but has no case for: UNKNOWN_SERVER_ERROR."""
     return DescribeDelegationTokenResponse(error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR), tokens=[],
                                            throttle_time_ms=0)

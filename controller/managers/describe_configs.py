@@ -22,7 +22,7 @@ Kafka's ``ControllerApis`` answers from its metadata cache and its own KafkaConf
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.configs.dynamic_broker_config import DYNAMIC_DEFAULT_BROKER_CONFIG, BrokerConfigView
 from kraftsim.controller.configs.runtime_loggers import RuntimeLoggerManager
@@ -30,7 +30,7 @@ from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hash_map_order, scala_hash_map_order
 from kraftsim.controller.java.strings import parse_java_int
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.metadata import topic_names
 from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kraftsim.metadata.config_defs.broker import CONFIG_TYPE_IDS, UNKNOWN_TYPE, config_type, is_dynamic, maybe_sensitive
@@ -43,23 +43,28 @@ from kraftsim.metadata.config_defs.topic import (
 )
 from kraftsim.metadata.image.configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, TOPIC
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode, from_throwable_message, generic_message
-from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import DescribeConfigsResponse
 
-Result: Any = DescribeConfigsResponse.DescribeConfigsResult
-Entry: Any = DescribeConfigsResponse.DescribeConfigsResourceResult
-Synonym: Any = DescribeConfigsResponse.DescribeConfigsSynonym
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import DescribeConfigsRequest
+
+    Resource = DescribeConfigsRequest.DescribeConfigsResource
+
+Result = DescribeConfigsResponse.DescribeConfigsResult
+Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
+Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
 
 DYNAMIC_BROKER_LOGGER_CONFIG: Final = 6
 CLIENT_METRICS_CONFIG: Final = 7
 
-EntryBuilder = Callable[[str], Any]
+EntryBuilder = Callable[[str], Entry]
 
 
-def whole_request_error(request: Any, version: int, code: int, message: str | None) -> Message:
+def whole_request_error(request: DescribeConfigsRequest, version: int, code: int,
+                        message: str | None) -> DescribeConfigsResponse:
     """DescribeConfigsRequest.getErrorResponse: every resource with the code and its default message."""
     return DescribeConfigsResponse(results=[
         Result(error_code=code, error_message=generic_message(code), resource_type=r.resource_type,
@@ -74,13 +79,14 @@ class DescribeConfigsManager:
         self.ctx = ctx
         self.loggers = loggers
 
-    def routes(self) -> list[Route]:
-        return [Route(ApiKey.DESCRIBE_CONFIGS, "describeConfigs", self.describe_configs, mutating=False,
+    def routes(self) -> list[AnyRoute]:
+        return [Route(Api.DESCRIBE_CONFIGS, "describeConfigs", self.describe_configs, mutating=False,
                       error=whole_request_error)]
 
-    def describe_configs(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
-        allowed: list[Any] = []
-        refused: list[Any] = []
+    def describe_configs(self, request: DescribeConfigsRequest,
+                         context: RequestContext) -> ControllerResult[DescribeConfigsResponse]:
+        allowed: list[Resource] = []
+        refused: list[Resource] = []
         for res in request.resources:
             (allowed if self._authorized(context, res) else refused).append(res)
         synonyms = bool(request.include_synonyms)  # documentation: always null (module docstring)
@@ -88,8 +94,8 @@ class DescribeConfigsManager:
         view = BrokerConfigView(self.ctx) if any(r.resource_type in (TOPIC, BROKER) for r in allowed) else None
         # A resource named again is answered again with the same result: the work of a request
         # grows with the distinct resources it names, not with its length.
-        done: dict[tuple[int, str, tuple[str, ...] | None], Any] = {}
-        results = []
+        done: dict[tuple[int, str, tuple[str, ...] | None], Result] = {}
+        results: list[Result] = []
         for res in allowed:
             key = (res.resource_type, res.resource_name,
                    None if res.configuration_keys is None else tuple(res.configuration_keys))
@@ -103,7 +109,7 @@ class DescribeConfigsManager:
                                   resource_type=res.resource_type, resource_name=res.resource_name))
         return ControllerResult([], DescribeConfigsResponse(results=results))
 
-    def _authorized(self, context: RequestContext, res: Any) -> bool:
+    def _authorized(self, context: RequestContext, res: Resource) -> bool:
         authorizer = self.ctx.authorizer
         if res.resource_type in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
             return authorizer.authorize(context, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -111,7 +117,7 @@ class DescribeConfigsManager:
             return authorizer.authorize(context, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, res.resource_name)
         raise ApiError(ErrorCode.INVALID_REQUEST, f"Unexpected resource type {res.resource_type}")
 
-    def _describe(self, res: Any, include_synonyms: bool, view: BrokerConfigView | None) -> Any:
+    def _describe(self, res: Resource, include_synonyms: bool, view: BrokerConfigView | None) -> Result:
         rtype, name = res.resource_type, res.resource_name
         try:
             if rtype == TOPIC:
@@ -134,7 +140,7 @@ class DescribeConfigsManager:
         return Result(error_code=0, error_message="", resource_type=rtype, resource_name=name, configs=configs)
 
     @staticmethod
-    def _listed(names: Iterable[str], keys: list[str] | None, entry: EntryBuilder) -> list[Any]:
+    def _listed(names: Iterable[str], keys: list[str] | None, entry: EntryBuilder) -> list[Entry]:
         """ConfigHelper.createResponseConfig: all configs, or those ``keys`` names, in the order
         of the Scala map holding them."""
         ordered = scala_hash_map_order(names)
@@ -146,7 +152,7 @@ class DescribeConfigsManager:
     # ----- TOPIC ---------------------------------------------------------------------------------
 
     def _topic(self, name: str, keys: list[str] | None, include_synonyms: bool,
-               view: BrokerConfigView) -> list[Any] | None:
+               view: BrokerConfigView) -> list[Entry] | None:
         reason = topic_names.invalid_reason(name)
         if reason is not None:
             raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {reason}")
@@ -154,7 +160,7 @@ class DescribeConfigsManager:
             return None
         own = self.ctx.image.configs.get(TOPIC, name)
 
-        def entry(config: str) -> Any:
+        def entry(config: str) -> Entry:
             key = TOPIC_CONFIGS.get(config)
             if key is None:  # set on the topic, not a topic config: of unknown type, so hidden
                 hidden = [(config, None, DYNAMIC_TOPIC_CONFIG)] if include_synonyms else []
@@ -180,13 +186,14 @@ class DescribeConfigsManager:
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}")
         return node
 
-    def _broker(self, name: str, keys: list[str] | None, include_synonyms: bool, view: BrokerConfigView) -> list[Any]:
+    def _broker(self, name: str, keys: list[str] | None, include_synonyms: bool,
+                view: BrokerConfigView) -> list[Entry]:
         per_broker = bool(name)
         if per_broker and self._node_id(name) != self.ctx.node_id:
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {self.ctx.node_id} or empty "
                                                       f"string, but received {name}")
 
-        def entry(config: str) -> Any:
+        def entry(config: str) -> Entry:
             ctype = config_type(config)
             sensitive = maybe_sensitive(ctype)
             if per_broker:
@@ -203,7 +210,7 @@ class DescribeConfigsManager:
 
     # ----- BROKER_LOGGER, CLIENT_METRICS ---------------------------------------------------------
 
-    def _logger(self, name: str, keys: list[str] | None) -> list[Any]:
+    def _logger(self, name: str, keys: list[str] | None) -> list[Entry]:
         if not name:
             raise ApiError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
         if self._node_id(name) != self.ctx.node_id:
@@ -214,7 +221,7 @@ class DescribeConfigsManager:
             name=n, value=levels[n], read_only=False, config_source=DYNAMIC_BROKER_LOGGER_CONFIG,
             is_sensitive=False, synonyms=[], config_type=0, documentation=None))
 
-    def _client_metrics(self, name: str) -> list[Any]:
+    def _client_metrics(self, name: str) -> list[Entry]:
         if not name:
             raise ApiError(ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
         configs = self.ctx.image.configs.get(CLIENT_METRICS, name)
@@ -224,7 +231,7 @@ class DescribeConfigsManager:
 
 
 def _entry(name: str, value: str | None, source: int, sensitive: bool, read_only: bool,
-           synonyms: Sequence[tuple[str, str | None, int]], ctype: str | None) -> Any:
+           synonyms: Sequence[tuple[str, str | None, int]], ctype: str | None) -> Entry:
     return Entry(name=name, value=value, read_only=read_only, config_source=source, is_sensitive=sensitive,
                  synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in synonyms],
                  config_type=UNKNOWN_TYPE if ctype is None else CONFIG_TYPE_IDS.get(ctype, UNKNOWN_TYPE),

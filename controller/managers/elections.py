@@ -31,25 +31,28 @@ its preferred one (the scheduling is the controller core's, ``controller/quorum_
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder, election_from_wire
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.topics import NO_LEADER, Partition, Topic
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode, generic_message
 from kraftsim.rpc.messages import ElectLeadersResponse
 
-TopicResult: Any = ElectLeadersResponse.ReplicaElectionResult
-PartitionResult: Any = ElectLeadersResponse.PartitionResult
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import ElectLeadersRequest
+
+TopicResult = ElectLeadersResponse.ReplicaElectionResult
+PartitionResult = ElectLeadersResponse.PartitionResult
 
 # ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE: the records one balancing run writes at
 # most; the controller runs again 10 ms later while a run reaches it.
@@ -61,17 +64,18 @@ class LeaderElectionManager:
         self.ctx = ctx
         self.cluster = cluster
 
-    def routes(self) -> list[Route]:
-        return [Route(ApiKey.ELECT_LEADERS, "electLeaders", self.elect_leaders, timeout_ms=lambda r: r.timeout_ms,
+    def routes(self) -> list[AnyRoute]:
+        return [Route(Api.ELECT_LEADERS, "electLeaders", self.elect_leaders, timeout_ms=lambda r: r.timeout_ms,
                       error=error_response, cluster_operation=AclOperation.ALTER)]
 
-    def elect_leaders(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def elect_leaders(self, request: ElectLeadersRequest,
+                      context: RequestContext) -> ControllerResult[ElectLeadersResponse]:
         wire = request.election_type if context.api_version >= 1 else 0
         if wire not in (0, 1):
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown election type {wire}")
         election = election_from_wire(wire)
         records: list[RecordAndVersion] = []
-        results: list[Any] = []
+        results: list[ElectLeadersResponse.ReplicaElectionResult] = []
         topics = self.ctx.image.topics
         if request.topic_partitions is None:
             for name, topic in topics.by_name.items():
@@ -174,7 +178,7 @@ class LeaderElectionManager:
         return code, generic_message(code)  # Kafka's new ApiError(code): the generic message
 
 
-def error_response(request: Any, version: int, code: int, message: str | None) -> Any:
+def error_response(request: ElectLeadersRequest, version: int, code: int, message: str | None) -> ElectLeadersResponse:
     """ElectLeadersRequest.getErrorResponse: the error at the top and on every partition named
     (the partitions are bare ints in the request, which the generic rule cannot mirror)."""
     results = [TopicResult(topic=t.topic, partition_result=[

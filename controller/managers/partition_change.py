@@ -30,14 +30,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from enum import IntEnum
-from typing import Final
+from typing import Final, TypedDict, Unpack
 
 from kraftsim.metadata import versions
 from kraftsim.metadata.image.topics import NO_LEADER, NO_LEADER_CHANGE, RECOVERING, Partition
 from kraftsim.metadata.messages import PartitionChangeRecord
-from kraftsim.rpc.message import Message
 
-RecordAndVersion = tuple[Message, int]
 DefaultDirProvider = Callable[[int], uuid.UUID]
 
 
@@ -62,6 +60,17 @@ def election_from_wire(election_type: int) -> Election:
     if election_type == 1:
         return Election.UNCLEAN
     raise ValueError(f"Unknown election type {election_type}")
+
+
+class Targets(TypedDict, total=False):
+    """Targets a caller hands through to the builder's keywords."""
+
+    target_isr: Sequence[int]
+    target_replicas: Sequence[int]
+    target_removing: Sequence[int]
+    target_adding: Sequence[int]
+    target_leader_recovery_state: int
+    election: Election
 
 
 def _contains_all(a: Sequence[int], b: Sequence[int]) -> bool:
@@ -172,7 +181,7 @@ class PartitionChangeBuilder:
         self.target_removing = ()
         self.target_adding = ()
 
-    def build(self) -> RecordAndVersion | None:
+    def build(self) -> tuple[PartitionChangeRecord, int] | None:
         """The (PartitionChangeRecord, version) for the image's metadata.version, or None."""
         p = self.partition
         mv = self.metadata_version
@@ -254,7 +263,7 @@ class PartitionChangeBuilder:
 
 def build(partition: Partition, topic_id: uuid.UUID, partition_id: int,
           is_acceptable_leader: Callable[[int], bool], metadata_version: int,
-          **targets: object) -> RecordAndVersion | None:
+          **targets: Unpack[Targets]) -> tuple[PartitionChangeRecord, int] | None:
     """One-shot form: ``build(p, tid, pid, accept, mv, target_isr=[...], election=UNCLEAN)``."""
     return PartitionChangeBuilder(partition, topic_id, partition_id, is_acceptable_leader,
-                                  metadata_version, **targets).build()  # type: ignore[arg-type]
+                                  metadata_version, **targets).build()

@@ -11,20 +11,23 @@ failover).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.producer_ids import BLOCK_SIZE
 from kraftsim.metadata.messages import ProducerIdsRecord
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import AllocateProducerIdsResponse
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import AllocateProducerIdsRequest
 
 LONG_MAX: Final = (1 << 63) - 1
 
@@ -34,15 +37,16 @@ class ProducerIdControlManager:
         self.ctx = ctx
         self.cluster = cluster
 
-    def routes(self) -> list[Route]:
-        return [Route(ApiKey.ALLOCATE_PRODUCER_IDS, "allocateProducerIds", self.allocate_producer_ids,
+    def routes(self) -> list[AnyRoute]:
+        return [Route(Api.ALLOCATE_PRODUCER_IDS, "allocateProducerIds", self.allocate_producer_ids,
                       cluster_operation=AclOperation.CLUSTER_ACTION)]
 
     def next_block_start(self) -> int:
         """The first id of the next block (no block handed out yet: 0)."""
         return max(self.ctx.image.producer_ids.next_producer_id, 0)
 
-    def allocate_producer_ids(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def allocate_producer_ids(self, request: AllocateProducerIdsRequest,
+                              context: RequestContext) -> ControllerResult[AllocateProducerIdsResponse]:
         """generateNextProducerId: one ProducerIdsRecord, the block in the response."""
         self.cluster.check_broker_epoch(request.broker_id, request.broker_epoch)
         first = self.next_block_start()

@@ -27,29 +27,32 @@ Errors carry their message only where it differs from the error's default text, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Unpack
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
-from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder
+from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder, Targets
 from kraftsim.controller.managers.replication import validate_manual_assignment
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.controller.write_path import MAX_RECORDS_PER_USER_OP
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.topics import Partition, Topic
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode, from_throwable_message
-from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import AlterPartitionReassignmentsResponse, ListPartitionReassignmentsResponse
 
-TopicResponse: Any = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
-PartitionResponse: Any = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse
-OngoingTopic: Any = ListPartitionReassignmentsResponse.OngoingTopicReassignment
-OngoingPartition: Any = ListPartitionReassignmentsResponse.OngoingPartitionReassignment
+if TYPE_CHECKING:
+    from kraftsim.metadata.messages import PartitionChangeRecord
+    from kraftsim.rpc.messages import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
+
+TopicResponse = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
+PartitionResponse = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse
+OngoingTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
+OngoingPartition = ListPartitionReassignmentsResponse.OngoingPartitionReassignment
 
 
 class _RecordCapReached(Exception):
@@ -61,21 +64,22 @@ class ReassignmentManager:
         self.ctx = ctx
         self.cluster = cluster
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[AnyRoute]:
         return [
-            Route(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "alterPartitionReassignments", self.alter_reassignments,
+            Route(Api.ALTER_PARTITION_REASSIGNMENTS, "alterPartitionReassignments", self.alter_reassignments,
                   timeout_ms=lambda r: r.timeout_ms, error=alter_error, cluster_operation=AclOperation.ALTER),
-            Route(ApiKey.LIST_PARTITION_REASSIGNMENTS, "listPartitionReassignments", self.list_reassignments,
+            Route(Api.LIST_PARTITION_REASSIGNMENTS, "listPartitionReassignments", self.list_reassignments,
                   mutating=False, cluster_operation=AclOperation.DESCRIBE),
         ]
 
     # ----- AlterPartitionReassignments -----------------------------------------------------------
 
-    def alter_reassignments(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def alter_reassignments(self, request: AlterPartitionReassignmentsRequest,
+                            context: RequestContext) -> ControllerResult[AlterPartitionReassignmentsResponse]:
         records: list[RecordAndVersion] = []
-        responses = []
+        responses: list[TopicResponse] = []
         for t in request.topics:
-            partitions = []
+            partitions: list[PartitionResponse] = []
             for target in t.partitions:
                 code, message = ErrorCode.NONE, None
                 try:
@@ -94,7 +98,8 @@ class ReassignmentManager:
         return ControllerResult(records, AlterPartitionReassignmentsResponse(
             error_code=0, error_message=None, responses=responses), atomic=True)
 
-    def _alter_one(self, name: str, pid: int, replicas: Sequence[int] | None) -> RecordAndVersion | None:
+    def _alter_one(self, name: str, pid: int,
+                   replicas: Sequence[int] | None) -> tuple[PartitionChangeRecord, int] | None:
         topic: Topic | None = self.ctx.image.topics.by_name.get(name)
         if topic is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.")
@@ -105,20 +110,21 @@ class ReassignmentManager:
             return self._cancel(topic, pid, p)
         return self._change(topic, pid, p, list(replicas))
 
-    def _builder(self, topic: Topic, pid: int, p: Partition, **targets: Any) -> PartitionChangeBuilder:
+    def _builder(self, topic: Topic, pid: int, p: Partition, **targets: Unpack[Targets]) -> PartitionChangeBuilder:
         image = self.ctx.image
         return PartitionChangeBuilder(p, topic.id, pid, self.cluster.leader_acceptor(p), image.metadata_version,
                                       zk_migration_enabled=self.cluster.zk_registration_allowed(),
                                       default_dir=image.cluster.default_dir, **targets)
 
-    def _change(self, topic: Topic, pid: int, p: Partition, target: list[int]) -> RecordAndVersion | None:
+    def _change(self, topic: Topic, pid: int, p: Partition,
+                target: list[int]) -> tuple[PartitionChangeRecord, int] | None:
         """changePartitionReassignment: the target joins as adding, what leaves is removing."""
         validate_manual_assignment(target, None, self.ctx.image.cluster.brokers)
         current = list(p.replicas)
         removing = sorted(set(current) - set(target))  # Kafka's TreeSet difference
         adding = sorted(set(target) - set(current))
         replicas = target + removing
-        targets: dict[str, Any] = {}
+        targets: Targets = {}
         if replicas != current:
             targets["target_replicas"] = replicas
         if removing:
@@ -127,7 +133,7 @@ class ReassignmentManager:
             targets["target_adding"] = adding
         return self._builder(topic, pid, p, **targets).build()
 
-    def _cancel(self, topic: Topic, pid: int, p: Partition) -> RecordAndVersion | None:
+    def _cancel(self, topic: Topic, pid: int, p: Partition) -> tuple[PartitionChangeRecord, int] | None:
         """cancelPartitionReassignment: back to the original replicas, the adding ones out of the ISR."""
         if not p.is_reassigning():
             raise ApiError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)  # the default message: none sent
@@ -150,9 +156,10 @@ class ReassignmentManager:
 
     # ----- ListPartitionReassignments ------------------------------------------------------------
 
-    def list_reassignments(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def list_reassignments(self, request: ListPartitionReassignmentsRequest,
+                           context: RequestContext) -> ControllerResult[ListPartitionReassignmentsResponse]:
         topics = self.ctx.image.topics
-        out = []
+        out: list[OngoingTopic] = []
         if request.topics is None:
             by_topic: dict[str, list[int]] = {}
             for topic, pid, _ in topics.reassigning_partitions():
@@ -164,7 +171,7 @@ class ReassignmentManager:
             found = topics.by_name.get(name)
             if found is None:
                 continue
-            ongoing = []
+            ongoing: list[OngoingPartition] = []
             for pid in pids:
                 p = found.partitions.get(pid)
                 if p is not None and p.is_reassigning():
@@ -176,13 +183,13 @@ class ReassignmentManager:
         return ControllerResult([], ListPartitionReassignmentsResponse(error_code=0, error_message=None, topics=out))
 
 
-def alter_error(request: Message, version: int, code: int, message: str | None) -> Message:
+def alter_error(request: AlterPartitionReassignmentsRequest, version: int, code: int,
+                message: str | None) -> AlterPartitionReassignmentsResponse:
     """AlterPartitionReassignmentsRequest.getErrorResponse: the error at the top and on every
     partition asked for (its topics carry no ErrorCode of their own, so the schema rule that
     mirrors result arrays does not reach them)."""
-    req: Any = request
     msg = from_throwable_message(code, message)
     return AlterPartitionReassignmentsResponse(error_code=int(code), error_message=msg, responses=[
         TopicResponse(name=t.name, partitions=[PartitionResponse(partition_index=p.partition_index, error_code=int(code),
                                                                  error_message=msg) for p in t.partitions])
-        for t in req.topics])
+        for t in request.topics])

@@ -14,26 +14,29 @@ take the broker out of those partitions' ISR and leadership, after all the direc
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
 from kraftsim.controller.managers.partition_change import PartitionChangeBuilder
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.metadata import directories, versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.topics import NO_LEADER, Partition, Topic
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import AssignReplicasToDirsResponse
 
-DirectoryResult: Any = AssignReplicasToDirsResponse.DirectoryData
-TopicResult: Any = AssignReplicasToDirsResponse.TopicData
-PartitionResult: Any = AssignReplicasToDirsResponse.PartitionData
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import AssignReplicasToDirsRequest
+
+DirectoryResult = AssignReplicasToDirsResponse.DirectoryData
+TopicResult = AssignReplicasToDirsResponse.TopicData
+PartitionResult = AssignReplicasToDirsResponse.PartitionData
 
 
 class ReplicaDirectoryManager:
@@ -41,11 +44,12 @@ class ReplicaDirectoryManager:
         self.ctx = ctx
         self.cluster = cluster
 
-    def routes(self) -> list[Route]:
-        return [Route(ApiKey.ASSIGN_REPLICAS_TO_DIRS, "assignReplicasToDirs", self.assign_replicas_to_dirs,
+    def routes(self) -> list[AnyRoute]:
+        return [Route(Api.ASSIGN_REPLICAS_TO_DIRS, "assignReplicasToDirs", self.assign_replicas_to_dirs,
                       cluster_operation=AclOperation.CLUSTER_ACTION)]
 
-    def assign_replicas_to_dirs(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def assign_replicas_to_dirs(self, request: AssignReplicasToDirsRequest,
+                                context: RequestContext) -> ControllerResult[AssignReplicasToDirsResponse]:
         image = self.ctx.image
         mv = image.metadata_version
         if not versions.directory_assignment_supported(mv):
@@ -56,7 +60,7 @@ class ReplicaDirectoryManager:
         topics = image.topics
         records: list[RecordAndVersion] = []
         offline: dict[tuple[uuid.UUID, int], tuple[Topic, int, Partition]] = {}
-        response_dirs: list[Any] = []
+        response_dirs: list[DirectoryResult] = []
         for rd in request.directories:
             dir_id = rd.id
             dir_offline = not directories.is_online(dir_id, reg.directories)

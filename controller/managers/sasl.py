@@ -10,20 +10,22 @@ controller does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import SaslAuthenticateResponse, SaslHandshakeResponse
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 
 AUTHENTICATED = "SaslAuthenticate request received after successful authentication"
 
 
-def sasl_handshake(context: RequestContext, request: Any) -> Message:
+def sasl_handshake(context: RequestContext, request: SaslHandshakeRequest) -> SaslHandshakeResponse:
     return SaslHandshakeResponse(error_code=int(ErrorCode.ILLEGAL_SASL_STATE), mechanisms=[])
 
 
-def sasl_authenticate(context: RequestContext, request: Any) -> Message:
+def sasl_authenticate(context: RequestContext, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
     return SaslAuthenticateResponse(error_code=int(ErrorCode.ILLEGAL_SASL_STATE), error_message=AUTHENTICATED,
                                     auth_bytes=b"", session_lifetime_ms=0)

@@ -28,23 +28,28 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hashmap_capacity, order_by_hash, string_hash
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import Route
+from kraftsim.controller.routes import AnyRoute, Route
 from kraftsim.metadata import versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.scram import SCRAM_SHA_256, SCRAM_SHA_512
 from kraftsim.metadata.messages import RemoveUserScramCredentialRecord, UserScramCredentialRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import CloseConnection, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode, from_throwable_message
-from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
+
+    Deletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion
+    Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
 
 HASHES: Final = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
 MIN_ITERATIONS: Final = 4096  # both mechanisms
@@ -52,29 +57,31 @@ MAX_ITERATIONS: Final = 16384
 DUPLICATE: Final = "A user credential cannot be altered twice in the same request"
 NO_SCRAM: Final = "The current metadata.version does not support SCRAM"
 
-Result: Any = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
-DescribeResult: Any = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
+Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+DescribeResult = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
+
+V = TypeVar("V")
 
 
-class _HashMap:
+class _HashMap(Generic[V]):
     """A Java HashMap<String, V> as far as its iteration order goes: a dict, plus the largest
     size it reached (its table never shrinks)."""
 
     def __init__(self) -> None:
-        self.items: dict[str, Any] = {}
+        self.items: dict[str, V] = {}
         self.high = 0
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: V) -> None:
         self.items[key] = value
         self.high = max(self.high, len(self.items))
 
-    def remove(self, key: str) -> Any:
+    def remove(self, key: str) -> V | None:
         return self.items.pop(key, None)
 
     def __contains__(self, key: str) -> bool:
         return key in self.items
 
-    def ordered(self) -> list[tuple[str, Any]]:
+    def ordered(self) -> list[tuple[str, V]]:
         return [(k, self.items[k]) for k in order_by_hash(self.items, string_hash, hashmap_capacity(self.high))]
 
 
@@ -82,15 +89,18 @@ class ScramControlManager:
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
 
-    def routes(self) -> list[Route]:
-        return [Route(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "alterUserScramCredentials", self.alter_credentials,
+    def routes(self) -> list[AnyRoute]:
+        return [Route(Api.ALTER_USER_SCRAM_CREDENTIALS, "alterUserScramCredentials", self.alter_credentials,
                       error=alter_credentials_error, cluster_operation=AclOperation.ALTER)]
 
-    def alter_credentials(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def alter_credentials(self, request: AlterUserScramCredentialsRequest,
+                          context: RequestContext) -> ControllerResult[AlterUserScramCredentialsResponse]:
         if not request.deletions and not request.upsertions:
             return ControllerResult([], AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[]))
         supported = versions.is_scram_supported(self.ctx.image.features.effective_metadata_version())
-        deletions, upsertions, errors = _HashMap(), _HashMap(), _HashMap()
+        deletions: _HashMap[Deletion] = _HashMap()
+        upsertions: _HashMap[Upsertion] = _HashMap()
+        errors: _HashMap[ApiError] = _HashMap()
         for d in request.deletions:
             if d.name in errors:
                 continue
@@ -118,7 +128,7 @@ class ScramControlManager:
                 else:
                     upsertions.put(u.name, u)
         records: list[RecordAndVersion] = []
-        results: list[Any] = []
+        results: list[Result] = []
         for name, d in deletions.ordered():
             results.append(Result(user=name, error_code=0, error_message=None))
             records.append((RemoveUserScramCredentialRecord(name=name, mechanism=d.mechanism), 0))
@@ -133,7 +143,7 @@ class ScramControlManager:
             results.append(Result(user=name, error_code=int(e.code), error_message=e.message))
         return ControllerResult(records, AlterUserScramCredentialsResponse(throttle_time_ms=0, results=results))
 
-    def validate_deletion(self, deletion: Any) -> ApiError | None:
+    def validate_deletion(self, deletion: Deletion) -> ApiError | None:
         err = _validate_name_and_mechanism(deletion.name, deletion.mechanism)
         if err is not None:
             return err
@@ -142,7 +152,7 @@ class ScramControlManager:
         return None
 
 
-def validate_upsertion(upsertion: Any) -> ApiError | None:
+def validate_upsertion(upsertion: Upsertion) -> ApiError | None:
     err = _validate_name_and_mechanism(upsertion.name, upsertion.mechanism)
     if err is not None:
         return err
@@ -161,7 +171,7 @@ def _validate_name_and_mechanism(name: str, mechanism: int) -> ApiError | None:
     return None
 
 
-def credential_record(upsertion: Any) -> UserScramCredentialRecord | None:
+def credential_record(upsertion: Upsertion) -> UserScramCredentialRecord | None:
     """The stored and server keys from the salted password (ScramFormatter); None where Java's
     HMAC refuses the key (an empty salted password)."""
     salted = bytes(upsertion.salted_password)
@@ -175,18 +185,19 @@ def credential_record(upsertion: Any) -> UserScramCredentialRecord | None:
         server_key=hmac.new(salted, b"Server Key", digest).digest(), iterations=upsertion.iterations)
 
 
-def alter_credentials_error(request: Message, version: int, code: int, message: str | None) -> Message:
+def alter_credentials_error(request: AlterUserScramCredentialsRequest, version: int, code: int,
+                            message: str | None) -> AlterUserScramCredentialsResponse:
     """AlterUserScramCredentialsRequest.getErrorResponse: one result per distinct user named,
     sorted, with ApiError.fromThrowable's code and message."""
-    req: Any = request
-    users = {d.name for d in req.deletions} | {u.name for u in req.upsertions}
+    users = {d.name for d in request.deletions} | {u.name for u in request.upsertions}
     msg = from_throwable_message(code, message)
     return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
         Result(user=u, error_code=int(code), error_message=msg)
         for u in sorted(users, key=lambda s: s.encode("utf-16-be"))])  # String.compareTo: UTF-16 units
 
 
-def describe_credentials(context: RequestContext, request: Any) -> Message:
+def describe_credentials(context: RequestContext,
+                         request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
     """ControllerApis' answer to an API it lists but has no handler for: UnknownServerError.
 
     A request for every user (Users null) makes Kafka's error response itself throw (it walks

@@ -17,11 +17,14 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kraftsim.metadata.authorizer.authorizer import AclOperation, ResourceType
 from kraftsim.metadata.image.acls import Acl, AclsImage
 from kraftsim.rpc.codec_errors import RequestRejected
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
 WILDCARD_RESOURCE: Final = "*"
 
@@ -59,7 +62,7 @@ def permission_type(code: int) -> AclPermissionType:
 
 # -- what Kafka's request classes refuse on construction (the request cannot be parsed) ----------
 
-def check_create(request: Any, version: int) -> None:
+def check_create(request: CreateAclsRequest, version: int) -> None:
     """CreateAclsRequest.validate."""
     if any(c.resource_pattern_type == PatternType.UNKNOWN or c.resource_type == ResourceType.UNKNOWN
            or c.permission_type == AclPermissionType.UNKNOWN or c.operation == AclOperation.UNKNOWN
@@ -67,18 +70,18 @@ def check_create(request: Any, version: int) -> None:
         raise RequestRejected("CreatableAcls contain unknown elements")
 
 
-def _unknown_filter(f: Any) -> bool:
+def _unknown_filter(f: DeleteAclsRequest.DeleteAclsFilter | DescribeAclsRequest) -> bool:
     return (f.pattern_type_filter == PatternType.UNKNOWN or f.resource_type_filter == ResourceType.UNKNOWN
             or f.operation == AclOperation.UNKNOWN or f.permission_type == AclPermissionType.UNKNOWN)
 
 
-def check_delete(request: Any, version: int) -> None:
+def check_delete(request: DeleteAclsRequest, version: int) -> None:
     """DeleteAclsRequest.normalizeAndValidate."""
     if any(_unknown_filter(f) for f in request.filters):
         raise RequestRejected("Filters contain UNKNOWN elements")
 
 
-def check_describe(request: Any, version: int) -> None:
+def check_describe(request: DescribeAclsRequest, version: int) -> None:
     """DescribeAclsRequest.normalizeAndValidate."""
     if _unknown_filter(request):
         raise RequestRejected("DescribeAclsRequest contains UNKNOWN elements")
@@ -91,7 +94,7 @@ class BindingRefused(ValueError):
     IllegalArgumentException while reading the request, so the whole request fails."""
 
 
-def binding(creation: Any) -> Acl:
+def binding(creation: CreateAclsRequest.AclCreation) -> Acl:
     """CreateAclsRequest.aclBinding: the creation as an ACL, codes kept as sent (an unknown code
     stays visible to the checks that name it)."""
     rtype, ptype = resource_type(creation.resource_type), pattern_type(creation.resource_pattern_type)
@@ -140,7 +143,7 @@ class AclFilter:
     permission_type: AclPermissionType
 
     @classmethod
-    def from_request(cls, f: Any) -> AclFilter:
+    def from_request(cls, f: DeleteAclsRequest.DeleteAclsFilter | DescribeAclsRequest) -> AclFilter:
         """From a DeleteAclsFilter or a DescribeAclsRequest (same field names)."""
         return cls(resource_type(f.resource_type_filter), f.resource_name_filter,
                    pattern_type(f.pattern_type_filter), f.principal_filter, f.host_filter,
