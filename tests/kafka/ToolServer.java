@@ -13,7 +13,6 @@ import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.locks.LockSupport;
 
-import org.apache.kafka.common.utils.Exit;
 
 /**
  * Kafka's command-line tools on request, in one JVM that stays up: a tool run costs its own work,
@@ -99,6 +98,28 @@ public class ToolServer {
         };
     }
 
+    /** Kafka's Exit (where its tools exit through) reports to {@link #exitCalled}. The class is
+     * found by name: it moved to an internals package in Kafka 4.4. */
+    static void catchExits() throws ReflectiveOperationException {
+        Class<?> exit;
+        try {
+            exit = Class.forName("org.apache.kafka.common.utils.internals.Exit");
+        } catch (ClassNotFoundException e) {
+            exit = Class.forName("org.apache.kafka.common.utils.Exit");
+        }
+        Class<?> procedure = Class.forName(exit.getName() + "$Procedure");
+        Object onExit = java.lang.reflect.Proxy.newProxyInstance(procedure.getClassLoader(),
+            new Class<?>[] {procedure}, (proxy, method, args) -> {
+                if (method.getName().equals("execute")) {
+                    exitCalled((Integer) args[0]);
+                    return null;
+                }
+                return method.invoke(new Object(), args); // equals, hashCode, toString
+            });
+        exit.getMethod("setExitProcedure", procedure).invoke(null, onExit);
+        exit.getMethod("setHaltProcedure", procedure).invoke(null, onExit);
+    }
+
     public static void main(String[] ignored) throws Exception {
         OutputStream replies = new FileOutputStream(FileDescriptor.out);
         PrintStream serverErr = System.err;
@@ -106,8 +127,7 @@ public class ToolServer {
         // stream they first see.
         System.setOut(unclosable(new Routed(false, serverErr)));
         System.setErr(unclosable(new Routed(true, serverErr)));
-        Exit.setExitProcedure((code, message) -> exitCalled(code));
-        Exit.setHaltProcedure((code, message) -> exitCalled(code));
+        catchExits();
         Charset argCharset = Charset.forName(System.getProperty("sun.jnu.encoding", "UTF-8"));
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, argCharset));
         String line;

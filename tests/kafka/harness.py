@@ -1,9 +1,11 @@
-"""Real Apache Kafka 3.9 nodes and tools for tests, beside kraftsim controllers with the same face.
+"""Real Apache Kafka nodes and tools for tests (3.9 unless a test names another version), beside
+kraftsim controllers with the same face.
 
 :class:`KafkaNode` is one JVM: it writes ``server.properties`` for a controller or a broker,
 formats its directories with Kafka's own ``kafka.tools.StorageTool``, runs ``kafka.Kafka`` with
 a small heap, waits for readiness against a deadline by reading its log, keeps that log in the
-test's directory, and stops with SIGTERM and then SIGKILL. :class:`KraftsimNode` is a
+test's directory, and stops with SIGTERM and then SIGKILL; its ``kafka_version`` picks the jars
+(``tests/kafka/provision.py`` fetches any release once). :class:`KraftsimNode` is a
 ``kraftsim controller`` subprocess with the same methods, so a scenario can be played against
 either. :func:`run_tool` runs any Kafka command-line tool by main class on the same classpath, in a warm
 JVM where it can (``tool_server``); the named helpers below it are the tools the tests use.
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from tests.harness import free_port
 from tests.kafka import tool_server
-from tests.kafka.provision import ROOT, Kafka, kafka
+from tests.kafka.provision import KAFKA_VERSION, ROOT, Kafka, kafka
 
 NODE_ID = 3000
 LOG4J = """\
@@ -89,14 +91,16 @@ def java_command(k: Kafka, main_class: str, *args: str, jvm_opts: tuple[str, ...
 
 
 def run_tool(main_class: str, *args: str, timeout: float = 120, input: str | None = None,
-             cwd: Path | None = None) -> ToolResult:
+             cwd: Path | None = None, version: str = KAFKA_VERSION) -> ToolResult:
     """A Kafka tool by main class: (exit code, stdout, stderr). A hang is a test failure. It runs in
-    a warm JVM (``tool_server``) unless it reads standard input or needs a working directory."""
+    a warm JVM (``tool_server``) unless it reads standard input or needs a working directory.
+    ``version`` is the Kafka version whose jars run it."""
+    k = kafka(version)
     if input is None and cwd is None:
-        done = tool_server.run(java_command(kafka(), str(tool_server.SOURCE)), (main_class, *args), timeout)
+        done = tool_server.run(java_command(k, str(tool_server.SOURCE)), (main_class, *args), timeout)
         if done is not None:
             return ToolResult(*done)
-    cmd = java_command(kafka(), main_class, *args)
+    cmd = java_command(k, main_class, *args)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=input, cwd=cwd)
     return ToolResult(r.returncode, r.stdout, r.stderr)
 
@@ -111,8 +115,8 @@ def kafka_topics(*args: str, timeout: float = 120) -> ToolResult:
     return run_tool("org.apache.kafka.tools.TopicCommand", *args, timeout=timeout)
 
 
-def kafka_features(*args: str, timeout: float = 120) -> ToolResult:
-    return run_tool("org.apache.kafka.tools.FeatureCommand", *args, timeout=timeout)
+def kafka_features(*args: str, timeout: float = 120, version: str = KAFKA_VERSION) -> ToolResult:
+    return run_tool("org.apache.kafka.tools.FeatureCommand", *args, timeout=timeout, version=version)
 
 
 def kafka_metadata_quorum(*args: str, timeout: float = 120) -> ToolResult:
@@ -135,8 +139,8 @@ def kafka_acls(*args: str, timeout: float = 120) -> ToolResult:
     return run_tool("kafka.admin.AclCommand", *args, timeout=timeout)
 
 
-def kafka_storage(*args: str, timeout: float = 120) -> ToolResult:
-    return run_tool("kafka.tools.StorageTool", *args, timeout=timeout)
+def kafka_storage(*args: str, timeout: float = 120, version: str = KAFKA_VERSION) -> ToolResult:
+    return run_tool("kafka.tools.StorageTool", *args, timeout=timeout, version=version)
 
 
 def dump_log(*paths: Path, timeout: float = 120) -> ToolResult:
@@ -158,7 +162,8 @@ class NodeFailed(AssertionError):
 
 @dataclass
 class KafkaNode:
-    """One real Kafka 3.9 JVM: a KRaft controller (``process.roles=controller``) or a broker.
+    """One real Kafka JVM (``kafka_version``, 3.9.2 unless set): a KRaft controller
+    (``process.roles=controller``) or a broker.
 
     A controller listens on ``CONTROLLER://127.0.0.1:port`` and is its own single voter; a broker
     listens on ``PLAINTEXT://127.0.0.1:port`` and names the controller's voters. ``overrides``
@@ -173,6 +178,7 @@ class KafkaNode:
     voters: str | None = None  # for a broker: the controller's controller.quorum.voters
     overrides: dict[str, str] = field(default_factory=dict)
     jvm_opts: tuple[str, ...] = TEST_JVM_OPTS
+    kafka_version: str = KAFKA_VERSION
     proc: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     stopped_at: float = 0.0
@@ -255,7 +261,7 @@ class KafkaNode:
             self.cluster_id = random_cluster_id()
         self.write_properties()
         r = kafka_storage("format", "-t", self.cluster_id, "-c", str(self.properties_path),
-                          "--release-version", self.release_version, *extra)
+                          "--release-version", self.release_version, *extra, version=self.kafka_version)
         if check and r.returncode != 0:
             raise NodeFailed(f"kafka-storage format failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
         return r
@@ -269,7 +275,7 @@ class KafkaNode:
         assert not self.running, "already running"
         self.write_properties()
         log4j = _log4j_file("server", "INFO", "System.out")
-        cmd = java_command(kafka(), "kafka.Kafka", str(self.properties_path), jvm_opts=(
+        cmd = java_command(kafka(self.kafka_version), "kafka.Kafka", str(self.properties_path), jvm_opts=(
             *self.jvm_opts, f"-Dlog4j.configuration=file:{log4j}", f"-Dkafka.logs.dir={self.directory}"))
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as out:
@@ -376,7 +382,8 @@ class KafkaNode:
         return tail(self.log_path, lines)
 
     def __str__(self) -> str:
-        return f"Kafka {self.role} {self.node_id} on {self.bootstrap}"
+        version = "" if self.kafka_version == KAFKA_VERSION else f" {self.kafka_version}"
+        return f"Kafka{version} {self.role} {self.node_id} on {self.bootstrap}"
 
 
 @dataclass

@@ -79,7 +79,7 @@ def test_a_tool_past_its_timeout_is_killed_with_its_jvm() -> None:
     """As ``subprocess.run(timeout=...)`` kills its JVM: the server goes, and the next tool gets
     a new one."""
     assert kafka_topics("--version").returncode == 0
-    server = tool_server._idle[-1]  # the next command's
+    server = tool_server._idle[tuple(java_command(kafka(), str(tool_server.SOURCE)))][-1]  # the next command's
     with pytest.raises(subprocess.TimeoutExpired):
         kafka_topics("--bootstrap-server", "127.0.0.1:9", "--list", timeout=3)
     assert server.proc.poll() is not None and server not in tool_server._all

@@ -115,7 +115,8 @@ class ToolServer:
 
 
 _lock = threading.Lock()
-_idle: list[ToolServer] = []
+# Idle servers by their command: a server runs the tools of the Kafka version it was started with.
+_idle: dict[tuple[str, ...], list[ToolServer]] = {}
 _all: list[ToolServer] = []
 
 
@@ -136,8 +137,10 @@ def run(server_command: list[str], args: tuple[str, ...], timeout: float) -> tup
     JVM must run it instead."""
     if args[0] in OWN_JVM or any("\n" in a or "\0" in a for a in args):
         return None
+    key = tuple(server_command)
     with _lock:
-        server = _idle.pop() if _idle else None
+        idle = _idle.get(key)
+        server = idle.pop() if idle else None
     if server is None:
         server = ToolServer(server_command)
         with _lock:
@@ -154,5 +157,5 @@ def run(server_command: list[str], args: tuple[str, ...], timeout: float) -> tup
             return None
         raise
     with _lock:
-        _idle.append(server)
+        _idle.setdefault(key, []).append(server)
     return code, _text(out), _text(err)
