@@ -29,6 +29,7 @@ from kraftsim.controller.control_managers import ControlManagers
 from kraftsim.controller.event_queue import EventQueue, EventTimeoutError
 from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
 from kraftsim.controller.managers.controller_registrations import endpoint
+from kraftsim.controller.managers.features import java_supported_order
 from kraftsim.controller.metrics import ControllerMetrics
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.snapshotter import Snapshotter
@@ -155,7 +156,10 @@ class QuorumController:
             retention_bytes=cfg.get("metadata.max.retention.bytes"),
             retention_ms=cfg.get("metadata.max.retention.ms")))
         # An open metadata transaction is kept (journaled): activation aborts it, as Kafka's does.
-        image, result = load_image(mlog, MetadataImage, open_transaction="keep")
+        # Replay refuses a FeatureLevelRecord outside this node's QuorumFeatures, as Kafka's does:
+        # the ranges unstable.feature.versions.enable gives, not what ApiVersions advertises.
+        quorum_features = versions.supported_features(bool(cfg.get("unstable.feature.versions.enable")))
+        image, result = load_image(mlog, lambda: MetadataImage(quorum_features), open_transaction="keep")
         self.image = image
         log.info("loaded the metadata log: snapshot %s, %d records replayed, last offset %d",
                  result.snapshot.file_name if result.snapshot else "none", result.records_replayed,
@@ -558,8 +562,11 @@ class QuorumController:
         return self._managers.features.finalized_features() if self._managers is not None else (-1, {})
 
     def supported_features(self) -> dict[str, tuple[int, int]]:
-        return (self._managers.features.supported_features() if self._managers is not None
-                else versions.supported_features())
+        """ApiVersions' SupportedFeatures. A Kafka 3.9 controller's ApiVersionManager takes them
+        from ``unstable.api.versions.enable`` (BrokerFeatures.defaultSupportedFeatures), while what
+        it accepts in UpdateFeatures and replay, and registers itself with, follows
+        ``unstable.feature.versions.enable`` (QuorumFeatures): the two flags widen different ranges."""
+        return java_supported_order(versions.supported_features(bool(self.config.get("unstable.api.versions.enable"))))
 
     def zk_migration_ready(self) -> bool:
         return bool(self.config.get("zookeeper.metadata.migration.enable"))
