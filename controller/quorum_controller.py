@@ -34,7 +34,7 @@ from kraftsim.controller.metrics import ControllerMetrics
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.snapshotter import Snapshotter
 from kraftsim.controller.state_change_log import log_state_changes
-from kraftsim.controller.write_path import ReplayFailedError, WritePath
+from kraftsim.controller.write_path import EmptyAppendError, ReplayFailedError, WritePath
 from kraftsim.metadata import files, versions
 from kraftsim.metadata.authorizer.standard_authorizer import StandardAuthorizer
 from kraftsim.metadata.image.image import MetadataImage
@@ -327,7 +327,7 @@ class QuorumController:
                 await self.write("sweepExpiredDelegationTokens", self.managers.tokens.sweep_expired)
             except (ApiError, EventTimeoutError):
                 pass
-            except FatalControllerError:
+            except (FatalControllerError, HandlerFaultError):
                 return
 
     async def _fencing_loop(self) -> None:
@@ -345,8 +345,8 @@ class QuorumController:
                 # Refused in pre-migration (as in Kafka): look again in a second, not at once.
                 pre = self.image.migration.state == ZkMigrationState.PRE_MIGRATION
                 await self.clock.sleep_ms(1000 if pre else 10)
-            except FatalControllerError:
-                return
+            except (FatalControllerError, HandlerFaultError):
+                return  # failed for good, or renounced: the next activation starts its own loop
 
     def _fence_one(self) -> ControllerResult[None]:
         result = self.managers.cluster.fence_stale_brokers()
@@ -474,6 +474,9 @@ class QuorumController:
             except LogFailedError as e:
                 self._fail(e)
                 raise NotControllerError("The controller failed to write the metadata log.") from e
+            except EmptyAppendError as e:  # the records are appended; the event fails as Kafka's does
+                self._handler_fault(e)
+                raise HandlerFaultError(str(e)) from e
             return self._reply_after(last, result.response)  # type: ignore[arg-type]
         if raft.committed_offset < self.image.offset:
             return self._reply_after(self.image.offset, result.response)  # type: ignore[arg-type]
@@ -503,15 +506,13 @@ class QuorumController:
         self._renounce()
 
     def _renounce(self) -> None:
-        """Resign: take back whatever is not committed, drop the soft state and the timers, then
-        (one voter) win the next election and activate again."""
+        """Resign: drop the soft state and the timers, then (one voter) win the next election
+        and activate again. What this epoch appended stays in the image: it is in the log, and
+        the next epoch commits it. Kafka reverts its state to the last committed offset and its
+        standby replays the same records as they commit, which comes to the same."""
         if not self.active:
             return
         self.active = False
-        raft = self.raft
-        assert raft is not None
-        if self.image.journaling:
-            self.image.revert_to(max(raft.committed_offset, self.image.revertible_from()))
         self.managers.cluster.deactivate()
         current = asyncio.current_task()
         for t in self._tasks:

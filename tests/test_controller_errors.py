@@ -21,7 +21,7 @@ from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import ManualClock
 from kraftsim.rpc.error_codes import ErrorCode
 from tests import harness
-from tests.test_controller import CT, DT, HB, REG, Cluster, registration
+from tests.test_controller import CT, DT, HB, REG, UNREG, Cluster, registration
 
 E = ErrorCode
 
@@ -125,6 +125,35 @@ async def test_a_handler_fault_is_unknown_server_error_and_a_failover(tmp_path: 
         # Serving again, in the new epoch.
         epoch1, _ = await c.register(1)
         assert epoch1 > 0 and ctl.image.cluster.brokers[1].epoch == epoch1
+    finally:
+        await c.stop()
+
+
+async def test_a_non_atomic_result_of_exactly_ten_thousand_records_is_written_then_fails(tmp_path: Path) -> None:
+    """Kafka 3.9's appendRecords appends 10,000 records as one batch, then asks Raft to append the
+    empty rest, which throws: the records are in the log, the request gets UNKNOWN_SERVER_ERROR
+    and the controller fails over. An unregistration of a broker in 9,999 ISRs is such a result."""
+    c = await started(tmp_path)
+    try:
+        e1, _ = await c.register(1)
+        e2, _ = await c.register(2)
+        await c.unfence(1, e1)
+        await c.unfence(2, e2)
+        assignments = [CT.CreatableReplicaAssignment(partition_index=p, broker_ids=[1, 2]) for p in range(9_999)]
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="t", num_partitions=-1, replication_factor=-1,
+                                                     assignments=assignments)], timeout_ms=30_000), 7)
+        assert r.topics[0].error_code == 0
+        ctl = c.controller
+        epoch, end = ctl.epoch, ctl.mlog.end_offset
+        r = await c.req(UNREG(broker_id=1), 0)
+        assert r.error_code == E.UNKNOWN_SERVER_ERROR
+        await harness.poll_until(lambda: ctl.active and ctl.epoch == epoch + 1)
+        written = [name for off, name in records_in_log(c) if off >= end]
+        assert written == ["PartitionChangeRecord"] * 9_999 + ["UnregisterBrokerRecord"]
+        assert 1 not in ctl.image.cluster.brokers and metric(c, "MetadataErrorCount") == 1
+        assert ctl.raft.committed_offset >= end + 9_999  # committed in the new epoch
+        r = await c.req(UNREG(broker_id=2), 0)  # 9,999 records and its own: 10,000 again
+        assert r.error_code == E.UNKNOWN_SERVER_ERROR
     finally:
         await c.stop()
 

@@ -156,6 +156,7 @@ class Side:
     def adopt_log(self) -> None:
         """Learn broker epochs and topic ids from the whole log, for a controller started on a
         directory another controller wrote (the swap tests): what the scenario refers to."""
+        names: dict[uuid.UUID, str] = {}
         for r in read_log(self.node.metadata_dir, 0):
             m: Any = r.message
             if r.type == "RegisterBrokerRecord":
@@ -166,8 +167,9 @@ class Side:
                 self.registered.discard(m.broker_id)
             elif r.type == "TopicRecord":
                 self.topic_ids[m.name] = m.topic_id
-            elif r.type == "RemoveTopicRecord":
-                self.topic_ids = {n: t for n, t in self.topic_ids.items() if t != m.topic_id}
+                names[m.topic_id] = m.name
+            elif r.type == "RemoveTopicRecord" and self.topic_ids.get(names.get(m.topic_id, "")) == m.topic_id:
+                del self.topic_ids[names[m.topic_id]]
         self.adopted = True
 
     def last_offset(self) -> int:
@@ -189,7 +191,9 @@ class Side:
             elif r.type == "FeatureLevelRecord":
                 self.last_feature_offset = r.offset
             elif r.type == "RemoveTopicRecord":
-                self.topic_ids = {n: t for n, t in self.topic_ids.items() if t != m.topic_id}
+                name = self.view.topic_names.get(m.topic_id)  # a topic id keeps its name for normalising
+                if name is not None and self.topic_ids.get(name) == m.topic_id:
+                    del self.topic_ids[name]
             elif r.type == "RegisterBrokerRecord":
                 self.registered.add(m.broker_id)
             elif r.type == "UnregisterBrokerRecord":
@@ -275,6 +279,7 @@ async def play(side: Side, steps: Sequence[Step], mask: bool = True) -> list[dic
     side.begin()
     for step in steps:
         entry: dict[str, Any] = {"step": step.label}
+        side.view.capped_deletion = None  # normalise.CAPPED_DELETION: a step's own answers
         if isinstance(step, Call):
             if step.version is not None:
                 entry["version"] = step.version
