@@ -79,7 +79,7 @@ class WritePath:
         self.appender = appender
         self.clock = clock
         self.listeners = list(listeners)
-        self.bytes_appended = 0  # framed record bytes, since start (snapshots are due by bytes)
+        self.bytes_appended = 0  # framed record bytes, since start
 
     def append(self, result: ControllerResult[object]) -> int:
         """Write ``result``'s records (there must be some); returns the offset of the last.

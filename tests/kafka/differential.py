@@ -113,6 +113,26 @@ def log_end(metadata_dir: Path) -> int:
     return end
 
 
+def log_files(metadata_dir: Path) -> list[str]:
+    """The names of the segments and snapshots of ``__cluster_metadata-0``, those marked for
+    deletion (``*.deleted``) included, in offset order."""
+    d = metadata_dir / METADATA_TOPIC_DIR
+    return sorted(p.name for p in d.iterdir() if norm.LOG_FILE.match(p.name))
+
+
+async def files_settled(pair: Pair, timeout: float = 30) -> None:
+    """normalise.SNAPSHOT_LAG: poll, with a deadline, until both sides' log files are the same
+    (offsets relative to each side's log end now)."""
+    deadline = time.monotonic() + timeout
+
+    def listing(side: Side) -> list[str]:
+        view = norm.SideView(log_end(side.node.metadata_dir))
+        return [norm.log_file(n, view) for n in log_files(side.node.metadata_dir)]
+
+    while listing(pair.kafka) != listing(pair.kraftsim) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+
+
 # -- one side -----------------------------------------------------------------------------------
 
 @dataclass
@@ -264,7 +284,24 @@ class Raw:
     frame: bytes
 
 
-Step = Call | AwaitRecord | Raw
+@dataclass(frozen=True)
+class Files:
+    """The segments and snapshots of the side's metadata log as they are now (normalise.LOG_FILES)."""
+
+    label: str
+
+
+@dataclass(frozen=True)
+class AwaitFiles:
+    """Wait (with a deadline) until the side's log files satisfy ``done`` (names as on disk),
+    then record them as :class:`Files` does."""
+
+    label: str
+    done: Callable[[list[str]], bool]
+    timeout: float = 30.0
+
+
+Step = Call | AwaitRecord | Raw | Files | AwaitFiles
 
 
 def records_view(records: list[LoggedRecord], view: norm.SideView) -> list[Any]:
@@ -313,6 +350,18 @@ async def play(side: Side, steps: Sequence[Step], mask: bool = True) -> list[dic
                     break
                 await asyncio.sleep(0.05)
             entry["records"] = records_view(got, side.view)
+        elif isinstance(step, Files | AwaitFiles):
+            names = log_files(side.node.metadata_dir)
+            if isinstance(step, AwaitFiles):
+                deadline = time.monotonic() + step.timeout
+                while not step.done(names):
+                    if time.monotonic() > deadline:
+                        entry["timeout"] = f"the files did not get there within {step.timeout}s"
+                        break
+                    await asyncio.sleep(0.1)
+                    names = log_files(side.node.metadata_dir)
+            entry["files"] = [norm.log_file(n, side.view) for n in names]
+            entry["records"] = records_view(side.new_records(), side.view)
         else:
             entry["response"] = await raw_exchange(side.node.bootstrap, step.frame)
             entry["records"] = records_view(side.new_records(), side.view)

@@ -290,6 +290,30 @@ RAFT = Normalisation(
     "bytes depend on batch timestamps and are compared by length class only ('snapshot bytes'). "
     "Last-fetch and caught-up times are wall clock ('time'), and listener ports differ per side ('port').")
 
+LOG_FILES = Normalisation(
+    "the log's files by kind and offset",
+    "A Files step lists the segments (<base offset>.log) and snapshots (<end offset>-<epoch>.checkpoint) of "
+    "__cluster_metadata-0, with a .deleted suffix for those marked for deletion, each offset relative as OFFSETS "
+    "does. Kafka's offset and time indexes, producer-state snapshots (<offset>.snapshot) and state files are left "
+    "out: kraftsim writes no index or producer state (a Kafka node rebuilds them), and the state files are compared "
+    "elsewhere (tests/kafka/test_files.py).")
+
+SNAPSHOT_LAG = Normalisation(
+    "log files are compared once both sides have written their snapshots",
+    "Kafka's SnapshotGenerator writes a snapshot on a thread of its own a moment after the commit that made it "
+    "due, so before a scenario that compares log files after writing, both sides' listings are polled, with a "
+    "deadline, until they agree (files_settled); then they are compared like anything else.")
+
+LOG_FILE = re.compile(r"^(\d{20})(\.log|-\d{10}\.checkpoint)(\.deleted)?$")
+
+
+def log_file(name: str, view: SideView) -> str:
+    """LOG_FILES: a segment or snapshot file name with its offset relative."""
+    m = LOG_FILE.match(name)
+    assert m is not None, name
+    return f"{view.offset(int(m.group(1)))}{m.group(2)}{m.group(3) or ''}"
+
+
 # Raft responses: fields holding offsets or times at any depth (RAFT).
 RAFT_TOPS = frozenset({"FetchResponse", "FetchSnapshotResponse", "DescribeQuorumResponse"})
 RAFT_OFFSET_ATTRS = frozenset({"high_watermark", "log_start_offset", "last_stable_offset", "log_end_offset",
@@ -329,8 +353,8 @@ DROPPED_RECORDS = {"NoOpRecord": TIMER_RECORDS, "RegisterControllerRecord": CONT
 
 ALL = (OFFSETS, TOPIC_IDS, UNKNOWN_UUIDS, PLACEMENT, BATCHES, TIMER_RECORDS, CONTROLLER_REGISTRATION, HASH_ORDER,
        CAPPED_DELETION, PUBLICATION_LAG, ACL_PUBLICATION_LAG, ENVELOPE_DATA, REQUEST_TEXT, DUMP_JSON, TOOL_OUTPUT,
-       SHELL_CATCH_UP, THROTTLE, TOKENS, TOKEN_PUBLICATION_LAG, RAFT, CONFIG_PUBLICATION_LAG, CONFIG_DOCUMENTATION,
-       NODE_CONFIG, LOGGERS)
+       SHELL_CATCH_UP, THROTTLE, TOKENS, TOKEN_PUBLICATION_LAG, RAFT, LOG_FILES, SNAPSHOT_LAG, CONFIG_PUBLICATION_LAG,
+       CONFIG_DOCUMENTATION, NODE_CONFIG, LOGGERS)
 
 # Where offsets live: (message class name, field attribute).
 OFFSET_FIELDS: frozenset[tuple[str, str]] = frozenset({
