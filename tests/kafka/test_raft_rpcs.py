@@ -236,6 +236,7 @@ async def retention_case(nodes: PairNodes) -> tuple[d.Transcript, d.Transcript, 
     return before, after, restarted
 
 
+@pytest.mark.slow  # a minute and more: Kafka's cleaner runs a minute after its start
 async def test_the_log_start_offset_after_retention(tmp_path: Path) -> None:
     """KafkaMetadataLog.maybeClean, a minute after start: over metadata.max.retention.bytes
     (one pair) or metadata.max.retention.ms (the other), the log start offset moves up to the
