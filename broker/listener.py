@@ -52,13 +52,13 @@ class FleetFeatures:
         self.fleet = fleet
 
     def supported_features(self) -> dict[str, tuple[int, int]]:
-        return dict(self.fleet.features)
+        return dict(sorted(self.fleet.features.items()))
 
     def finalized_features(self) -> tuple[int, dict[str, int]]:
         obs = self.fleet.observer
         if obs is None or obs.applied_offset < 0:
             return -1, {}
-        return obs.applied_offset, obs.image.features.all_levels()
+        return obs.applied_offset, dict(sorted(obs.image.features.all_levels().items()))
 
     def zk_migration_ready(self) -> bool:
         return False

@@ -33,18 +33,19 @@ from kraftsim.controller.control_managers import ControlManagers
 from kraftsim.controller.event_queue import EventQueue, EventTimeoutError
 from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
 from kraftsim.controller.managers.controller_registrations import endpoint
+from kraftsim.controller.managers.features import java_supported_order
 from kraftsim.controller.metrics import ControllerMetrics
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.snapshotter import Snapshotter
+from kraftsim.controller.snapshotter import Frozen, Snapshotter
 from kraftsim.controller.state_change_log import log_state_changes
-from kraftsim.controller.write_path import ReplayFailedError, WritePath
+from kraftsim.controller.write_path import EmptyAppendError, ReplayFailedError, WritePath
 from kraftsim.metadata import files, versions
 from kraftsim.metadata.authorizer.standard_authorizer import StandardAuthorizer
 from kraftsim.metadata.dirlock import DirectoryLock, lock_directory
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.loader import load_image
-from kraftsim.metadata.log import LogConfig, MetadataLog
+from kraftsim.metadata.log import LogConfig, Marked, MetadataLog
 from kraftsim.metadata.messages import NoOpRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.metadata.segments import LogFailedError
@@ -64,6 +65,9 @@ Req = TypeVar("Req", bound=Message)
 
 # Partitions' deferred ISR index entries written per slice: about a millisecond.
 _ISR_INDEX_SLICE = 4_000
+
+# KafkaRaftClient's snapshotCleaner: KafkaMetadataLog.maybeClean runs this often, from the start.
+LOG_CLEAN_INTERVAL_MS = 60_000
 
 # Kafka's RUNS_IN_PREMIGRATION: while the persisted migration state is PRE_MIGRATION (the
 # ZooKeeper metadata is not copied yet), every other write event fails with NOT_CONTROLLER.
@@ -142,6 +146,8 @@ class QuorumController:
                                 self._on_event_timeout)
         self._tasks: list[asyncio.Task[object]] = []  # cancelled and awaited at stop; results unused
         self._snapshot_task: asyncio.Task[SnapshotId | None] | None = None
+        self._cleaner: asyncio.Task[None] | None = None
+        self._deletions: list[asyncio.Task[None]] = []
         self.ctx: ControllerContext | None = None
         self._managers: ControlManagers | None = None
         self._new_migration = migration
@@ -197,7 +203,10 @@ class QuorumController:
             retention_bytes=cfg.get("metadata.max.retention.bytes"),
             retention_ms=cfg.get("metadata.max.retention.ms")))
         # An open metadata transaction is kept (journaled): activation aborts it, as Kafka's does.
-        image, result = load_image(mlog, MetadataImage, open_transaction="keep")
+        # Replay refuses a FeatureLevelRecord outside this node's QuorumFeatures, as Kafka's does:
+        # the ranges unstable.feature.versions.enable gives, not what ApiVersions advertises.
+        quorum_features = versions.supported_features(bool(cfg.get("unstable.feature.versions.enable")))
+        image, result = load_image(mlog, lambda: MetadataImage(quorum_features), open_transaction="keep")
         self.image = image
         log.info("loaded the metadata log: snapshot %s, %d records replayed, last offset %d",
                  result.snapshot.file_name if result.snapshot else "none", result.records_replayed,
@@ -211,7 +220,12 @@ class QuorumController:
         raft.on_failure.append(self._fail)
         writer = self.writer = WritePath(image, raft, self.clock, [log_state_changes])
         self.snapshots = Snapshotter(image, mlog, self.clock, cfg.get("metadata.log.max.record.bytes.between.snapshots"),
-                                     cfg.get("metadata.log.max.snapshot.interval.ms"), lambda: writer.bytes_appended)
+                                     cfg.get("metadata.log.max.snapshot.interval.ms"), raft.committed_offset)
+        # Kafka's Raft client cleans its log every minute from its start, leader or not.
+        self._cleaner = asyncio.create_task(self._clean_log_every_minute(), name="kraftsim-log-cleaner")
+        if mlog.marked_at_open:
+            self._deletions.append(asyncio.create_task(self._delete_later(mlog, mlog.marked_at_open),
+                                                       name="kraftsim-delete-marked-files"))
         self.snapshots.on_fault = self._count_fault
         self._build_managers()
         if image.features.metadata_version is not None:
@@ -284,6 +298,12 @@ class QuorumController:
 
     def _after_commit(self, offset: int) -> None:
         self._maybe_register()  # metadata.version may just have reached 3.7-IV0
+        snaps = self.snapshots
+        if snaps is not None and self.fatal is None:
+            reason = snaps.published(offset)  # the loader publishes each commit to the SnapshotGenerator
+            if reason is not None:
+                log.info("creating a new snapshot at offset %d because %s", self.image.offset, reason)
+                self._write_snapshot(snaps.freeze())
 
     def _maybe_register(self) -> None:
         if self._registering or not self.active or self._managers is None:
@@ -317,7 +337,6 @@ class QuorumController:
         if idle > 0:
             self._tasks.append(asyncio.create_task(self._periodic(idle, self._noop_tick), name="kraftsim-noop"))
         self._tasks.append(asyncio.create_task(self._fencing_loop(), name="kraftsim-session-timeouts"))
-        self._tasks.append(asyncio.create_task(self._periodic(1000, self._snapshot_tick), name="kraftsim-snapshots"))
         if self.managers.tokens.sweep_enabled():  # decided at activation, as Kafka schedules it
             self._tasks.append(asyncio.create_task(self._token_sweeps(), name="kraftsim-token-sweep"))
         if self.image.topics.defer_isr:
@@ -370,7 +389,7 @@ class QuorumController:
                 await self.write("sweepExpiredDelegationTokens", self.managers.tokens.sweep_expired)
             except (ApiError, EventTimeoutError):
                 pass
-            except FatalControllerError:
+            except (FatalControllerError, HandlerFaultError):
                 return
 
     async def _fencing_loop(self) -> None:
@@ -388,8 +407,8 @@ class QuorumController:
                 # Refused in pre-migration (as in Kafka): look again in a second, not at once.
                 pre = self.image.migration.state == ZkMigrationState.PRE_MIGRATION
                 await self.clock.sleep_ms(1000 if pre else 10)
-            except FatalControllerError:
-                return
+            except (FatalControllerError, HandlerFaultError):
+                return  # failed for good, or renounced: the next activation starts its own loop
 
     def _fence_one(self) -> ControllerResult[None]:
         result = self.managers.cluster.fence_stale_brokers()
@@ -460,21 +479,57 @@ class QuorumController:
                      " Rescheduling immediately." if result.response else "")
         return result
 
-    def _snapshot_tick(self) -> None:
-        self.snapshot(force=False)
-
     def snapshot(self, force: bool = True) -> asyncio.Task[SnapshotId | None] | None:
         """Start writing a snapshot of the committed image if one is due (always when forced
         and possible); returns the task writing it, or None."""
-        snaps, raft = self.snapshots, self.raft
-        if snaps is None or raft is None or self.fatal is not None:
+        snaps = self.snapshots
+        if snaps is None or self.raft is None or self.fatal is not None:
             return None
         if self._snapshot_task is not None and not self._snapshot_task.done():
             return None
         if not snaps.due(force):
             return None
-        self._snapshot_task = asyncio.create_task(snaps.write(self.queue, raft), name="kraftsim-snapshot")
+        return self._write_snapshot(snaps.freeze())
+
+    def _write_snapshot(self, frozen: Frozen | None) -> asyncio.Task[Any] | None:
+        snaps, raft = self.snapshots, self.raft
+        if snaps is None or raft is None:
+            return None
+        snaps.writing = True  # from now, not only once the task runs: no second one is scheduled meanwhile
+        self._snapshot_task = asyncio.create_task(snaps.write(self.queue, raft, frozen), name="kraftsim-snapshot")
         return self._snapshot_task
+
+    async def _clean_log_every_minute(self) -> None:
+        """Kafka's RaftMetadataLogCleanerManager: a minute after start and every minute after,
+        KafkaMetadataLog.maybeClean; what it marked is deleted after the file delete delay."""
+        while True:
+            await self.clock.sleep_ms(LOG_CLEAN_INTERVAL_MS)
+            self.clean_log()
+
+    def clean_log(self) -> asyncio.Task[None] | None:
+        """One pass of the log's retention; returns the task that deletes what it marked."""
+        mlog, raft = self.mlog, self.raft
+        if mlog is None or raft is None or mlog.failed is not None:
+            return None
+        try:
+            marked = mlog.maybe_clean(self.clock.wall_ms(), raft.high_watermark)
+        except OSError as e:  # Kafka's cleaner logs it and tries again in a minute
+            log.error("had an error during log cleaning: %s", e)
+            return None
+        if not marked:
+            return None
+        task = asyncio.create_task(self._delete_later(mlog, marked), name="kraftsim-delete-marked-files")
+        self._deletions.append(task)
+        return task
+
+    async def _delete_later(self, mlog: MetadataLog, marked: Marked) -> None:
+        await self.clock.sleep_ms(mlog.config.file_delete_delay_ms)
+        try:
+            mlog.delete_marked(marked)
+        except OSError as e:  # what is left is deleted at the next start
+            log.error("could not delete %s: %s", marked, e)
+        finally:
+            self._deletions.remove(asyncio.current_task())  # type: ignore[arg-type]
 
     # ==== writes =========================================================================
     def submit(self, name: str, op: Callable[[], ControllerResult[T]], deadline_ms: int | None = None,
@@ -584,6 +639,9 @@ class QuorumController:
             except LogFailedError as e:
                 self._fail(e)
                 raise NotControllerError("The controller failed to write the metadata log.") from e
+            except EmptyAppendError as e:  # the records are appended; the event fails as Kafka's does
+                self._handler_fault(e)
+                raise HandlerFaultError(str(e)) from e
             self._maybe_schedule_balance()
             return self._reply_after(last, result.response)  # type: ignore[arg-type]
         # An event that wrote nothing changed no partition, but it may be the balancing run that
@@ -617,15 +675,13 @@ class QuorumController:
         self._renounce()
 
     def _renounce(self) -> None:
-        """Resign: take back whatever is not committed, drop the soft state and the timers, then
-        (one voter) win the next election and activate again."""
+        """Resign: drop the soft state and the timers, then (one voter) win the next election
+        and activate again. What this epoch appended stays in the image: it is in the log, and
+        the next epoch commits it. Kafka reverts its state to the last committed offset and its
+        standby replays the same records as they commit, which comes to the same."""
         if not self.active:
             return
         self.active = False
-        raft = self.raft
-        assert raft is not None
-        if self.image.journaling:
-            self.image.revert_to(max(raft.committed_offset, self.image.revertible_from()))
         self.managers.cluster.deactivate()
         self._cancel_balance()
         current = asyncio.current_task()
@@ -677,8 +733,11 @@ class QuorumController:
         return self._managers.features.finalized_features() if self._managers is not None else (-1, {})
 
     def supported_features(self) -> dict[str, tuple[int, int]]:
-        return (self._managers.features.supported_features() if self._managers is not None
-                else versions.supported_features())
+        """ApiVersions' SupportedFeatures. A Kafka 3.9 controller's ApiVersionManager takes them
+        from ``unstable.api.versions.enable`` (BrokerFeatures.defaultSupportedFeatures), while what
+        it accepts in UpdateFeatures and replay, and registers itself with, follows
+        ``unstable.feature.versions.enable`` (QuorumFeatures): the two flags widen different ranges."""
+        return java_supported_order(versions.supported_features(bool(self.config.get("unstable.api.versions.enable"))))
 
     def zk_migration_ready(self) -> bool:
         return bool(self.config.get("zookeeper.metadata.migration.enable"))
@@ -716,6 +775,8 @@ class QuorumController:
         if self._snapshot_task is not None:
             self._tasks.append(self._snapshot_task)
         self._tasks += self._balance_writes
+        if self._cleaner is not None:  # files marked for deletion and not deleted yet go at the next start
+            self._tasks += [self._cleaner, *self._deletions]
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

@@ -50,6 +50,18 @@ class Appender(Protocol):
     def append(self, values: Sequence[bytes], timestamp: int) -> int: ...
 
 
+class EmptyAppendError(Exception):
+    """What Kafka 3.9's QuorumController.appendRecords does after a non-atomic result of a
+    multiple of MAX_RECORDS_PER_BATCH records: once the last full batch is appended, its loop
+    asks the Raft client to append the empty rest, which throws ("Append failed because there
+    are no records"). The records are in the log, and the event fails as a fault
+    (UNKNOWN_SERVER_ERROR and a failover)."""
+
+    def __init__(self, last_offset: int) -> None:
+        super().__init__("Append failed because there are no records")
+        self.last_offset = last_offset
+
+
 class ReplayFailedError(Exception):
     """A record the controller itself generated does not replay: a fault, fatal as in Kafka."""
 
@@ -67,13 +79,15 @@ class WritePath:
         self.appender = appender
         self.clock = clock
         self.listeners = list(listeners)
-        self.bytes_appended = 0  # framed record bytes, since start (snapshots are due by bytes)
+        self.bytes_appended = 0  # framed record bytes, since start
 
     def append(self, result: ControllerResult[object]) -> int:
         """Write ``result``'s records (there must be some); returns the offset of the last.
 
         ApiError (POLICY_VIOLATION) for an atomic operation over the cap, ReplayFailedError for a
         record the image refuses, and storage's LogFailedError: in each case nothing changed.
+        EmptyAppendError after appending a non-atomic result of a multiple of
+        MAX_RECORDS_PER_BATCH records, as Kafka 3.9 fails there: everything is written.
         """
         records = result.records
         if result.atomic:
@@ -102,4 +116,6 @@ class WritePath:
         after = getattr(result, "after_append", None)
         if after is not None:
             after(last)
+        if not result.atomic and len(values) % MAX_RECORDS_PER_BATCH == 0:
+            raise EmptyAppendError(last)
         return last

@@ -68,8 +68,7 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], ImageT], *, legacy: bo
     if chosen is not None and chosen.end_offset > mlog.end_offset:
         log.warning("snapshot %s is ahead of the log end %d; truncating the log to it",
                     chosen.file_name, mlog.end_offset)
-        mlog.segments.reset_to(chosen.end_offset)
-        mlog.flushed_offset = chosen.end_offset - 1
+        mlog.truncate_fully_and_start_at(chosen.end_offset)
     if mlog.start_offset > start:
         raise LoadError(f"the log starts at offset {mlog.start_offset} but no readable snapshot covers "
                         f"the offsets before it")

@@ -16,18 +16,23 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from kraftsim.metadata import files
 from kraftsim.metadata import records as recs
 from kraftsim.metadata.batch import Batch, ControlRecordType, encode_batch_into, encode_control_batch
 from kraftsim.metadata.offset_waiters import OffsetWaiters
-from kraftsim.metadata.segments import LogFailedError, SegmentedLog
+from kraftsim.metadata.segments import DELETED_SUFFIX, LogFailedError, Segment, SegmentedLog
 from kraftsim.metadata.snapshots import (
+    SnapshotError,
     SnapshotId,
+    last_contained_timestamp,
     list_snapshots,
     remove_partial,
     write_snapshot_file,
@@ -46,12 +51,30 @@ RECOVERY_POINT_INTERVAL_S = 0.1
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 
 
+# ServerLogConfigs.LOG_DELETE_DELAY_MS_DEFAULT: KafkaMetadataLog keeps a file it has marked
+# for deletion (renamed *.deleted) this long before deleting it, whatever log.delete.delay.ms says.
+FILE_DELETE_DELAY_MS = 60_000
+
+
 @dataclass(slots=True)
 class LogConfig:
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     linger_ms: int = 25  # controller.quorum.append.linger.ms
-    retention_bytes: int = 100 * 1024 * 1024  # metadata.max.retention.bytes
-    retention_ms: int = 7 * 24 * 3600 * 1000  # metadata.max.retention.ms
+    retention_bytes: int = 100 * 1024 * 1024  # metadata.max.retention.bytes (negative: no limit)
+    retention_ms: int = 7 * 24 * 3600 * 1000  # metadata.max.retention.ms (negative: no limit)
+    file_delete_delay_ms: int = FILE_DELETE_DELAY_MS
+
+
+@dataclass(slots=True)
+class Marked:
+    """Files :meth:`MetadataLog.maybe_clean` renamed ``*.deleted``, to delete once the file
+    delete delay has passed (``delete_marked``)."""
+
+    segments: list[Segment] = field(default_factory=list)
+    snapshots: list[Path] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.segments or self.snapshots)
 
 
 @dataclass
@@ -68,6 +91,17 @@ class MetadataLog:
     _flush_task: asyncio.Task[None] | None = None
     _last_appended: int = -1
     _failure_told: bool = False  # the waiters and on_failure heard of the failure
+    # Kafka's log start offset: the first offset a fetch is served from the log rather than sent
+    # to a snapshot. The first segment's base at open; moved up to a snapshot by maybe_clean.
+    log_start_offset: int = 0
+    # Bytes of every batch appended, cumulated, and (end offset, that total) per append, so that
+    # a commit can be told how many batch bytes it covered (the snapshots' byte threshold).
+    appended_bytes: int = 0
+    _append_ends: deque[tuple[int, int]] = field(default_factory=deque)
+    _committed_bytes: int = 0
+    # Files opening marked for deletion (a log truncated to its latest snapshot), to delete after
+    # the file delete delay as retention's are.
+    marked_at_open: Marked = field(default_factory=Marked)
     # Told of every flush (the new flushed offset) and of the failure that closes the log.
     on_flush: list[Callable[[int], None]] = field(default_factory=list)
     on_failure: list[Callable[[BaseException], None]] = field(default_factory=list)
@@ -84,7 +118,11 @@ class MetadataLog:
         recovery_point = files.read_recovery_point(directory / files.RECOVERY_POINT_CHECKPOINT)
         segments = SegmentedLog.open(directory, config.segment_bytes, start_offset=start,
                                      recovery_point=recovery_point)
-        self = cls(directory, segments, config)
+        self = cls(directory, segments, config, log_start_offset=segments.start_offset)
+        for sid in snaps:  # KafkaMetadataLog.recoverSnapshots: those before the log start are not needed
+            if sid.end_offset < self.log_start_offset:
+                self.snapshot_path(sid).unlink(missing_ok=True)
+                log.info("deleted unneeded snapshot file %s", sid.file_name)
         pm = directory / files.PARTITION_METADATA
         if not pm.exists():
             files.write_partition_metadata(pm)
@@ -103,7 +141,41 @@ class MetadataLog:
             raise
         self.flushed_offset = segments.end_offset - 1
         self._last_appended = self.flushed_offset
+        self._truncate_to_latest_snapshot()
         return self
+
+    def _truncate_to_latest_snapshot(self) -> None:
+        """KafkaMetadataLog.truncateToLatestSnapshot, at open: when the latest snapshot is of a
+        later epoch than the log's last (0 when the epoch cache is empty, as it is once the log
+        start offset reached the log end: Kafka's load drops the entry starting there), or of the
+        same epoch but past the log end, every segment is marked for deletion and the log starts
+        empty at the snapshot (``marked_at_open``). The epoch cache is cleared, and the older
+        snapshots are marked too. An empty cache beside records past the snapshot (a lost
+        checkpoint file) is not taken as epoch 0: that would throw the records away."""
+        latest = self.latest_snapshot()
+        if latest is None:
+            return
+        if self.epoch_entries:
+            last_epoch = self.epoch_entries[-1][0]
+        elif self.end_offset <= latest.end_offset:
+            last_epoch = 0
+        else:
+            return
+        if not (latest.epoch > last_epoch or (latest.epoch == last_epoch and latest.end_offset > self.end_offset)):
+            return
+        log.warning("the latest snapshot %s is ahead of the log (its end %d, epoch %d): the log starts over at it",
+                    latest.file_name, self.end_offset, last_epoch)
+        marked = Marked(segments=self.segments.retire_all_and_start_at(latest.end_offset))
+        self.log_start_offset = latest.end_offset
+        self.flushed_offset = self._last_appended = latest.end_offset - 1
+        self.epoch_entries = []
+        files.write_leader_epochs(self.directory / files.LEADER_EPOCH_CHECKPOINT, self.epoch_entries)
+        for old in self.snapshots():
+            if old < latest:
+                path = self.snapshot_path(old)
+                os.replace(path, path.with_name(path.name + DELETED_SUFFIX))
+                marked.snapshots.append(path.with_name(path.name + DELETED_SUFFIX))
+        self.marked_at_open = marked
 
     # -- offsets --------------------------------------------------------------------------
     @property
@@ -113,7 +185,9 @@ class MetadataLog:
 
     @property
     def start_offset(self) -> int:
-        return self.segments.start_offset
+        """The log start offset (Kafka's): fetches below it are sent to a snapshot. Records of
+        the first segment may still lie below it on disk."""
+        return self.log_start_offset
 
     @property
     def last_epoch(self) -> int:
@@ -141,8 +215,7 @@ class MetadataLog:
         encode_batch_into(out, base + start, values[start:] if start else values, epoch=epoch, timestamp=timestamp)
         last = base + len(values) - 1
         self._append(out, base, last + 1, timestamp)
-        self._last_appended = last
-        self.flush_soon()
+        self._appended(last, len(out))
         return base, last
 
     def append_records(self, items: Sequence[tuple[Message, int]], *, epoch: int, timestamp: int) -> tuple[int, int]:
@@ -156,8 +229,7 @@ class MetadataLog:
         data = encode_control_batch(base, messages, epoch=epoch, timestamp=timestamp)
         last = base + len(messages) - 1
         self._append(data, base, last + 1, timestamp)
-        self._last_appended = last
-        self.flush_soon()
+        self._appended(last, len(data))
         return last
 
     def _append(self, data: bytes | bytearray, base: int, next_offset: int, timestamp: int) -> None:
@@ -170,6 +242,21 @@ class MetadataLog:
             log.error("metadata log failed: %s; refusing further writes", e)
             self._fail_waiters(e)
             raise
+
+    def _appended(self, last: int, size: int) -> None:
+        self._last_appended = last
+        self.appended_bytes += size
+        self._append_ends.append((last + 1, self.appended_bytes))
+        self.flush_soon()
+
+    def bytes_through(self, offset: int) -> int:
+        """The bytes of every batch appended up to and including ``offset`` (an offset at which
+        an append ended), cumulated since this log was opened: what Kafka's metadata loader
+        counts as it publishes committed batches."""
+        ends = self._append_ends
+        while ends and ends[0][0] <= offset + 1:
+            self._committed_bytes = ends.popleft()[1]
+        return self._committed_bytes
 
     def _note_epoch(self, epoch: int) -> None:
         if not self.epoch_entries or self.epoch_entries[-1][0] < epoch:
@@ -327,22 +414,126 @@ class MetadataLog:
         log.info("wrote snapshot %s with %d records", sid.file_name, n)
         return sid
 
-    def apply_retention(self, now_ms: int) -> int:
-        """Delete segments wholly below the latest snapshot per metadata.max.retention.*,
-        then snapshots older than the new log start (the latest is always kept)."""
-        latest = self.latest_snapshot()
-        if latest is None:
-            return 0
-        deleted = self.segments.delete_segments_before(
-            latest.end_offset, keep_bytes=self.config.retention_bytes,
-            older_than_ms=now_ms - self.config.retention_ms)
-        for seg in deleted:
-            log.info("deleted segment %s below snapshot %s", seg.path.name, latest.file_name)
-        start = self.start_offset
-        for sid in self.snapshots()[:-1]:
-            if sid.end_offset < start:
-                self.snapshot_path(sid).unlink(missing_ok=True)
-        return len(deleted)
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """UnifiedLog.truncateFullyAndStartAt: every segment gone, an empty log at ``offset``,
+        which is also the log start offset (a snapshot ahead of the log end covers what was)."""
+        self.segments.reset_to(offset)
+        self.flushed_offset = self._last_appended = offset - 1
+        self.log_start_offset = offset
+
+    # -- retention: Kafka's KafkaMetadataLog.maybeClean ----------------------------------------
+    def maybe_clean(self, now_ms: int, high_watermark: int) -> Marked:
+        """Delete old snapshots, and the segments only they needed, while the log and its
+        snapshots are over ``metadata.max.retention.bytes`` (then while the oldest snapshot's
+        last contained timestamp is older than ``metadata.max.retention.ms``): each time the
+        log start offset moves up to the next snapshot, whole segments below it and the
+        snapshots before it are renamed ``*.deleted``. The latest snapshot always stays.
+        Returns what was renamed, to delete after the file delete delay (:meth:`delete_marked`).
+        Kafka's Raft client runs this every minute."""
+        marked = Marked()
+        self._clean_by_size(high_watermark, marked)
+        self._clean_by_time(now_ms, high_watermark, marked)
+        return marked
+
+    def delete_marked(self, marked: Marked) -> None:
+        SegmentedLog.delete_retired(marked.segments)
+        for path in marked.snapshots:
+            path.unlink(missing_ok=True)
+        for seg in marked.segments:
+            log.info("deleted segment %s", seg.path.name)
+
+    def _clean_by_size(self, high_watermark: int, marked: Marked) -> bool:
+        limit = self.config.retention_bytes
+        if limit < 0:
+            return False
+        sizes: dict[SnapshotId, int] = {}
+        for sid in self.snapshots():
+            try:
+                sizes[sid] = self.snapshot_path(sid).stat().st_size
+            except FileNotFoundError:
+                continue
+        total = sum(sizes.values())
+
+        def reason(sid: SnapshotId) -> str | None:
+            nonlocal total
+            size = sizes.get(sid)
+            if size is None:
+                return None
+            log_size = self.segments.size_in_bytes
+            if log_size + total <= limit:
+                return None
+            old, total = total, total - size
+            return f"the log size ({log_size}) and snapshots size ({old}) is greater than {limit}"
+
+        return self._clean_snapshots(reason, high_watermark, marked)
+
+    def _clean_by_time(self, now_ms: int, high_watermark: int, marked: Marked) -> bool:
+        limit = self.config.retention_ms
+        if limit < 0:
+            return False
+
+        def reason(sid: SnapshotId) -> str | None:
+            try:
+                timestamp = last_contained_timestamp(self.snapshot_path(sid))
+            except (OSError, SnapshotError):
+                return None
+            if now_ms - timestamp <= limit:
+                return None
+            return f"its timestamp ({timestamp}) is now ({now_ms}) older than the retention ({limit})"
+
+        return self._clean_snapshots(reason, high_watermark, marked)
+
+    def _clean_snapshots(self, reason_for: Callable[[SnapshotId], str | None], high_watermark: int,
+                         marked: Marked) -> bool:
+        """KafkaMetadataLog.cleanSnapshots: for each snapshot but the latest, oldest first, while
+        ``reason_for`` gives a reason to drop it, move the log start to the next snapshot."""
+        snaps = self.snapshots()
+        cleaned = False
+        for snap, following in pairwise(snaps):
+            reason = reason_for(snap)
+            if reason is None or not self._delete_before_snapshot(following, reason, high_watermark, marked):
+                return cleaned
+            cleaned = True
+        return cleaned
+
+    def _delete_before_snapshot(self, sid: SnapshotId, reason: str, high_watermark: int, marked: Marked) -> bool:
+        """KafkaMetadataLog.deleteBeforeSnapshot: the log start moves up to ``sid`` (never past
+        the high watermark), the segments below it and the snapshots before it are marked."""
+        snaps = self.snapshots()
+        if sid not in snaps or not self.log_start_offset < sid.end_offset <= snaps[-1].end_offset:
+            return False
+        if sid.end_offset > high_watermark:
+            log.error("cannot move the log start offset to %d, past the high watermark %d", sid.end_offset,
+                      high_watermark)
+            return False
+        self.log_start_offset = sid.end_offset
+        log.info("incremented the log start offset to %d due to snapshot generated", sid.end_offset)
+        self._truncate_epochs_from_start(sid.end_offset)
+        retired = self.segments.retire_below(self.log_start_offset, high_watermark)
+        for seg in retired:
+            log.info("marked segment %s for deletion: the log start offset %d is past it", seg.path.name,
+                     self.log_start_offset)
+        marked.segments += retired
+        forgotten = [old for old in snaps if old < sid]
+        for old in forgotten:
+            path = self.snapshot_path(old)
+            deleted = path.with_name(path.name + DELETED_SUFFIX)
+            try:
+                os.replace(path, deleted)
+            except FileNotFoundError:
+                continue
+            log.info("marking snapshot %s for deletion because %s", old.file_name, reason)
+            marked.snapshots.append(deleted)
+        return bool(retired) or bool(forgotten)
+
+    def _truncate_epochs_from_start(self, start: int) -> None:
+        """LeaderEpochFileCache.truncateFromStart: entries starting at or before ``start`` go,
+        the last of them kept as starting at ``start``."""
+        removed = [e for e in self.epoch_entries if e[1] <= start]
+        if not removed:
+            return
+        self.epoch_entries = [(removed[-1][0], start)] + [e for e in self.epoch_entries if e[1] > start]
+        files.write_leader_epochs(self.directory / files.LEADER_EPOCH_CHECKPOINT, self.epoch_entries)
 
     def _write_recovery_point(self, durable: bool) -> None:
         try:

@@ -25,6 +25,7 @@ from kraftsim.rpc.file_slice import FileSlice
 log = logging.getLogger("kraftsim.log")
 
 READ_CHUNK = 8 * 1024 * 1024
+DELETED_SUFFIX = ".deleted"  # Kafka's LogFileUtils.DELETED_FILE_SUFFIX: a file waiting to be deleted
 MAX_BATCH_BYTES = 8 * 1024 * 1024 + 1024  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES plus slack
 INDEX_INTERVAL_BYTES = 4096  # Kafka's index.interval.bytes: one index entry per 4 KiB of log
 # BaseOffset, BatchLength, PartitionLeaderEpoch, Magic, CRC, Attributes, LastOffsetDelta.
@@ -151,7 +152,7 @@ class SegmentedLog:
         and are truncated; damage before it, or followed by valid batches, is CorruptLogError."""
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, segment_bytes)
-        for leftover in directory.glob("*.log.deleted"):
+        for leftover in directory.glob("*" + DELETED_SUFFIX):  # Kafka's LogLoader deletes them all
             leftover.unlink(missing_ok=True)
         bases = sorted(b for b in (parse_segment_name(p.name) for p in directory.iterdir()) if b is not None)
         for i, base in enumerate(bases):
@@ -344,26 +345,48 @@ class SegmentedLog:
         self.segments = []
         self._new_segment(offset)
 
-    def delete_segments_before(self, offset: int, keep_bytes: int | None = None,
-                               older_than_ms: int | None = None) -> list[Segment]:
-        """Delete whole non-active segments that end at or before ``offset``, oldest first,
-        while the log is over ``keep_bytes`` or the segment is older than ``older_than_ms``."""
-        deleted = []
+    def retire_below(self, log_start_offset: int, high_watermark: int) -> list[Segment]:
+        """Kafka's deleteLogStartOffsetBreachedSegments: take out, oldest first, every segment
+        whose successor starts at or below ``log_start_offset`` (so never the active one, and none
+        reaching past ``high_watermark``), renamed ``<base>.log.deleted`` as Kafka renames them.
+        Their readers stay open, for fetches still sending from them, until
+        :meth:`delete_retired` removes the files."""
+        retired = []
         while len(self.segments) > 1:
-            seg = self.segments[0]
-            if seg.next_offset > offset:
-                break
-            over_size = keep_bytes is not None and self.size_in_bytes > keep_bytes
-            too_old = older_than_ms is not None and 0 <= seg.max_timestamp < older_than_ms
-            if not (over_size or too_old):
+            seg, successor = self.segments[0], self.segments[1]
+            if successor.base_offset > log_start_offset or successor.base_offset > high_watermark:
                 break
             self.segments.pop(0)
+            deleted = seg.path.with_name(seg.path.name + DELETED_SUFFIX)
+            os.replace(seg.path, deleted)
+            seg.path = deleted
+            retired.append(seg)
+        if retired:
+            fsync_dir(self.dir)
+        return retired
+
+    def retire_all_and_start_at(self, offset: int) -> list[Segment]:
+        """LocalLog.truncateFullyAndStartAt: every segment taken out as :meth:`retire_below`
+        takes them (renamed ``*.deleted``), and an empty active segment at ``offset``."""
+        self._check()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        retired = self.segments
+        for seg in retired:
+            deleted = seg.path.with_name(seg.path.name + DELETED_SUFFIX)
+            os.replace(seg.path, deleted)
+            seg.path = deleted
+        self.segments = []
+        self._new_segment(offset)
+        return retired
+
+    @staticmethod
+    def delete_retired(segments: list[Segment]) -> None:
+        """Close and delete segments :meth:`retire_below` took out."""
+        for seg in segments:
             seg.close_reader()
             seg.path.unlink(missing_ok=True)
-            deleted.append(seg)
-        if deleted:
-            fsync_dir(self.dir)
-        return deleted
 
     def close(self) -> None:
         for seg in self.segments:

@@ -66,6 +66,22 @@ def remove_partial(directory: Path) -> None:
         p.unlink(missing_ok=True)
 
 
+def last_contained_timestamp(path: Path) -> int:
+    """The SnapshotHeaderRecord's LastContainedLogTimestamp (Kafka's
+    Snapshots.lastContainedLogTimestamp); SnapshotError if the file does not start with one."""
+    try:
+        for _, batch in iter_file_batches(path, end=1 << 16):
+            if batch.is_control:
+                for rec in batch.records():
+                    ctl = decode_control_record(rec)
+                    if ctl is not None and ctl[0] == ControlRecordType.SNAPSHOT_HEADER:
+                        return int(ctl[1].last_contained_log_timestamp)  # type: ignore[attr-defined]
+            break
+    except (BatchError, DecodeError) as e:
+        raise SnapshotError(f"{path.name}: {e}") from e
+    raise SnapshotError(f"{path.name}: no snapshot header")
+
+
 def write_snapshot_file(path: Path, items: Iterable[tuple[Message | recs.FramedRecord, int]], *, epoch: int, timestamp: int,
                         last_contained_timestamp: int) -> int:
     """Write a checkpoint atomically; returns the number of metadata records written."""

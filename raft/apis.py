@@ -7,7 +7,8 @@ Kafka's errors, in Kafka's order of checks. A fetch is served from the log as Ka
 ``log.read`` serves it (whole batches from the one holding the fetch offset, up to 8 MiB, from
 one segment, uncommitted records included), tells a fetcher whose log diverged where to truncate
 (DivergingEpoch), sends one that is behind the log start to a snapshot (SnapshotId), and waits
-up to MaxWaitMs when there is nothing new.
+up to MaxWaitMs when there is nothing new. FetchSnapshot's partition-level errors come back as
+a Kafka 3.9 controller sends them: UNKNOWN_SERVER_ERROR (see ``_snapshot_partition_error``).
 
 With one voter, Vote and BeginQuorumEpoch from another node cannot make this node step down;
 they are answered as a leader that keeps its epoch (see docs/differences.md).
@@ -16,6 +17,7 @@ they are answered as a leader that keeps its epoch (see docs/differences.md).
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -264,24 +266,25 @@ class RaftApis:
         part = next((p for t in req.topics if t.name == METADATA_TOPIC for p in t.partitions
                      if p.partition == METADATA_PARTITION), None)
         if part is None:
-            first = req.topics[0]
-            return self._snapshot_response(ctx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, leader=False,
-                                           topic=first.name, index=first.partitions[0].partition)
+            return self._snapshot_partition_error(ctx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         error = self._leader_only_error(part.current_leader_epoch)
         if error is not None:
-            return self._snapshot_response(ctx, error)
+            return self._snapshot_partition_error(ctx, error)
         sid = SnapshotId(part.snapshot_id.end_offset, part.snapshot_id.epoch)
         path = self.mlog.snapshot_path(sid)
         if sid == BOOTSTRAP_SNAPSHOT_ID or sid.end_offset < 0 or sid.epoch < 0 or not path.exists():
             # The bootstrap checkpoint is never replicated: the first leader wrote its records.
-            return self._snapshot_response(ctx, ErrorCode.SNAPSHOT_NOT_FOUND)
-        size = path.stat().st_size
-        if part.position < 0 or part.position >= size:
-            return self._snapshot_response(ctx, ErrorCode.POSITION_OUT_OF_RANGE)
-        with open(path, "rb") as f:
-            f.seek(part.position)
-            chunk = f.read(max(0, min(req.max_bytes, size)))
-        resp = self._snapshot_response(ctx, ErrorCode.NONE)
+            return self._snapshot_partition_error(ctx, ErrorCode.SNAPSHOT_NOT_FOUND)
+        try:
+            with open(path, "rb") as f:  # retention may have marked it for deletion meanwhile
+                size = os.fstat(f.fileno()).st_size
+                if part.position < 0 or part.position >= size:
+                    return self._snapshot_partition_error(ctx, ErrorCode.POSITION_OUT_OF_RANGE)
+                f.seek(part.position)
+                chunk = f.read(max(0, min(req.max_bytes, size)))
+        except FileNotFoundError:
+            return self._snapshot_partition_error(ctx, ErrorCode.SNAPSHOT_NOT_FOUND)
+        resp = self._snapshot_response(ctx)
         ps = resp.topics[0].partitions[0]
         ps.snapshot_id = FetchSnapshotResponse.SnapshotId(end_offset=sid.end_offset, epoch=sid.epoch)
         ps.size = size
@@ -289,15 +292,22 @@ class RaftApis:
         ps.unaligned_records = chunk
         return resp
 
-    def _snapshot_response(self, ctx: RequestContext, error: int, leader: bool = True,
-                           topic: str = METADATA_TOPIC, index: int = METADATA_PARTITION) -> FetchSnapshotResponse:
-        """RaftUtil.singletonFetchSnapshotResponse (with addQuorumLeader when ``leader``)."""
-        ps = FetchSnapshotResponse.PartitionSnapshot(index=index, error_code=error)
-        if leader:
-            ps.current_leader = FetchSnapshotResponse.LeaderIdAndEpoch(leader_id=self.leader.node_id,
-                                                                      leader_epoch=self.leader.epoch)
+    def _snapshot_partition_error(self, ctx: RequestContext, error: int) -> FetchSnapshotResponse:
+        """A partition-level error, as a Kafka 3.9 controller answers it: its KafkaRaftClient
+        builds the partition without UnalignedRecords, ControllerApis fails on the null field
+        while sizing the response, and sends the request's error response instead:
+        UNKNOWN_SERVER_ERROR, no topics."""
+        log.error("FetchSnapshot from %s failed with %s; answered UNKNOWN_SERVER_ERROR, as Kafka 3.9's controller "
+                  "answers it", ctx.client_id, ErrorCode(error).name)
+        return FetchSnapshotResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    def _snapshot_response(self, ctx: RequestContext) -> FetchSnapshotResponse:
+        """RaftUtil.singletonFetchSnapshotResponse with addQuorumLeader, for a chunk served."""
+        ps = FetchSnapshotResponse.PartitionSnapshot(index=METADATA_PARTITION, error_code=ErrorCode.NONE)
+        ps.current_leader = FetchSnapshotResponse.LeaderIdAndEpoch(leader_id=self.leader.node_id,
+                                                                  leader_epoch=self.leader.epoch)
         resp = FetchSnapshotResponse(error_code=ErrorCode.NONE,
-                                     topics=[FetchSnapshotResponse.TopicSnapshot(name=topic, partitions=[ps])])
+                                     topics=[FetchSnapshotResponse.TopicSnapshot(name=METADATA_TOPIC, partitions=[ps])])
         address = self._address(ctx)
         if ctx.api_version >= 1 and address is not None:
             resp.node_endpoints = [FetchSnapshotResponse.NodeEndpoint(node_id=self.leader.node_id, host=address.host,

@@ -49,6 +49,11 @@ class ManualClock:
         heapq.heappush(self._sleepers, (self._mono + max(ms, 0), next(self._seq), fut))
         await fut
 
+    def sleeping_until(self, deadline_ms: int) -> bool:
+        """Whether some task sleeps until exactly ``deadline_ms`` (monotonic): a test that is
+        about to advance past a timer first waits for the timer to be armed."""
+        return any(d == deadline_ms and not fut.done() for d, _, fut in self._sleepers)
+
     def advance(self, ms: int) -> None:
         """Move time forward and wake every sleeper whose deadline has passed."""
         self._mono += ms

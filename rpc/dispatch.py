@@ -67,7 +67,8 @@ class Route:
 
 
 class FeatureSource(Protocol):
-    """Whatever knows the cluster's features (the controller); ApiVersions reports it."""
+    """Whatever knows the cluster's features (the controller); ApiVersions reports it, each
+    map in the order it is given (Kafka's follows the HashMaps it builds them in)."""
 
     def supported_features(self) -> dict[str, tuple[int, int]]: ...
 

@@ -766,6 +766,23 @@ def test_broker_registered_by_foreign_record_is_tracked_on_first_heartbeat() -> 
     assert h.cm.heartbeats.get(5) is not None and not h.cm.heartbeats.get(5).fenced
 
 
+def test_unregister_over_the_record_cap_is_refused_whole() -> None:
+    """A broker in 10,000 ISRs needs 10,001 records: POLICY_VIOLATION, and it stays registered
+    (Kafka's BoundedList); in 9,999 ISRs, its 10,000 records are written."""
+    h = Harness()
+    h.start(1)
+    h.start(2)
+    h.topic("big", T1, [[1, 2]] * 10_000)
+    e = api_error(h.cm.unregister_broker, UnregReq(broker_id=1), UNREG_CTX)
+    assert (e.code, e.message) == (ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+    assert 1 in h.image.cluster.brokers and h.cm.heartbeats.get(1) is not None
+    h.replay(R("RemoveTopicRecord")(topic_id=T1))
+    h.topic("smaller", T1, [[1, 2]] * 5_000)
+    h.topic("other", T2, [[1, 2]] * 4_999)
+    res = h.cm.unregister_broker(UnregReq(broker_id=1), UNREG_CTX)
+    assert len(res.records) == 10_000 and names(res)[-1] == "UnregisterBrokerRecord"
+
+
 def test_unregistered_broker_never_reaches_the_fencing_check() -> None:
     h = Harness()
     h.start(1)

@@ -151,6 +151,27 @@ async def test_api_versions_reports_finalized_features(cluster: Cluster) -> None
     assert {18, 19, 20, 57, 62, 63, 64} <= keys
 
 
+@pytest.mark.parametrize("flag", ["unstable.api.versions.enable", "unstable.feature.versions.enable"])
+async def test_each_unstable_flag_widens_its_own_ranges(tmp_path: Path, flag: str) -> None:
+    """As in Kafka 3.9: unstable.api.versions.enable widens ApiVersions' SupportedFeatures;
+    unstable.feature.versions.enable what UpdateFeatures accepts and replay applies."""
+    c = Cluster(tmp_path, **{flag.replace(".", "_"): "true"})
+    await c.start()
+    try:
+        assert c.client is not None
+        resp = await c.client.negotiate()
+        sup = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
+        api = flag == "unstable.api.versions.enable"
+        assert sup == ({"metadata.version": (1, 23), "kraft.version": (0, 1), "transaction.version": (0, 2)} if api
+                       else {"metadata.version": (1, 21), "kraft.version": (0, 1)})
+        up = await c.req(UF(feature_updates=[UF.FeatureUpdateKey(feature="transaction.version", max_version_level=1,
+                                                                 upgrade_type=1)]), 1)
+        assert up.results[0].error_code == (ErrorCode.INVALID_UPDATE_VERSION if api else 0)
+        assert c.controller.image.features.level("transaction.version") == (0 if api else 1)
+    finally:
+        await c.stop()
+
+
 async def test_registration_epoch_is_the_record_offset_and_survives_reregistration(cluster: Cluster) -> None:
     end = cluster.controller.mlog.end_offset
     epoch, inc = await cluster.register(1)

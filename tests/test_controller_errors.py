@@ -21,7 +21,7 @@ from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import ManualClock
 from kraftsim.rpc.error_codes import ErrorCode
 from tests import harness
-from tests.test_controller import CT, DT, HB, REG, Cluster, registration
+from tests.test_controller import CT, DT, HB, REG, UNREG, Cluster, registration
 
 E = ErrorCode
 
@@ -129,6 +129,35 @@ async def test_a_handler_fault_is_unknown_server_error_and_a_failover(tmp_path: 
         await c.stop()
 
 
+async def test_a_non_atomic_result_of_exactly_ten_thousand_records_is_written_then_fails(tmp_path: Path) -> None:
+    """Kafka 3.9's appendRecords appends 10,000 records as one batch, then asks Raft to append the
+    empty rest, which throws: the records are in the log, the request gets UNKNOWN_SERVER_ERROR
+    and the controller fails over. An unregistration of a broker in 9,999 ISRs is such a result."""
+    c = await started(tmp_path)
+    try:
+        e1, _ = await c.register(1)
+        e2, _ = await c.register(2)
+        await c.unfence(1, e1)
+        await c.unfence(2, e2)
+        assignments = [CT.CreatableReplicaAssignment(partition_index=p, broker_ids=[1, 2]) for p in range(9_999)]
+        r = await c.req(CT(topics=[CT.CreatableTopic(name="t", num_partitions=-1, replication_factor=-1,
+                                                     assignments=assignments)], timeout_ms=30_000), 7)
+        assert r.topics[0].error_code == 0
+        ctl = c.controller
+        epoch, end = ctl.epoch, ctl.mlog.end_offset
+        r = await c.req(UNREG(broker_id=1), 0)
+        assert r.error_code == E.UNKNOWN_SERVER_ERROR
+        await harness.poll_until(lambda: ctl.active and ctl.epoch == epoch + 1)
+        written = [name for off, name in records_in_log(c) if off >= end]
+        assert written == ["PartitionChangeRecord"] * 9_999 + ["UnregisterBrokerRecord"]
+        assert 1 not in ctl.image.cluster.brokers and metric(c, "MetadataErrorCount") == 1
+        assert ctl.raft.committed_offset >= end + 9_999  # committed in the new epoch
+        r = await c.req(UNREG(broker_id=2), 0)  # 9,999 records and its own: 10,000 again
+        assert r.error_code == E.UNKNOWN_SERVER_ERROR
+    finally:
+        await c.stop()
+
+
 # ----- the event queue's deadlines ---------------------------------------------------------------------
 
 async def test_a_request_queued_past_its_timeout_is_request_timed_out(tmp_path: Path) -> None:
@@ -169,16 +198,21 @@ async def test_a_heartbeat_queued_past_half_an_interval_times_out_and_is_counted
 # ----- timers ------------------------------------------------------------------------------------
 
 async def test_the_noop_timer_appends_noop_records_while_idle(tmp_path: Path) -> None:
+    # An interval no other timer shares (the session check sleeps a second at a time), so that the
+    # sleeper due one interval from now is the NoOp timer's.
     clock = ManualClock()
-    c = await started(tmp_path, clock, metadata_max_idle_interval_ms=500)
+    c = await started(tmp_path, clock, metadata_max_idle_interval_ms=300)
     try:
         def noops() -> int:
             return sum(1 for _, t in records_in_log(c) if t == "NoOpRecord")
 
         assert noops() == 0
-        clock.advance(500)
+        clock.advance(300)
         await harness.poll_until(lambda: noops() == 1)
-        clock.advance(499)
+        # The timer sleeps again once the first NoOp has committed: advance only past that sleep.
+        await harness.poll_until(lambda: clock.sleeping_until(clock.monotonic_ms() + 300))
+        clock.advance(299)
+        assert noops() == 1
         clock.advance(1)
         await harness.poll_until(lambda: noops() == 2)
         await harness.poll_until(lambda: c.controller.raft.committed_offset == c.controller.mlog.end_offset - 1)

@@ -96,12 +96,15 @@ async def test_a_failed_snapshot_is_counted_cleaned_up_and_retried_with_backoff(
     c = Cluster(tmp_path, clock, metadata_log_max_record_bytes_between_snapshots="1")
     await c.start()
     try:
-        await create(c, "a")  # a snapshot is due from now on
         ctl = c.controller
         pdir = ctl.mlog.directory
+        await c.register(1)  # a snapshot is due at every commit (a byte between snapshots)
+        await harness.poll_until(lambda: not ctl.snapshots.writing)
+        for old in pdir.glob("*.checkpoint"):
+            old.unlink()
         real_write = fileio.write
         monkeypatch.setattr(fileio, "write", failing(real_write, errno.ENOSPC, is_snapshot))
-        task = ctl.snapshot(force=False)
+        task = ctl.snapshot(force=True)
         assert task is not None and await task is None  # failed
         assert not list(pdir.glob("*.checkpoint.part")) and not list(pdir.glob("*.checkpoint"))
         assert metric(c, "MetadataErrorCount") == 1 and ctl.active
@@ -111,7 +114,7 @@ async def test_a_failed_snapshot_is_counted_cleaned_up_and_retried_with_backoff(
         monkeypatch.setattr(fileio, "write", real_write)  # the disk has room again
         clock.advance(1)
         assert ctl.snapshots.due() is True  # 1 s after the failure it is due again
-        clock.advance(1000)  # the periodic tick retries
+        await c.register(2)  # the next commit writes it
         await harness.poll_until(lambda: list(pdir.glob("*.checkpoint")))
         assert metric(c, "MetadataErrorCount") == 1 and ctl.snapshots.failures == 0
     finally:

@@ -42,6 +42,7 @@ UF = [request_context(ApiKey.UPDATE_FEATURES, v) for v in (0, 1)]
 NODE = 3000
 MV = versions.FEATURE_NAME
 KV = versions.KRAFT_VERSION
+TV = versions.TRANSACTION_VERSION
 INVALID = ErrorCode.INVALID_UPDATE_VERSION
 # What a 3.9 broker or controller advertises.
 FULL: dict[str, tuple[int, int]] = {MV: (1, 21), KV: (0, 1)}
@@ -139,6 +140,17 @@ def test_supported_features_production_and_unstable() -> None:
     assert manager().supported_features() == {MV: (1, 21), KV: (0, 1)}
     unstable = manager([mv(21)], cfg=config(unstable_feature_versions_enable="true"))
     assert unstable.supported_features() == {MV: (1, 23), KV: (0, 1), versions.TRANSACTION_VERSION: (0, 2)}
+
+
+def test_finalized_features_come_in_kafkas_hash_map_order() -> None:
+    from kraftsim.controller.managers.features import java_finalized_order, java_supported_order
+
+    # As a Kafka 3.9.2 controller lists them: FinalizedFeatures copies one feature into a table of
+    # four buckets, where transaction.version comes before metadata.version.
+    assert list(java_finalized_order({TV: 1}, 21)) == [TV, MV]
+    assert java_finalized_order({}, 21) == {MV: 21}
+    assert java_finalized_order({TV: 1, KV: 0}, 21) == {TV: 1, MV: 21}  # level 0 is not finalized
+    assert list(java_supported_order({MV: (1, 23), KV: (0, 1), TV: (0, 2)})) == [KV, MV, TV]
 
 
 def test_finalized_features_epoch_is_the_last_features_change_and_mv_is_always_listed() -> None:
@@ -401,39 +413,37 @@ def test_oversized_batch_fails_the_whole_request() -> None:
     assert (resp.error_code, resp.error_message, resp.results) == (44, e.value.message, [])
 
 
-# ----- v0: AllowDowngrade (the one deliberate deviation from the 3.9 controller) -------------
+# ----- v0: AllowDowngrade is ignored, as a 3.9 controller ignores it ------------------------
 
 def v0_request(*updates: tuple[str, int, bool]) -> Message:
     return Req(feature_updates=[Req.FeatureUpdateKey(feature=n, max_version_level=lv, allow_downgrade=a)
                                 for n, lv, a in updates])
 
 
-def test_v0_allow_downgrade_maps_to_safe_downgrade() -> None:
+DOWNGRADE_NEEDS_TYPE = ("Can't downgrade the version of this feature without setting the upgrade type to either "
+                        "safe or unsafe downgrade.")
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_v0_reads_the_default_upgrade_type_whatever_allow_downgrade_says(allow: bool) -> None:
     m = manager([mv(21), feature(KV, 1)])
     # Round-trip through the wire so the request is exactly what a v0 client sends.
-    req = Req.decode(v0_request((KV, 0, True), (MV, 16, True)).encode(0), 0)
+    req = Req.decode(v0_request((KV, 0, allow), (MV, 20, allow), (TV, 0, allow)).encode(0), 0)
+    assert {fu.upgrade_type for fu in req.feature_updates} == {int(UpgradeType.UPGRADE)}
     res = m.update_features(req, UF[0])
     assert results(res) == [
-        (KV, 0, None),
-        (MV, INVALID, "Invalid metadata.version 16. Refusing to perform the requested downgrade "
-                      "because it might delete metadata information."),  # safe, not unsafe
+        (KV, INVALID, f"Invalid update version 0 for feature {KV}. {DOWNGRADE_NEEDS_TYPE}"),
+        (MV, INVALID, f"Invalid update version 20 for feature {MV}. {DOWNGRADE_NEEDS_TYPE}"),
+        (TV, 0, None),  # the same level: no downgrade
     ]
-    assert [(r.name, r.feature_level) for r, _ in res.records] == [(KV, 0)]
+    assert [(r.name, r.feature_level) for r, _ in res.records] == [(TV, 0)]
 
 
-def test_v0_without_allow_downgrade_is_an_upgrade() -> None:
-    m = manager([mv(21), feature(KV, 1)])
-    req = Req.decode(v0_request((KV, 0, False), (MV, 21, False)).encode(0), 0)
-    res = m.update_features(req, UF[0])
-    assert results(res) == [
-        (KV, INVALID, f"Invalid update version 0 for feature {KV}. Can't downgrade the version of this "
-                      "feature without setting the upgrade type to either safe or unsafe downgrade."),
-        (MV, 0, None),
-    ]
-    # With AllowDowngrade, an upgrade is "a downgrade to a newer version".
+def test_v0_upgrade_with_allow_downgrade_is_an_upgrade() -> None:
     req = Req.decode(v0_request((MV, 21, True)).encode(0), 0)
-    assert results(manager([mv(20)]).update_features(req, UF[0])) == [
-        (MV, INVALID, f"Invalid update version 21 for feature {MV}. Can't downgrade to a newer version.")]
+    res = manager([mv(20)]).update_features(req, UF[0])
+    assert results(res) == [(MV, 0, None)]
+    assert [(r.name, r.feature_level) for r, _ in res.records] == [(MV, 21)]
 
 
 def test_v1_ignores_allow_downgrade_and_v0_has_no_validate_only() -> None:

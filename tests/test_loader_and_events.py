@@ -53,11 +53,18 @@ def test_a_corrupt_newest_snapshot_falls_back_to_an_older_one(tmp_path: Path) ->
 
 
 def test_no_readable_snapshot_and_a_truncated_log_start_is_a_load_error(tmp_path: Path) -> None:
-    mlog = _log_with_topics(tmp_path, 20)
+    mlog = _log_with_topics(tmp_path, 10)
+    _snapshot_now(mlog)
+    for i in range(10, 20):
+        mlog.append_records([(TOPIC(name=f"t{i}", topic_id=uuid.UUID(int=i + 10)), 0)], epoch=1, timestamp=1)
+    mlog.flush_now()
     _snapshot_now(mlog)
     mlog.append_records([(TOPIC(name="late", topic_id=uuid.UUID(int=999)), 0)], epoch=1, timestamp=1)
     mlog.flush_now()
-    assert mlog.apply_retention(now_ms=10**12) > 0 and mlog.start_offset > 0
+    assert mlog.maybe_clean(now_ms=10**12, high_watermark=mlog.end_offset).segments
+    mlog.close()
+    mlog = MetadataLog.open(tmp_path, LogConfig(linger_ms=0, segment_bytes=600))
+    assert mlog.start_offset > 0  # its first segment's base, after the segments below the snapshot went
     for sid in mlog.snapshots():
         mlog.snapshot_path(sid).write_bytes(b"garbage")
     with pytest.raises(LoadError):
@@ -83,8 +90,9 @@ def test_a_bad_record_inside_a_batch_is_named_by_its_offset(tmp_path: Path) -> N
 
 def test_snapshot_ahead_of_the_log_truncates_the_log_to_it(tmp_path: Path) -> None:
     """The log on disk is shorter than the newest snapshot (a follower that fetched a snapshot
-    does this): the loader starts the log at the snapshot, as Kafka does, instead of replaying
-    the stale head and then appending after it."""
+    does this): opening it starts the log at the snapshot, as Kafka's KafkaMetadataLog does,
+    instead of replaying the stale head and then appending after it; the old segment is marked
+    for deletion."""
     mlog = MetadataLog.open(tmp_path, LogConfig(linger_ms=0))
     mlog.append_records([(FEATURE(name="metadata.version", feature_level=21), 0)], epoch=1, timestamp=1)
     mlog.append_records([(TOPIC(name="t0", topic_id=uuid.UUID(int=10)), 0)], epoch=1, timestamp=1)
@@ -100,8 +108,8 @@ def test_snapshot_ahead_of_the_log_truncates_the_log_to_it(tmp_path: Path) -> No
     mlog.close()
     with segment.open("r+b") as f:
         f.truncate(short)
-    reopened = MetadataLog.open(tmp_path, LogConfig(linger_ms=0))
-    assert reopened.end_offset == 2 < sid.end_offset  # the case: the log ends before the snapshot
+    reopened = MetadataLog.open(tmp_path, LogConfig(linger_ms=0))  # the log ended before the snapshot
+    assert [s.path.name for s in reopened.marked_at_open.segments] == [segment.name + ".deleted"]
     image, result = load_image(reopened, MetadataImage)
     assert (reopened.start_offset, reopened.end_offset, reopened.flushed_offset) == (7, 7, 6)
     assert result.snapshot == sid and result.records_replayed == 0

@@ -15,7 +15,13 @@ from kraftsim.metadata import records as recs
 from kraftsim.metadata.batch import ControlRecordType, read_batches
 from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.segments import CorruptLogError, LogFailedError, SegmentedLog, iter_file_batches
-from kraftsim.metadata.snapshots import SnapshotError, SnapshotId, list_snapshots, load_snapshot
+from kraftsim.metadata.snapshots import (
+    SnapshotError,
+    SnapshotId,
+    last_contained_timestamp,
+    list_snapshots,
+    load_snapshot,
+)
 
 NOOP = recs.by_name("NoOpRecord")
 TOPIC = recs.by_name("TopicRecord")
@@ -253,8 +259,8 @@ def test_control_batches_are_kept_apart(tmp_path: Path) -> None:
     log.close()
 
 
-def test_snapshot_write_read_and_retention(tmp_path: Path) -> None:
-    log = open_log(tmp_path, segment_bytes=1500, retention_bytes=0)
+def test_snapshot_write_and_read(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=1500)
     for i in range(60):
         log.append_records([topic(i)], epoch=2, timestamp=1_000 + i)
     log.flush_now()
@@ -269,14 +275,117 @@ def test_snapshot_write_read_and_retention(tmp_path: Path) -> None:
     raw = path.read_bytes()
     batches = list(read_batches(raw))
     assert batches[0].is_control and batches[-1].is_control and batches[0].base_offset == 0
-    deleted = log.apply_retention(now_ms=10_000)
-    assert deleted > 0
-    assert log.start_offset <= 30  # never past the snapshot
-    assert all_offsets(log)[-1] == 59
+    assert last_contained_timestamp(path) == 1_029
+    log.close()
+
+
+def log_with_snapshots(tmp_path: Path, *ends: int, **cfg: int) -> MetadataLog:
+    """60 one-record batches in epochs 1 (offsets 0-29) and 2, segments of 1500 bytes, and a
+    snapshot ending at each of ``ends`` whose last contained timestamp is 1,000 + its last offset."""
+    log = open_log(tmp_path, segment_bytes=1500, **cfg)
+    for i in range(60):
+        log.append_records([topic(i)], epoch=1 if i < 30 else 2, timestamp=1_000 + i)
+    log.flush_now()
+    for end in ends:
+        log.write_snapshot([topic(i) for i in range(end)], last_offset=end - 1, timestamp=5,
+                           last_contained_timestamp=1_000 + end - 1)
+    return log
+
+
+def names(log: MetadataLog) -> list[str]:
+    return sorted(p.name for p in log.directory.iterdir() if ".log" in p.name or ".checkpoint" in p.name)
+
+
+def test_retention_by_size_moves_the_log_start_to_the_latest_snapshot_and_marks_the_rest(tmp_path: Path) -> None:
+    """KafkaMetadataLog.maybeClean: over metadata.max.retention.bytes, each snapshot but the
+    latest goes, the log start moving to the next one; whole segments below it are renamed
+    *.deleted with the snapshots, and deleted after the file delete delay."""
+    log = log_with_snapshots(tmp_path, 20, 40, 50, retention_bytes=1, retention_ms=-1)
+    bases = [s.base_offset for s in log.segments.segments]
+    assert log.start_offset == 0 and len(bases) > 3
+    marked = log.maybe_clean(now_ms=2_000, high_watermark=60)
+    assert log.start_offset == 50 and log.snapshots() == [SnapshotId(50, 2)]
+    kept = [b for i, b in enumerate(bases) if i + 1 == len(bases) or bases[i + 1] > 50]
+    assert [s.base_offset for s in log.segments.segments] == kept and kept[0] <= 50
+    gone = [f"{b:020d}.log" for b in bases if b not in kept] + [SnapshotId(20, 1).file_name, SnapshotId(40, 2).file_name]
+    assert sorted(p.name for p in marked.snapshots) == sorted(g + ".deleted" for g in gone if "checkpoint" in g)
+    assert names(log) == sorted([*(g + ".deleted" for g in gone), *(f"{b:020d}.log" for b in kept),
+                                 SnapshotId(50, 2).file_name])
+    assert log.epoch_entries == [(2, 50)]  # the epoch cache is cut at the log start, as Kafka's
+    assert (log.directory / "leader-epoch-checkpoint").read_text() == "0\n1\n2 50\n"
+    assert not log.maybe_clean(now_ms=2_000, high_watermark=60)  # one snapshot left: nothing more
+    log.delete_marked(marked)
+    assert names(log) == sorted([*(f"{b:020d}.log" for b in kept), SnapshotId(50, 2).file_name])
     log.close()
     reopened = open_log(tmp_path, segment_bytes=1500)
-    assert reopened.start_offset == log.start_offset and reopened.end_offset == 60
+    assert reopened.start_offset == kept[0] and reopened.snapshots() == [SnapshotId(50, 2)]  # the first segment's
     reopened.close()
+
+
+def test_retention_by_size_stops_once_under_the_limit(tmp_path: Path) -> None:
+    log = log_with_snapshots(tmp_path, 20, 40, 50, retention_bytes=-1, retention_ms=-1)
+    assert not log.maybe_clean(now_ms=10**12, high_watermark=60) and log.start_offset == 0
+    log.close()
+    # Room for the log and the two newest snapshots only: the oldest goes, and nothing else.
+    log = log_with_snapshots(tmp_path / "b", 20, 40, 50, retention_ms=-1)
+    sizes = [log.snapshot_path(s).stat().st_size for s in log.snapshots()]
+    log.config.retention_bytes = log.segments.size_in_bytes + sizes[1] + sizes[2]
+    marked = log.maybe_clean(now_ms=10**12, high_watermark=60)
+    assert log.start_offset == 40 and [p.name for p in marked.snapshots] == [SnapshotId(20, 1).file_name + ".deleted"]
+    log.close()
+
+
+def test_retention_by_time_goes_by_the_snapshots_last_contained_timestamp(tmp_path: Path) -> None:
+    log = log_with_snapshots(tmp_path, 20, 40, 50, retention_bytes=-1, retention_ms=1_000)
+    # Snapshot 20 contains up to 1,019, snapshot 40 up to 1,039: only the first is over a second old.
+    assert not log.maybe_clean(now_ms=2_019, high_watermark=60) and log.start_offset == 0
+    log.maybe_clean(now_ms=2_020, high_watermark=60)
+    assert log.start_offset == 40 and log.snapshots() == [SnapshotId(40, 2), SnapshotId(50, 2)]
+    log.maybe_clean(now_ms=10_000, high_watermark=60)
+    assert log.start_offset == 50 and log.snapshots() == [SnapshotId(50, 2)]
+    log.close()
+
+
+def test_the_log_start_never_passes_the_high_watermark(tmp_path: Path) -> None:
+    log = log_with_snapshots(tmp_path, 20, 40, retention_bytes=1, retention_ms=-1)
+    assert not log.maybe_clean(now_ms=2_000, high_watermark=39)
+    assert log.start_offset == 0 and log.snapshots() == [SnapshotId(20, 1), SnapshotId(40, 2)]
+    log.close()
+
+
+def test_a_log_cleaned_up_to_its_end_starts_over_at_the_snapshot_when_reopened(tmp_path: Path) -> None:
+    """Retention moved the log start to the log end (the latest snapshot covers everything):
+    the epoch cache's one entry starts there, which reopening drops (Kafka's load truncates the
+    cache from the log end), so the snapshot's epoch is ahead of the log's and the log is
+    truncated fully to the snapshot, its segments marked for deletion."""
+    log = log_with_snapshots(tmp_path, 40, 60, retention_bytes=1, retention_ms=-1)
+    log.delete_marked(log.maybe_clean(now_ms=2_000, high_watermark=60))
+    assert log.start_offset == 60 == log.end_offset and log.epoch_entries == [(2, 60)]
+    first = log.segments.start_offset
+    log.close()
+    reopened = open_log(tmp_path, segment_bytes=1500)
+    assert reopened.start_offset == reopened.end_offset == 60 and reopened.epoch_entries == []
+    assert [s.path.name for s in reopened.marked_at_open.segments][0] == f"{first:020d}.log.deleted"
+    assert names(reopened)[-2:] == [SnapshotId(60, 2).file_name, f"{60:020d}.log"]
+    reopened.delete_marked(reopened.marked_at_open)
+    assert names(reopened) == [SnapshotId(60, 2).file_name, f"{60:020d}.log"]
+    reopened.close()
+    # With records after the snapshot the cache keeps its entry, and nothing is truncated.
+    log = log_with_snapshots(tmp_path / "b", 40, 50, retention_bytes=1, retention_ms=-1)
+    log.delete_marked(log.maybe_clean(now_ms=2_000, high_watermark=60))
+    log.close()
+    reopened = open_log(tmp_path / "b", segment_bytes=1500)
+    assert not reopened.marked_at_open and reopened.end_offset == 60 and reopened.start_offset <= 50
+    reopened.close()
+
+
+def test_batch_bytes_are_counted_per_append(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_records([topic(0), topic(1)], epoch=1, timestamp=1)
+    log.append_records([topic(2)], epoch=1, timestamp=1)
+    sizes = [b.size_in_bytes for b in log.batches(0, flushed_only=False)]
+    assert log.bytes_through(1) == sizes[0] and log.bytes_through(2) == sum(sizes) == log.appended_bytes
+    log.close()
 
 
 def test_snapshot_files_are_atomic_and_validated(tmp_path: Path) -> None:

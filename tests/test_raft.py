@@ -13,6 +13,7 @@ import pytest
 from kraftsim.metadata.batch import IncompleteBatchError, read_batches
 from kraftsim.metadata.files import METADATA_TOPIC_ID
 from kraftsim.metadata.records import unframe
+from kraftsim.rpc.clock import ManualClock
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import (
     BeginQuorumEpochRequest,
@@ -199,11 +200,14 @@ async def test_below_the_log_start_gets_the_snapshot_id_and_fetch_snapshot_serve
         await c.unfence(1, epoch)
         for i in range(3):
             await create(c, f"t{i}", 10)  # each its own batch, the segments roll at 1 KiB
-        task = c.controller.snapshot(force=True)
-        assert task is not None
-        sid = await task
         ctl = c.controller
-        assert 0 < ctl.mlog.start_offset <= sid.end_offset  # retention deleted the segments it covers
+        assert await ctl.snapshot(force=True) is not None
+        await create(c, "t3", 10)
+        sid = await ctl.snapshot(force=True)
+        assert sid is not None and ctl.mlog.start_offset == 0  # retention runs on a timer of its own
+        ctl.clean_log()  # what that timer does a minute after start: over the retention bytes
+        assert ctl.mlog.start_offset == sid.end_offset and ctl.mlog.snapshots() == [sid]
+        assert ctl.mlog.segments.start_offset < sid.end_offset  # the segment holding it stays
         p = partition(await c.req(fetch_request(c, 0, 0), 17))  # an empty fetcher: straight to the snapshot
         assert (p.snapshot_id.end_offset, p.snapshot_id.epoch) == (sid.end_offset, sid.epoch)
         assert p.records in (b"", None) and p.log_start_offset == ctl.mlog.start_offset
@@ -227,6 +231,52 @@ async def test_below_the_log_start_gets_the_snapshot_id_and_fetch_snapshot_serve
         await c.stop()
 
 
+async def test_the_log_is_cleaned_a_minute_after_start_and_the_marked_files_deleted_a_minute_later(
+        tmp_path: Path) -> None:
+    """KafkaRaftClient's cleaner: KafkaMetadataLog.maybeClean a minute after start and every
+    minute after; what it renamed *.deleted goes after the file delete delay (a minute)."""
+    clock = ManualClock()
+    c = Cluster(tmp_path, clock, metadata_log_segment_bytes="1024", metadata_log_segment_min_bytes="1024",
+                metadata_max_retention_bytes="1")
+    await c.start()
+    try:
+        ctl = c.controller
+        mlog = ctl.mlog
+        epoch, _ = await c.register(1)
+        await c.unfence(1, epoch)
+        await create(c, "a", 10)
+        first = await ctl.snapshot(force=True)
+        await create(c, "b", 10)
+        latest = await ctl.snapshot(force=True)
+        assert first is not None and latest is not None and mlog.start_offset == 0
+
+        def listing() -> list[str]:
+            return sorted(p.name for p in mlog.directory.iterdir() if ".log" in p.name or ".checkpoint" in p.name)
+
+        clock.advance(59_999)  # (the broker's session expires meanwhile: more records)
+        await asyncio.sleep(0.05)
+        assert not any(n.endswith(".deleted") for n in listing()) and mlog.start_offset == 0  # not yet
+        clock.advance(1)
+        await harness.poll_until(lambda: mlog.start_offset == latest.end_offset)
+        marked = [n for n in listing() if n.endswith(".deleted")]
+        assert first.file_name + ".deleted" in marked and any(n.endswith(".log.deleted") for n in marked)
+        clock.advance(59_999)
+        await asyncio.sleep(0.05)
+        assert [n for n in listing() if n.endswith(".deleted")] == marked
+        clock.advance(1)
+        await harness.poll_until(lambda: not any(n.endswith(".deleted") for n in listing()))
+        assert mlog.snapshots() == [latest]
+        # After a restart the log starts at its first segment (at or below the snapshot): served from there.
+        await c.restart()
+        mlog = c.controller.mlog
+        assert mlog.segments.start_offset == mlog.start_offset <= latest.end_offset
+        p = partition(await c.req(fetch_request(c, mlog.start_offset, epoch=c.controller.epoch,
+                                                last_epoch=1), 17))
+        assert p.error_code == 0 and p.snapshot_id.end_offset == -1 and p.log_start_offset == mlog.start_offset
+    finally:
+        await c.stop()
+
+
 def snapshot_request(c: Cluster, end_offset: int, epoch: int, position: int = 0, leader_epoch: int | None = None,
                      topic: str = "__cluster_metadata") -> Any:
     return FetchSnapshotRequest(cluster_id=c.cluster_id, replica_id=OBSERVER, max_bytes=1000, topics=[
@@ -235,22 +285,31 @@ def snapshot_request(c: Cluster, end_offset: int, epoch: int, position: int = 0,
             position=position, snapshot_id=FetchSnapshotRequest.SnapshotId(end_offset=end_offset, epoch=epoch))])])
 
 
-async def test_fetch_snapshot_errors(cluster: Cluster) -> None:
+async def test_fetch_snapshot_errors(cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    """Every partition-level error is answered as a Kafka 3.9 controller answers it: that
+    partition has no records, ControllerApis fails to size the response and sends
+    UNKNOWN_SERVER_ERROR with no topics instead."""
     c = cluster
     await create(c, "x")
     sid = await c.controller.snapshot(force=True)
     size = c.controller.mlog.snapshot_path(sid).stat().st_size
 
-    async def error(req: Any) -> int:
-        return (await c.req(req, 1)).topics[0].partitions[0].error_code
+    async def error(req: Any) -> tuple[int, list[Any], list[Any]]:
+        r = await c.req(req, 1)
+        return r.error_code, r.topics, r.node_endpoints
 
-    assert await error(snapshot_request(c, sid.end_offset + 1, sid.epoch)) == E.SNAPSHOT_NOT_FOUND
-    assert await error(snapshot_request(c, 0, 0)) == E.SNAPSHOT_NOT_FOUND  # the bootstrap id is never served
-    assert await error(snapshot_request(c, sid.end_offset, sid.epoch, position=size)) == E.POSITION_OUT_OF_RANGE
-    assert await error(snapshot_request(c, sid.end_offset, sid.epoch, position=-1)) == E.POSITION_OUT_OF_RANGE
-    assert await error(snapshot_request(c, sid.end_offset, sid.epoch, leader_epoch=0)) == E.FENCED_LEADER_EPOCH
-    assert await error(snapshot_request(c, sid.end_offset, sid.epoch, leader_epoch=99)) == E.UNKNOWN_LEADER_EPOCH
-    assert await error(snapshot_request(c, sid.end_offset, sid.epoch, topic="other")) == E.UNKNOWN_TOPIC_OR_PARTITION
+    failed = (E.UNKNOWN_SERVER_ERROR, [], [])
+    with caplog.at_level("ERROR", "kraftsim.raft"):
+        assert await error(snapshot_request(c, sid.end_offset + 1, sid.epoch)) == failed  # SNAPSHOT_NOT_FOUND
+        assert await error(snapshot_request(c, 0, 0)) == failed  # the bootstrap id is never served
+        assert await error(snapshot_request(c, sid.end_offset, sid.epoch, position=size)) == failed
+        assert await error(snapshot_request(c, sid.end_offset, sid.epoch, position=-1)) == failed
+        assert await error(snapshot_request(c, sid.end_offset, sid.epoch, leader_epoch=0)) == failed
+        assert await error(snapshot_request(c, sid.end_offset, sid.epoch, leader_epoch=99)) == failed
+        assert await error(snapshot_request(c, sid.end_offset, sid.epoch, topic="other")) == failed
+    assert [m.split(" failed with ")[1].split(";")[0] for m in caplog.messages] == [
+        "SNAPSHOT_NOT_FOUND", "SNAPSHOT_NOT_FOUND", "POSITION_OUT_OF_RANGE", "POSITION_OUT_OF_RANGE",
+        "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "UNKNOWN_TOPIC_OR_PARTITION"]
     bad = snapshot_request(c, sid.end_offset, sid.epoch)
     bad.cluster_id = "someone-else"
     assert (await c.req(bad, 1)).error_code == E.INCONSISTENT_CLUSTER_ID

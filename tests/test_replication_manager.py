@@ -463,6 +463,31 @@ def test_delete_disabled() -> None:
     assert (e.value.code, e.value.message) == (E.INVALID_REQUEST, "Topic deletion is disabled.")
 
 
+def test_delete_over_the_record_cap_deletes_the_first_ten_thousand_in_kafkas_order() -> None:
+    """10,001 topics in one DeleteTopics: the first 10,000 in the order of Kafka's idToName
+    HashMap (by Uuid.hashCode, a table of 16,384 buckets) are deleted, the last is answered
+    UNKNOWN_SERVER_ERROR without a message, and the request is not refused whole."""
+    from kraftsim.controller.java.hash_order import spread
+
+    c = Cluster()
+    names = [f"t{i}" for i in range(10_001)]
+    for i in range(0, len(names), 4_000):
+        c.apply(c.create(*(topic(n, 1, 1) for n in names[i:i + 4_000])))
+    ids = {t.name: t.id for t in c.image.topics.by_id.values()}
+    res = c.delete(names)
+    c.apply(res)
+    refused = [r for r in res.response.responses if r.error_code != 0]
+    assert [(r.error_code, r.error_message) for r in refused] == [(E.UNKNOWN_SERVER_ERROR, None)]
+    assert len(res.records) == 10_000 and list(c.image.topics.by_id) == [refused[0].topic_id]
+
+    def bucket(u: uuid.UUID) -> int:
+        x = (u.int >> 64) ^ (u.int & (1 << 64) - 1)
+        return spread((x >> 32) ^ x) & (16_384 - 1)
+
+    deleted = [bucket(r.topic_id) for r, _ in res.records]
+    assert deleted == sorted(deleted) and deleted[-1] <= bucket(ids[refused[0].name])
+
+
 def test_delete_results_are_shuffled() -> None:
     c = Cluster([1])
     names = [f"t{i}" for i in range(30)]

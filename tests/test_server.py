@@ -60,7 +60,7 @@ async def test_api_versions_every_version(server: KafkaServer, version: int) -> 
             ("metadata.version", 21, 21)]  # level 0 is never listed
         supported = [(f.name, f.min_version, f.max_version) for f in resp.supported_features]
         if version >= 4:
-            assert supported == [("kraft.version", 0, 1), ("metadata.version", 7, 21)]
+            assert supported == [("metadata.version", 7, 21), ("kraft.version", 0, 1)]  # the source's order
         else:
             assert supported == [("metadata.version", 7, 21)]  # min 0 hidden before v4
         assert resp.zk_migration_ready is True

@@ -53,6 +53,7 @@ from kraftsim.controller.managers.heartbeats import (
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder
 from kraftsim.controller.result import ControllerResult, HeartbeatResult
 from kraftsim.controller.routes import Route
+from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata import directories, versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.configs import BROKER, TOPIC
@@ -612,6 +613,9 @@ class ClusterControlManager:
         self.generate_leader_and_isr_updates(broker_id, NO_LEADER,
                                              image.topics.partitions_with_elr_member(broker_id), records)
         records.append((UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=reg.epoch), 0))
+        # Kafka collects these in a BoundedList: a broker in more ISRs than the cap allows is
+        # refused whole (POLICY_VIOLATION) and stays registered.
+        check_record_count(len(records))
         if self.active:
             self.heartbeats.remove(broker_id)  # what replaying UnregisterBrokerRecord does
         # Kafka answers success with the schema defaults: ErrorMessage "" (not null).

@@ -14,11 +14,10 @@ Behaviour worth knowing (reference §4, §11.8):
   and scripts match on those strings.
 * Level 0 removes a non-MV feature on replay; metadata.version can never be removed because 0 is
   outside every node's metadata.version range.
-* **The one deliberate deviation:** a 3.9 controller ignores a v0 request's ``AllowDowngrade``
-  (it reads only ``UpgradeType``, which defaults to UPGRADE at v0). kraftsim maps v0
-  ``AllowDowngrade=true`` to SAFE_DOWNGRADE, as ``UpdateFeaturesRequest.getFeature`` reads it on
-  the Java client side, so that a v0 client asking to downgrade gets the downgrade it asked for
-  (docs/differences.md).
+* A v0 request's ``AllowDowngrade`` is ignored, as a 3.9 controller ignores it: only
+  ``UpgradeType`` is read, and at v0 it has its default, UPGRADE, so a v0 downgrade is refused
+  with INVALID_UPDATE_VERSION whatever the flag says (Kafka's Java client maps the flag to an
+  upgrade type only when it builds the request, in ``UpdateFeaturesRequest.getFeature``).
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from enum import IntEnum
 from typing import Any
 
 from kraftsim.controller.context import ControllerContext
+from kraftsim.controller.java.hash_order import hash_map_order, hash_order, hashmap_capacity
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
@@ -74,6 +74,25 @@ class UpgradeType(IntEnum):
             return cls.UNKNOWN
 
 
+def java_supported_order(supported: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """SupportedFeatures in the order Kafka's ApiVersions lists them: the HashMap
+    BrokerFeatures.defaultSupportedFeatures fills (metadata.version first, then the others)."""
+    return {name: supported[name] for name in hash_map_order(supported)}
+
+
+def java_finalized_order(finalized: dict[str, int], metadata_version: int) -> dict[str, int]:
+    """FinalizedFeatures' map as Kafka iterates it: the image's finalized features (a HashMap)
+    copied into a new HashMap sized for them, then metadata.version put. The copy's table holds
+    the features and metadata.version; within a bucket the copy keeps the source's order."""
+    names = hash_map_order(n for n, level in finalized.items() if level != 0)
+    if names:  # HashMap(Map): a table for size / 0.75 + 1 entries, grown by the put
+        capacity = hashmap_capacity(len(names) + 1, initial=int(len(names) / 0.75 + 1))
+    else:  # an empty copy allocates its default table at the put
+        capacity = hashmap_capacity(1)
+    order = hash_order([*names, versions.FEATURE_NAME], capacity)
+    return {n: metadata_version if n == versions.FEATURE_NAME else finalized[n] for n in order}
+
+
 def range_to_string(lo: int, hi: int) -> str:
     """Kafka's VersionRange.toString ("a", "a+" for an open max, else "a-b"): the messages
     that embed a range must match byte for byte."""
@@ -107,11 +126,8 @@ def _invalid_metadata_version(level: int, reason: str) -> ApiError:
 
 
 class FeatureControlManager:
-    """UpdateFeatures validation and the feature view ApiVersions reports.
-
-    Also satisfies ``rpc.dispatch.FeatureSource``, so the server can use it directly as
-    ``dispatcher.features``.
-    """
+    """UpdateFeatures validation, and the finalized features and their epoch that ApiVersions
+    reports (through the controller, ``rpc.dispatch.FeatureSource``)."""
 
     def __init__(self, ctx: ControllerContext,
                  supported: dict[str, tuple[int, int]] | None = None) -> None:
@@ -125,22 +141,22 @@ class FeatureControlManager:
         self.epoch = -1
         self._epoch_pending = False
 
-    # ----- ApiVersions (FeatureSource) ------------------------------------------------------
+    # ----- this node's ranges, and what ApiVersions reports ----------------------------------
 
     def supported_features(self) -> dict[str, tuple[int, int]]:
-        """This controller's supported ranges (SupportedFeatures in ApiVersions, and the local
-        check in UpdateFeatures)."""
+        """This controller's supported ranges (Kafka's QuorumFeatures): the local check in
+        UpdateFeatures and the ranges it registers itself with. ApiVersions' SupportedFeatures
+        follow another flag (``QuorumController.supported_features``)."""
         if self._supported is not None:
             return dict(self._supported)
         return versions.supported_features(bool(self._config("unstable.feature.versions.enable", False)))
 
     def finalized_features(self) -> tuple[int, dict[str, int]]:
-        """(epoch, levels). metadata.version is always listed because a KRaft node always has
-        one (3.0-IV1 before any record)."""
-        image = self.ctx.image
-        levels = image.features.all_levels()
-        levels[versions.FEATURE_NAME] = image.features.effective_metadata_version()
-        return self.epoch, levels
+        """(epoch, levels), in the order Kafka's ApiVersions lists them (java_finalized_order).
+        metadata.version is always listed because a KRaft node always has one (3.0-IV1 before
+        any record)."""
+        features = self.ctx.image.features
+        return self.epoch, java_finalized_order(features.finalized, features.effective_metadata_version())
 
     def note_batch(self, records: list[Any], base_offset: int) -> None:
         """A write-path listener keeping FinalizedFeaturesEpoch as Kafka's FeaturesPublisher does:
@@ -181,7 +197,8 @@ class FeatureControlManager:
         version = context.api_version
         updates: dict[str, tuple[int, UpgradeType]] = {}
         for fu in request.feature_updates:  # type: ignore[attr-defined]
-            updates[fu.feature] = (fu.max_version_level, self._upgrade_type(fu, version))
+            # At v0 the wire has no UpgradeType: the decoded default (UPGRADE) is what Kafka reads.
+            updates[fu.feature] = (fu.max_version_level, UpgradeType.from_code(fu.upgrade_type))
         validate_only = bool(getattr(request, "validate_only", False)) if version >= 1 else False
 
         records: list[RecordAndVersion] = []
@@ -195,13 +212,6 @@ class FeatureControlManager:
         if validate_only:
             return ControllerResult(records=[], response=response, atomic=True)
         return ControllerResult(records=records, response=response, atomic=True)
-
-    @staticmethod
-    def _upgrade_type(fu: Any, version: int) -> UpgradeType:
-        if version == 0:
-            # Deliberate deviation (see module docstring): honour v0 AllowDowngrade.
-            return UpgradeType.SAFE_DOWNGRADE if fu.allow_downgrade else UpgradeType.UPGRADE
-        return UpgradeType.from_code(fu.upgrade_type)
 
     @staticmethod
     def error_response(error: ApiError, version: int = 1) -> Message:

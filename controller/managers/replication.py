@@ -26,6 +26,7 @@ Topic-config validation and the effective configs a v5+ response carries are in
 
 from __future__ import annotations
 
+import logging
 import random
 import struct
 import uuid
@@ -34,7 +35,14 @@ from typing import Any
 
 from kraftsim.controller.configs.topic_config_resolver import TopicConfigResolver
 from kraftsim.controller.context import ControllerContext
-from kraftsim.controller.java.hash_order import capacity_for, hash_map_order, hash_order
+from kraftsim.controller.java.hash_order import (
+    capacity_for,
+    hash_map_order,
+    hash_order,
+    hashmap_capacity,
+    order_by_hash,
+    string_hash,
+)
 from kraftsim.controller.managers.placement import (
     InvalidReplicationFactor,
     StripedReplicaPlacer,
@@ -57,6 +65,8 @@ from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.error_response import error_response
 from kraftsim.rpc.messages import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 from kraftsim.rpc.uuids import ZERO, random_uuid
+
+log = logging.getLogger("kraftsim.controller.managers.replication")
 
 # ReplicationControlManager.MAX_PARTITIONS_PER_BATCH, the same number as the record cap.
 MAX_PARTITIONS_PER_REQUEST = MAX_RECORDS_PER_USER_OP
@@ -478,14 +488,18 @@ class ReplicationControlManager:
         for tid in dup_ids:
             respond(None, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
 
-        # Resolve ids to names (the authorizer works on names).
+        # Resolve ids to names (the authorizer works on names). Kafka fills its idToName HashMap
+        # in the order of the maps findTopicNames and findTopicIds answer, and deletes in the
+        # order of idToName: which topics a request over the record cap deletes follows from it.
         id_to_name: dict[uuid.UUID, str] = {}
-        for tid in ids:
+        peak = 0  # the most entries idToName held: its table never shrinks
+        for tid in _java_lookup_order(list(ids), _uuid_hash):
             topic = topics_image.by_id.get(tid)
             if topic is None:
                 respond(None, tid, ErrorCode.UNKNOWN_TOPIC_ID, MSG_UNKNOWN_TOPIC_ID)
             else:
                 id_to_name[tid] = topic.name
+        peak = len(id_to_name)
 
         def can_delete(n: str) -> bool:
             return deletable is None or deletable(n)
@@ -498,7 +512,7 @@ class ReplicationControlManager:
                 respond(name if can_describe(name) else None, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                         MSG_TOPIC_AUTHORIZATION_FAILED)
                 del id_to_name[tid]
-        for name in names:
+        for name in _java_lookup_order(list(names), string_hash):
             topic = topics_image.by_name.get(name)
             if not can_describe(name):
                 respond(name, ZERO, ErrorCode.TOPIC_AUTHORIZATION_FAILED, MSG_TOPIC_AUTHORIZATION_FAILED)
@@ -514,11 +528,14 @@ class ReplicationControlManager:
                             "The provided topic name maps to an ID that was already supplied.")
                 else:
                     id_to_name[topic.id] = name
+                    peak = max(peak, len(id_to_name))
             else:
                 respond(name, ZERO, ErrorCode.TOPIC_AUTHORIZATION_FAILED, MSG_TOPIC_AUTHORIZATION_FAILED)
 
         records: list[RecordAndVersion] = []
-        for tid, name in id_to_name.items():
+        over_cap = 0
+        for tid in order_by_hash(id_to_name, _uuid_hash, hashmap_capacity(peak)):
+            name = id_to_name[tid]
             topic = topics_image.by_id.get(tid)
             if topic is None:
                 respond(name, tid, ErrorCode.UNKNOWN_TOPIC_ID, MSG_UNKNOWN_TOPIC_ID)
@@ -529,11 +546,34 @@ class ReplicationControlManager:
                 except ApiError as e:
                     respond(name, tid, e.code, e.message)
                     continue
-            check_record_count(len(records) + 1)
+            if len(records) >= MAX_RECORDS_PER_USER_OP:
+                # Kafka's BoundedList refuses the record and its per-topic catch answers the
+                # exception as UNKNOWN_SERVER_ERROR (no message): the topics before the cap are
+                # deleted, the rest are not.
+                respond(name, tid, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+                over_cap += 1
+                continue
             records.append((RemoveTopicRecord(topic_id=tid), 0))
             respond(name, tid, ErrorCode.NONE, None)
+        if over_cap:
+            log.error("deleteTopics: %d topic(s) not deleted: the request would write more than %d records",
+                      over_cap, MAX_RECORDS_PER_USER_OP)
         self.rng.shuffle(responses)
         return ControllerResult(records, DeleteTopicsResponse(responses=responses), atomic=True)
+
+
+def _uuid_hash(u: uuid.UUID) -> int:
+    """Kafka's Uuid.hashCode: the two halves XORed, then the two 32-bit halves of that."""
+    x = (u.int >> 64) ^ (u.int & 0xFFFFFFFFFFFFFFFF)
+    return ((x >> 32) ^ x) & 0xFFFFFFFF
+
+
+def _java_lookup_order(keys: list[Any], hash_of: Callable[[Any], int]) -> list[Any]:
+    """The order of the map ControllerApis.deleteTopics gets back for ``keys`` (distinct, in
+    request order): put into a default HashSet, then looked up into a ``new HashMap<>(size)``
+    (findTopicNames, findTopicIds)."""
+    in_set = order_by_hash(keys, hash_of, capacity_for(len(keys)))
+    return order_by_hash(in_set, hash_of, hashmap_capacity(len(keys), initial=len(keys)))
 
 
 def _check_total_partitions(topics: list[Message], default_partitions: int) -> None:

@@ -116,6 +116,26 @@ def log_end(metadata_dir: Path) -> int:
     return end
 
 
+def log_files(metadata_dir: Path) -> list[str]:
+    """The names of the segments and snapshots of ``__cluster_metadata-0``, those marked for
+    deletion (``*.deleted``) included, in offset order."""
+    d = metadata_dir / METADATA_TOPIC_DIR
+    return sorted(p.name for p in d.iterdir() if norm.LOG_FILE.match(p.name))
+
+
+async def files_settled(pair: Pair, timeout: float = 30) -> None:
+    """normalise.SNAPSHOT_LAG: poll, with a deadline, until both sides' log files are the same
+    (offsets relative to each side's log end now)."""
+    deadline = time.monotonic() + timeout
+
+    def listing(side: Side) -> list[str]:
+        view = norm.SideView(log_end(side.node.metadata_dir))
+        return [norm.log_file(n, view) for n in log_files(side.node.metadata_dir)]
+
+    while listing(pair.kafka) != listing(pair.kraftsim) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+
+
 # -- one side -----------------------------------------------------------------------------------
 
 @dataclass
@@ -159,6 +179,7 @@ class Side:
     def adopt_log(self) -> None:
         """Learn broker epochs and topic ids from the whole log, for a controller started on a
         directory another controller wrote (the swap tests): what the scenario refers to."""
+        names: dict[uuid.UUID, str] = {}
         for r in read_log(self.node.metadata_dir, 0):
             m: Any = r.message
             if r.type == "RegisterBrokerRecord":
@@ -169,8 +190,9 @@ class Side:
                 self.registered.discard(m.broker_id)
             elif r.type == "TopicRecord":
                 self.topic_ids[m.name] = m.topic_id
-            elif r.type == "RemoveTopicRecord":
-                self.topic_ids = {n: t for n, t in self.topic_ids.items() if t != m.topic_id}
+                names[m.topic_id] = m.name
+            elif r.type == "RemoveTopicRecord" and self.topic_ids.get(names.get(m.topic_id, "")) == m.topic_id:
+                del self.topic_ids[names[m.topic_id]]
         self.adopted = True
 
     def last_offset(self) -> int:
@@ -192,7 +214,9 @@ class Side:
             elif r.type == "FeatureLevelRecord":
                 self.last_feature_offset = r.offset
             elif r.type == "RemoveTopicRecord":
-                self.topic_ids = {n: t for n, t in self.topic_ids.items() if t != m.topic_id}
+                name = self.view.topic_names.get(m.topic_id)  # a topic id keeps its name for normalising
+                if name is not None and self.topic_ids.get(name) == m.topic_id:
+                    del self.topic_ids[name]
             elif r.type == "RegisterBrokerRecord":
                 self.registered.add(m.broker_id)
             elif r.type == "UnregisterBrokerRecord":
@@ -263,7 +287,24 @@ class Raw:
     frame: bytes
 
 
-Step = Call | AwaitRecord | Raw
+@dataclass(frozen=True)
+class Files:
+    """The segments and snapshots of the side's metadata log as they are now (normalise.LOG_FILES)."""
+
+    label: str
+
+
+@dataclass(frozen=True)
+class AwaitFiles:
+    """Wait (with a deadline) until the side's log files satisfy ``done`` (names as on disk),
+    then record them as :class:`Files` does."""
+
+    label: str
+    done: Callable[[list[str]], bool]
+    timeout: float = 30.0
+
+
+Step = Call | AwaitRecord | Raw | Files | AwaitFiles
 
 
 def records_view(records: list[LoggedRecord], view: norm.SideView) -> list[Any]:
@@ -278,6 +319,7 @@ async def play(side: Side, steps: Sequence[Step], mask: bool = True) -> list[dic
     side.begin()
     for step in steps:
         entry: dict[str, Any] = {"step": step.label}
+        side.view.capped_deletion = None  # normalise.CAPPED_DELETION: a step's own answers
         if isinstance(step, Call):
             if step.version is not None:
                 entry["version"] = step.version
@@ -311,6 +353,18 @@ async def play(side: Side, steps: Sequence[Step], mask: bool = True) -> list[dic
                     break
                 await asyncio.sleep(0.05)
             entry["records"] = records_view(got, side.view)
+        elif isinstance(step, Files | AwaitFiles):
+            names = log_files(side.node.metadata_dir)
+            if isinstance(step, AwaitFiles):
+                deadline = time.monotonic() + step.timeout
+                while not step.done(names):
+                    if time.monotonic() > deadline:
+                        entry["timeout"] = f"the files did not get there within {step.timeout}s"
+                        break
+                    await asyncio.sleep(0.1)
+                    names = log_files(side.node.metadata_dir)
+            entry["files"] = [norm.log_file(n, side.view) for n in names]
+            entry["records"] = records_view(side.new_records(), side.view)
         else:
             entry["response"] = await raw_exchange(side.node.bootstrap, step.frame)
             entry["records"] = records_view(side.new_records(), side.view)

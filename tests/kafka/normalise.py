@@ -97,6 +97,16 @@ HASH_ORDER = Normalisation(
     "ids: DescribeAclsResponse.Resources and each resource's Acls, DeleteAclsFilterResult.MatchingAcls, and "
     "each run of consecutive RemoveAccessControlEntryRecords (by normalised id) are compared sorted.")
 
+CAPPED_DELETION = Normalisation(
+    "which topics a DeleteTopics over the record cap deletes",
+    "ReplicationControlManager.deleteTopics writes one RemoveTopicRecord per topic into a list bounded at 10,000 "
+    "records and answers each topic past it UNKNOWN_SERVER_ERROR; it walks the topics in the order of a HashMap "
+    "keyed by their random ids, so which ones are deleted differs run to run. In a DeleteTopicsResponse with an "
+    "UNKNOWN_SERVER_ERROR result, every result that is NONE or UNKNOWN_SERVER_ERROR has its name and topic id "
+    "compared as 'a topic of the request' (their errors, messages and number are compared), and in the step's "
+    "RemoveTopicRecords each topic id as 'a topic answered NONE' or, if the response did not answer it NONE, "
+    "'a topic not answered NONE' (so each side's records must match its own answers).")
+
 ACL_PUBLICATION_LAG = Normalisation(
     "DescribeAcls waits until the authorizer has loaded the log's ACLs",
     "A Kafka controller answers DescribeAcls from its StandardAuthorizer, which the MetadataLoader updates a "
@@ -280,6 +290,30 @@ RAFT = Normalisation(
     "bytes depend on batch timestamps and are compared by length class only ('snapshot bytes'). "
     "Last-fetch and caught-up times are wall clock ('time'), and listener ports differ per side ('port').")
 
+LOG_FILES = Normalisation(
+    "the log's files by kind and offset",
+    "A Files step lists the segments (<base offset>.log) and snapshots (<end offset>-<epoch>.checkpoint) of "
+    "__cluster_metadata-0, with a .deleted suffix for those marked for deletion, each offset relative as OFFSETS "
+    "does. Kafka's offset and time indexes, producer-state snapshots (<offset>.snapshot) and state files are left "
+    "out: kraftsim writes no index or producer state (a Kafka node rebuilds them), and the state files are compared "
+    "elsewhere (tests/kafka/test_files.py).")
+
+SNAPSHOT_LAG = Normalisation(
+    "log files are compared once both sides have written their snapshots",
+    "Kafka's SnapshotGenerator writes a snapshot on a thread of its own a moment after the commit that made it "
+    "due, so before a scenario that compares log files after writing, both sides' listings are polled, with a "
+    "deadline, until they agree (files_settled); then they are compared like anything else.")
+
+LOG_FILE = re.compile(r"^(\d{20})(\.log|-\d{10}\.checkpoint)(\.deleted)?$")
+
+
+def log_file(name: str, view: SideView) -> str:
+    """LOG_FILES: a segment or snapshot file name with its offset relative."""
+    m = LOG_FILE.match(name)
+    assert m is not None, name
+    return f"{view.offset(int(m.group(1)))}{m.group(2)}{m.group(3) or ''}"
+
+
 # Raft responses: fields holding offsets or times at any depth (RAFT).
 RAFT_TOPS = frozenset({"FetchResponse", "FetchSnapshotResponse", "DescribeQuorumResponse"})
 RAFT_OFFSET_ATTRS = frozenset({"high_watermark", "log_start_offset", "last_stable_offset", "log_end_offset",
@@ -318,8 +352,9 @@ def raft_records(data: bytes, view: SideView, fetch_offset: int) -> list[Any]:
 DROPPED_RECORDS = {"NoOpRecord": TIMER_RECORDS, "RegisterControllerRecord": CONTROLLER_REGISTRATION}
 
 ALL = (OFFSETS, TOPIC_IDS, UNKNOWN_UUIDS, PLACEMENT, BATCHES, TIMER_RECORDS, CONTROLLER_REGISTRATION, HASH_ORDER,
-       PUBLICATION_LAG, ACL_PUBLICATION_LAG, ENVELOPE_DATA, REQUEST_TEXT, DUMP_JSON, TOOL_OUTPUT, SHELL_CATCH_UP, THROTTLE,
-       TOKENS, TOKEN_PUBLICATION_LAG, RAFT, CONFIG_PUBLICATION_LAG, CONFIG_DOCUMENTATION, NODE_CONFIG, LOGGERS)
+       CAPPED_DELETION, PUBLICATION_LAG, ACL_PUBLICATION_LAG, ENVELOPE_DATA, REQUEST_TEXT, DUMP_JSON, TOOL_OUTPUT,
+       SHELL_CATCH_UP, THROTTLE, TOKENS, TOKEN_PUBLICATION_LAG, RAFT, LOG_FILES, SNAPSHOT_LAG, CONFIG_PUBLICATION_LAG,
+       CONFIG_DOCUMENTATION, NODE_CONFIG, LOGGERS)
 
 # Where offsets live: (message class name, field attribute).
 OFFSET_FIELDS: frozenset[tuple[str, str]] = frozenset({
@@ -348,6 +383,7 @@ class SideView:
     token_issue: dict[str, int] = field(default_factory=dict)  # token id -> issue time
     window: tuple[int, int] = (0, 0)  # wall-clock ms just before the last request and just after its answer
     asked: set[int] = field(default_factory=set)  # the periods and lifetimes the scenario's token requests asked for
+    capped_deletion: set[uuid.UUID] | None = None  # this step's topics answered NONE by a capped DeleteTopics
 
     def token(self, token_id: str) -> str:
         if token_id not in self.token_names:
@@ -428,6 +464,8 @@ def normalise(obj: Any, view: SideView, cls_name: str | None = None, mask: bool 
                 out[attr] = normalise(v, view, top, mask)
         if name == top == "DescribeConfigsResponse":
             return normalise_describe_configs(out)
+        if name == top == "DeleteTopicsResponse":
+            return normalise_capped_deletion(obj, out, view)
         return out
     if isinstance(obj, list | tuple):
         return [normalise(v, view, cls_name, mask) for v in obj]
@@ -523,10 +561,33 @@ def normalise_tokens(msg: Any, out: Any, view: SideView, request: Any = None) ->
     return out
 
 
+UNKNOWN_SERVER_ERROR = -1
+A_TOPIC_OF_THE_REQUEST = "a topic of the request"
+
+
+def normalise_capped_deletion(resp: Any, out: dict[str, Any], view: SideView) -> dict[str, Any]:
+    """CAPPED_DELETION on a normalised DeleteTopicsResponse (``out``); notes the topics it
+    answered NONE for the step's records (normalise_record)."""
+    if not any(r.error_code == UNKNOWN_SERVER_ERROR for r in resp.responses):
+        return out
+    view.capped_deletion = {r.topic_id for r in resp.responses if r.error_code == 0}
+    results = []
+    for r in out["responses"]:
+        if r["error_code"] in (0, UNKNOWN_SERVER_ERROR):
+            r = {**r, "name": A_TOPIC_OF_THE_REQUEST, "topic_id": A_TOPIC_OF_THE_REQUEST}
+        results.append(r)
+    out["responses"] = sorted(results, key=repr)
+    return out
+
+
 def normalise_record(rec: Any, view: SideView) -> Any:
     """A metadata record's fields, normalised (PLACEMENT applies to records of placed topics)."""
     out = normalise_tokens(rec, normalise(rec, view), view)
     name = type(rec).__name__
+    if name == "RemoveTopicRecord" and view.capped_deletion is not None:  # CAPPED_DELETION
+        out["topic_id"] = "a topic answered NONE" if rec.topic_id in view.capped_deletion \
+            else "a topic not answered NONE"
+        return out
     topic = view.topic_names.get(rec.topic_id) if hasattr(rec, "topic_id") else None
     if topic is None or topic not in view.placed_topics:
         return out

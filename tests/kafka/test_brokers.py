@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import Callable
 
@@ -195,6 +197,46 @@ async def test_unregister_broker(shared_pair: d.Pair) -> None:
     assert t.response("unregister a live leader") == {"throttle_time_ms": 0, "error_code": 0, "error_message": ""}
     assert t.record_types("unregister a live leader") == ["PartitionChangeRecord", "PartitionChangeRecord",
                                                           "UnregisterBrokerRecord"]
+
+
+async def test_unregister_over_the_record_cap(shared_pair: d.Pair) -> None:
+    """UnregisterBroker writes a PartitionChangeRecord for each ISR the broker is in, then its
+    UnregisterBrokerRecord, into a list bounded at 10,000: in 10,000 ISRs it is refused whole.
+    In 9,999 ISRs its 10,000 records are one full batch of a non-atomic result, and Kafka 3.9
+    then asks Raft to append the empty rest: written, yet UNKNOWN_SERVER_ERROR and a failover."""
+    t = await d.check(shared_pair, [
+        Call("register 75", d.register(75)),
+        Call("unfence 75", d.heartbeat(75)),
+        Call("5,000 partitions on 75", d.create_topics(TopicSpec("unreg-cap-a", 5_000, 1))),
+        Call("5,000 more", d.create_topics(TopicSpec("unreg-cap-b", 5_000, 1))),
+        Call("unregister: 10,001 records", d.unregister(75)),
+        Call("4,999 partitions instead", d.delete_topics("unreg-cap-b", version=6), 6),
+        Call("recreated smaller", d.create_topics(TopicSpec("unreg-cap-c", 4_999, 1))),
+    ])
+    assert t.response("unregister: 10,001 records") == {"throttle_time_ms": 0, "error_code": 44, "error_message": ""}
+    assert t["unregister: 10,001 records"]["records"] == []
+    # The failover's LeaderChange comes at a moment of each side's own (Kafka waits out an election
+    # timeout): the step is compared without control records, and each side waits for its new epoch.
+    a, b = await d.run(shared_pair, [Call("unregister: 10,000 records", d.unregister(75))])
+    for side, transcript in zip(shared_pair.sides, (a, b), strict=True):
+        transcript[0]["records"] = [r for r in transcript[0]["records"] if not r["control"]]
+        await active_again(side)
+    d.assert_same(a, b)
+    assert a[0]["response"] == {"throttle_time_ms": 0, "error_code": -1, "error_message": ""}
+    assert [r["type"] for r in a[0]["records"]] == ["PartitionChangeRecord"] * 9_999 + ["UnregisterBrokerRecord"]
+    await d.check(shared_pair, [Call("75 is gone", d.unregister(75)), Call("register 75 again", d.register(75))])
+
+
+async def active_again(side: d.Side, timeout: float = 60) -> None:
+    """Poll, with a deadline, until the controller answers again after a failover: an
+    unregistration of a broker nobody registered gets BROKER_ID_NOT_REGISTERED, not NOT_CONTROLLER."""
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = await side.client.request(d.UNREG(broker_id=74), 0, timeout=60)
+        if resp.error_code != 41:  # NOT_CONTROLLER
+            return
+        assert time.monotonic() < deadline, f"{side.name} is not active again after {timeout}s"
+        await asyncio.sleep(0.05)
 
 
 async def test_unregister_unknown_broker(shared_pair: d.Pair) -> None:

@@ -43,6 +43,11 @@ async def test_update_features_error_paths_and_partial_success(pair_factory: Cal
             Call("partial success", d.update_features((MV, 21, UPGRADE), ("acme.feature", 2, UPGRADE)), 1),
             Call("v0: the same level", d.update_features((MV, 21, UPGRADE)), 0),
             Call("v0: an unknown feature", d.update_features(("acme.feature", 1, UPGRADE)), 0),
+            # A 3.9 controller ignores v0's AllowDowngrade: UpgradeType keeps its default, upgrade.
+            Call("v0: downgrade with AllowDowngrade", d.update_features((MV, 20, UPGRADE), allow_downgrade=True), 0),
+            Call("v0: downgrade without AllowDowngrade", d.update_features((MV, 20, UPGRADE)), 0),
+            Call("v0: the same level with AllowDowngrade", d.update_features((MV, 21, UPGRADE), allow_downgrade=True),
+                 0),
             Call("safe downgrade to 3.8 (validate only)", d.update_features((MV, 20, SAFE), validate_only=True), 1),
             Call("safe downgrade to 3.8", d.update_features((MV, 20, SAFE)), 1),
             Call("a broker that needs 3.9 now", d.register(1, features=d.mv_feature(21, 21))),
@@ -52,22 +57,60 @@ async def test_update_features_error_paths_and_partial_success(pair_factory: Cal
         ])
         assert t.response("an unknown feature")["results"][0]["error_code"] == 95  # INVALID_UPDATE_VERSION
         assert t.record_types("safe downgrade to 3.8") == ["FeatureLevelRecord"]
+        assert t.response("v0: downgrade with AllowDowngrade")["results"] == [{
+            "feature": MV, "error_code": 95, "error_message": "Invalid update version 20 for feature metadata.version. "
+            "Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe "
+            "downgrade."}]
+        assert t["v0: downgrade with AllowDowngrade"]["records"] == []
         assert t.record_types("upgrade back to 3.9") == ["FeatureLevelRecord"]
     finally:
         await close(pair)
 
 
-async def test_v0_allow_downgrade_is_a_deliberate_difference(pair_factory: Callable[..., PairNodes]) -> None:
-    """kraftsim maps a v0 request's AllowDowngrade=true to SAFE_DOWNGRADE, as Kafka's Java client
-    does when it builds the request (controller/managers/features.py). A 3.9 controller ignores the
-    flag, reads the v0 default UpgradeType (upgrade) and refuses the downgrade."""
-    pair = await connect(pair_factory("v0-downgrade"))
+async def test_unstable_api_and_feature_versions(pair_factory: Callable[..., PairNodes]) -> None:
+    """The two flags widen different ranges: unstable.api.versions.enable what ApiVersions
+    advertises (SupportedFeatures), unstable.feature.versions.enable what the controller accepts
+    in UpdateFeatures and in replay. The pair runs with the first, then restarts with the second."""
+    nodes = pair_factory("unstable", unstable_api_versions_enable="true")
+    probes = [
+        Call("ApiVersions v4", d.api_versions(), 4),
+        Call("ApiVersions v3", d.api_versions(), 3),
+        Call("metadata.version 4.0-IV0 (validate only)", d.update_features((MV, 22, UPGRADE), validate_only=True), 1),
+        Call("metadata.version 4.0-IV1 (validate only)", d.update_features((MV, 23, UPGRADE), validate_only=True), 1),
+        Call("transaction.version 2 (validate only)",
+             d.update_features(("transaction.version", 2, UPGRADE), validate_only=True), 1),
+    ]
+    pair = await connect(nodes)
     try:
-        a, b = await d.run(pair, [Call("v0 downgrade", d.update_features((MV, 20, UPGRADE), allow_downgrade=True), 0)])
-        assert a[0]["response"]["results"][0]["error_code"] == 95  # INVALID_UPDATE_VERSION
-        assert b[0]["response"]["results"][0]["error_code"] == 0
+        api = await d.check(pair, probes)
     finally:
         await close(pair)
+    for node in nodes.nodes:
+        del node.overrides["unstable.api.versions.enable"]
+        node.overrides["unstable.feature.versions.enable"] = "true"
+    nodes.stop()
+    nodes.start()
+    pair = await connect(nodes)
+    try:
+        feature = await d.check(pair, [
+            *probes,
+            Call("transaction.version 1", d.update_features(("transaction.version", 1, UPGRADE)), 1),
+            Call("ApiVersions after", d.api_versions(), 4),
+            Call("a broker that supports transaction.version 0 only", d.register(1, features=[
+                *d.mv_feature(), REG.Feature(name="transaction.version", min_supported_version=0,
+                                             max_supported_version=0)])),
+        ])
+    finally:
+        await close(pair)
+
+    def supported(t: d.Transcript, label: str) -> dict[str, tuple[int, int]]:
+        return {f["name"]: (f["min_version"], f["max_version"]) for f in t.response(label)["supported_features"]}
+
+    assert supported(api, "ApiVersions v4") == {MV: (1, 23), "kraft.version": (0, 1), "transaction.version": (0, 2)}
+    assert supported(feature, "ApiVersions v4") == {MV: (1, 21), "kraft.version": (0, 1)}
+    assert api.response("metadata.version 4.0-IV0 (validate only)")["results"][0]["error_code"] == 95
+    assert feature.response("metadata.version 4.0-IV0 (validate only)")["results"][0]["error_code"] == 0
+    assert feature.record_types("transaction.version 1") == ["FeatureLevelRecord"]
 
 
 async def test_a_cluster_formatted_at_3_6_and_upgraded(pair_factory: Callable[..., PairNodes]) -> None:

@@ -24,7 +24,7 @@ import pytest
 from kraftsim.metadata.files import METADATA_TOPIC_DIR
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.segments import iter_file_batches
-from kraftsim.metadata.snapshots import load_snapshot
+from kraftsim.metadata.snapshots import SnapshotId, load_snapshot
 from kraftsim.rpc import uuids
 from kraftsim.rpc.client import KafkaClient
 from tests.kafka import differential as d
@@ -79,7 +79,9 @@ def workload() -> list[d.Step]:
         Call("credentials", d.alter_scram(upsertions=[d.scram_upsertion("alice"), d.scram_upsertion("alice2", 2),
                                                       d.scram_upsertion("bob")])),
         Call("a credential deleted", d.alter_scram(deletions=[d.scram_deletion("bob")])),
-        Call("last topic", d.create_topics(TopicSpec("last", assignments={0: [1]}))),
+        # One batch over the snapshot threshold (within a segment): whatever each controller counted
+        # before, it cuts a snapshot of everything above right after it.
+        Call("last topic", d.create_topics(TopicSpec("last", assignments={p: [1] for p in range(45)}))),
     ]
     return steps
 
@@ -104,9 +106,11 @@ async def run_workload(node: Node) -> None:
 
 
 def wait_for_snapshot(node: Node, timeout: float = 60) -> None:
+    """Until the node has written a snapshot of its whole log (the workload's last step makes one due)."""
     deadline = time.monotonic() + timeout
-    while not snapshots(node):
-        assert time.monotonic() < deadline, f"{node} wrote no snapshot within {timeout}s:\n{node.log_tail()}"
+    end = d.log_end(node.metadata_dir)
+    while not any(SnapshotId.parse(p.name) == SnapshotId(end, 1) for p in snapshots(node)):
+        assert time.monotonic() < deadline, f"{node} wrote no snapshot at {end} within {timeout}s:\n{node.log_tail()}"
         time.sleep(0.05)
 
 

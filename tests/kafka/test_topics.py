@@ -176,6 +176,22 @@ async def test_delete_topics(shared_pair: d.Pair) -> None:
     assert t.response("v3 unknown name")["responses"][0]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
 
 
+async def test_delete_topics_over_the_record_cap(shared_pair: d.Pair) -> None:
+    """10,001 topics in one DeleteTopics: one RemoveTopicRecord each, in a list bounded at
+    10,000, so one topic is answered UNKNOWN_SERVER_ERROR and the others are deleted
+    (normalise.CAPPED_DELETION: which one follows Kafka's hash order of the random ids)."""
+    names = [f"dcap-{i}" for i in range(10_001)]
+    t = await d.check(shared_pair, [
+        *brokers(151),
+        *(Call(f"create {i}-{min(i + 2_500, len(names)) - 1}", d.create_topics(*(T(n, 1, 1) for n in names[i:i + 2_500])))
+          for i in range(0, len(names), 2_500)),
+        Call("delete 10,001 topics", d.delete_topics(*names, version=6), 6),
+    ])
+    errors = [r["error_code"] for r in t.response("delete 10,001 topics")["responses"]]
+    assert sorted(errors) == [-1] + [0] * 10_000
+    assert t.record_types("delete 10,001 topics") == ["RemoveTopicRecord"] * 10_000
+
+
 async def test_topic_defaults_and_deletion_disabled(pair_factory: Callable[..., PairNodes]) -> None:
     # Config both sides share but the shared pair does not have: defaults for -1, deletion off.
     nodes = pair_factory("topic-config", num_partitions="3", default_replication_factor="2",

@@ -46,18 +46,24 @@ def small_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def snapshotted_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
-    """A log whose first segments were deleted after a snapshot: (dir, snapshot end offset)."""
+    """A log whose first segments were deleted after a snapshot: (dir, snapshot end offset).
+    Retention as Kafka's: an older snapshot goes, the log start moves up to the newer one, and
+    the segments wholly below it are deleted."""
     d = tmp_path_factory.mktemp("snap") / "meta"
     mlog = MetadataLog.open(d, LogConfig(linger_ms=0, segment_bytes=32 * 1024, retention_bytes=1))
     w = Workload(mlog, seed=5, check=True)
-    w.run(1500)
+    w.run(700)
     mlog.flush_now()
     assert w.image is not None
+    mlog.write_snapshot(w.image.records(), mlog.end_offset - 1, w.now, w.now)
+    w.run(800)
+    mlog.flush_now()
     last = mlog.end_offset - 1
     sid = mlog.write_snapshot(w.image.records(), last, w.now, w.now)
     w.run(800)
     mlog.flush_now()
-    assert mlog.apply_retention(w.now) > 0
-    assert mlog.start_offset > 0
+    marked = mlog.maybe_clean(w.now, mlog.end_offset)
+    assert marked.segments and mlog.start_offset == sid.end_offset
+    mlog.delete_marked(marked)  # as the controller does after the file delete delay
     mlog.close()
     return d, sid.end_offset
