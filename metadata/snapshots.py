@@ -168,12 +168,6 @@ def _write_all(fd: int, data: bytearray) -> None:
         view = view[n:]
 
 
-@dataclass(slots=True)
-class SnapshotContents:
-    last_contained_timestamp: int
-    records: list[tuple[Message, int]]
-
-
 def iter_snapshot_values(path: Path) -> Iterator[bytes]:
     """The framed metadata record values of a checkpoint, validating header, CRCs, offsets
     and footer (SnapshotError on anything wrong, possibly after some values were yielded)."""

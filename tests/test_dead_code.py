@@ -39,6 +39,13 @@ USED_WITHOUT_A_NAME: dict[tuple[str, str], str] = {
                                                                       "pause_writing", "resume_writing",
                                                                       "data_received")},
     ("rpc/clock.py", "ManualClock"): "the virtual clock of the simulated fleet's --virtual-time and of users' tests",
+    ("rpc/clock.py", "sleeping_until"): "the virtual clock's: whether a timer is armed, before a test advances past it",
+    ("metadata/log.py", "write_snapshot"): "the log as a library (docs/apis.md): a snapshot of an image in one call",
+    ("metadata/log.py", "wait_flushed"): "the log as a library (docs/apis.md): wait for an offset's fsync",
+    ("raft/sim/runner.py", "simulate"): "the simulator's one-call entry point (docs/raft-simulator.md, benchmarks)",
+    **{(f, n): "the Raft core's API for the quorum's driver on the controller; the simulator and tests drive it"
+       for f, n in [("raft/core/node.py", "resign"), ("raft/core/state_store.py", "FileQuorumStateStore"),
+                    ("raft/core/voters.py", "overlapping_majority")]},
     ("rpc/frames.py", "decode_request"): "the codec's entry point for a whole request frame (docs/apis.md)",
     ("rpc/frames.py", "decode_request_header"): "the codec's entry point for a request header (docs/apis.md)",
 }
