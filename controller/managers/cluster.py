@@ -331,10 +331,10 @@ class ClusterControlManager:
                 raise ApiError(ErrorCode.INVALID_REGISTRATION, "Reserved directory ID in request")
             if len(set(log_dirs)) != len(log_dirs):
                 raise ApiError(ErrorCode.INVALID_REGISTRATION, "Duplicate directory ID in request")
-            owners = {d: b.id for b in image.cluster.brokers.values() if b.id != broker_id for d in b.directories}
+            owners = image.cluster.directory_owners
             for d in log_dirs:
                 owner = owners.get(d)
-                if owner is not None:
+                if owner is not None and owner != broker_id:
                     raise ApiError(ErrorCode.INVALID_REGISTRATION,
                                    f"Broker {owner} is already registered with directory {d}")
 
