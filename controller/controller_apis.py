@@ -77,6 +77,7 @@ class ControllerApis:
         as locals: this is the heartbeat hot path."""
         c = self.controller
         queue = c.queue
+        monotonic_ms = c.clock.monotonic_ms
         call, run_request, await_nested = queue.call, c.run_request, c.await_nested
         run, event, error = route.handler, route.event, route.error
         gated = event not in RUNS_IN_PREMIGRATION
@@ -92,15 +93,22 @@ class ControllerApis:
                     if authorizer.__class__ is not AllowAll:  # AllowAll allows everything
                         authorize_cluster(authorizer, ctx, operation)
                 t = fixed_timeout if timeout_of is None else timeout_of(request)
-                if t is not None and t <= 0:
-                    # Kafka's queue finds such a deadline already passed, even when idle.
-                    queue.expired(event)
-                    if on_timeout is not None:
-                        on_timeout(request)
-                    raise EventTimeoutError(f"{event} timed out in the controller queue")
+                deadline = None
+                if t is not None:
+                    # Counted from when the request was readable: what it waited in the event
+                    # loop is queue time too. Kafka's queue fails a passed deadline even when
+                    # idle (a timeout of 0 always), without running the event.
+                    now = monotonic_ms()
+                    arrived = ctx.arrived_ms
+                    deadline = (now if arrived < 0 else arrived) + t
+                    if deadline <= now:
+                        queue.expired(event)
+                        if on_timeout is not None:
+                            on_timeout(request)
+                        raise EventTimeoutError(f"{event} timed out in the controller queue")
                 # One event on the queue (QuorumController.submit, without a closure): run inline
-                # when the queue is idle (then it cannot time out), else queued with its deadline.
-                r = call(event, run_request, (run, request, ctx, gated), t, on_timeout, request)
+                # when the queue is idle, else queued with its deadline.
+                r = call(event, run_request, (run, request, ctx, gated), deadline, on_timeout, request)
                 if r.__class__ is asyncio.Future:
                     r = await_nested(r)
             except BaseException as e:  # noqa: BLE001 - mapped to Kafka errors
@@ -129,8 +137,8 @@ class ControllerApis:
         the correlation id patched in. No header or request object, RequestContext, queue
         closure, result or response object. It answers only where :meth:`handler` would answer
         at once the same way: no authorizer to ask, the queue idle, the controller able to
-        answer now (``answers_now``), the request's deadline not already passed, the body
-        carrying no tagged field. Everything else, a frame that is not exactly such a body
+        answer now (``answers_now``), the request's deadline (from ``arrived_ms``) not passed,
+        the body carrying no tagged field. Everything else, a frame that is not exactly such a body
         included, returns None and takes the general path, which answers or refuses it."""
         steady = route.steady
         if steady is None:
@@ -152,14 +160,17 @@ class ControllerApis:
                            else (co.request_header_version, fixed[0].unpack_from, fixed[0].size))
             answers.append(() if co is None else tuple(co.encode_response(r, 0) for r in route.steady_responses))
         c = self.controller
-        run_if_idle, answers_now = c.queue.run_if_idle, c.answers_now
+        run_if_idle, answers_now, monotonic_ms = c.queue.run_if_idle, c.answers_now, c.clock.monotonic_ms
         gated = route.event not in RUNS_IN_PREMIGRATION
         asks = route.cluster_operation is not None
+        timeout = route.timeout_ms
 
-        def lane(frame: bytes, version: int, correlation_id: int) -> bytearray | None:
+        def lane(frame: bytes, version: int, correlation_id: int, arrived_ms: int = -1) -> bytearray | None:
             reader = readers[version]
             if reader is None:
                 return None
+            if timeout is not None and arrived_ms >= 0 and monotonic_ms() >= arrived_ms + timeout:
+                return None  # late: the general path fails it as the queue would
             header_version, unpack, size = reader
             pos = body_offset(frame, header_version)
             if pos < 0 or len(frame) != pos + size + 1 or frame[pos + size]:  # 0: no tagged field

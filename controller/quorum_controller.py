@@ -49,6 +49,7 @@ from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import Clock, SystemClock
 from kraftsim.rpc.dispatch import RequestContext
+from kraftsim.rpc.loop import ArrivalClock
 
 log = logging.getLogger("kraftsim.controller")
 
@@ -118,6 +119,7 @@ class QuorumController:
         self.metrics = ControllerMetrics(self._metric_values)
         self.queue = EventQueue(self.clock, self.metrics.queue_time, self.metrics.processing_time,
                                 self._on_event_timeout)
+        self.arrival = ArrivalClock(self.clock)  # bound to the serving loop in start()
         self._tasks: list[asyncio.Task[Any]] = []
         self._snapshot_task: asyncio.Task[Any] | None = None
         self.ctx: ControllerContext | None = None
@@ -146,6 +148,7 @@ class QuorumController:
         return mp
 
     async def start(self) -> None:
+        self.arrival = ArrivalClock(self.clock)
         mp = self._read_meta_properties()
         self.cluster_id = mp.cluster_id
         self.directory_id = mp.directory_id
@@ -329,7 +332,9 @@ class QuorumController:
     async def _fencing_loop(self) -> None:
         """Fence brokers whose session expired, one per event, in last-contact order."""
         while self.active:
-            now = self.clock.monotonic_ms()
+            # Judged on what has been read (``rpc/loop.py``): while the event loop is behind, a
+            # session that ran out after that may still be saved by a heartbeat waiting unread.
+            now = min(self.clock.monotonic_ms(), self.arrival.heard_until_ms())
             due = self.managers.heartbeats.next_check_time()
             wait = 1000 if due is None else max(0, min(due - now, 1000))
             if wait:
@@ -345,7 +350,8 @@ class QuorumController:
                 return
 
     def _fence_one(self) -> ControllerResult[None]:
-        result = self.managers.cluster.fence_stale_brokers()
+        # On what has been read: a controller that is behind has not heard what waits unread.
+        result = self.managers.cluster.fence_stale_brokers(self.arrival.heard_until_ms())
         return result if result is not None else ControllerResult([], None)
 
     def _snapshot_tick(self) -> None:

@@ -32,6 +32,9 @@ class RequestContext:
     client_port: int = 0
     from_envelope: bool = False  # forwarded by a broker inside an Envelope (Kafka's isForwarded)
     token_authenticated: bool = False  # the principal authenticated with a delegation token
+    # When the request was readable (monotonic ms, rpc/loop.py): a deadline counts from here, as
+    # Kafka's counts from when its API layer takes the request. -1: now.
+    arrived_ms: int = -1
 
 
 class CloseConnection(Exception):
@@ -43,11 +46,17 @@ Handler: TypeAlias = Callable[[RequestContext, Message], "Message | Awaitable[Me
 # Run on a freshly decoded body at its version, where Kafka's request class checks (and may
 # normalise) it on construction; raises RequestRejected (see codec_errors.py).
 RequestCheck: TypeAlias = Callable[[Message, int], None]
-# A route's synchronous lane: ``lane(frame, version, correlation_id)`` answers a request from its
-# frame (size prefix excluded) with the whole response frame, or returns None and the request
-# takes the general path (header and body decoded, RequestContext, handler). For the one request
-# too frequent to carry the general path's per-request objects: the broker heartbeat.
-Lane: TypeAlias = Callable[[bytes, int, int], "bytes | bytearray | None"]
+
+
+class Lane(Protocol):
+    """A route's synchronous lane: ``lane(frame, version, correlation_id, arrived_ms)`` answers a
+    request from its frame (size prefix excluded) with the whole response frame, or returns None
+    and the request takes the general path (header and body decoded, RequestContext, handler).
+    For the one request too frequent to carry the general path's per-request objects: the broker
+    heartbeat. ``arrived_ms`` is the request's :attr:`RequestContext.arrived_ms`."""
+
+    def __call__(self, frame: bytes, version: int, correlation_id: int,
+                 arrived_ms: int = -1) -> bytes | bytearray | None: ...
 
 
 @dataclass(slots=True)

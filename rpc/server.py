@@ -25,6 +25,7 @@ from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.file_slice import FileSlice, SplitFrame
 from kraftsim.rpc.frame_reader import FrameError, FrameReader
 from kraftsim.rpc.frames import api_codec
+from kraftsim.rpc.loop import ArrivalClock
 from kraftsim.rpc.memory_pool import MemoryPool
 from kraftsim.rpc.message import Message
 
@@ -79,6 +80,7 @@ class Connection(asyncio.Protocol):
         self.pending: deque[_Slot] = deque()
         self.peer = ("?", 0)
         self.last_active = server.clock.monotonic_ms()
+        self.arrived_ms = self.last_active  # when what is being handled was readable (rpc/loop.py)
         self.closed = False
         self._read_paused = False
         self._write_paused = False
@@ -120,6 +122,7 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = self.server.clock.monotonic_ms()
+        self.arrived_ms = self.server.arrival.arrived_ms()
         try:
             frames = self.reader.feed(data)
         except FrameError as e:
@@ -206,7 +209,7 @@ class Connection(asyncio.Protocol):
         handler, codec, check, lane = hit
         if lane is not None and not self.pending:
             try:
-                data = lane(frame, version, correlation_id)
+                data = lane(frame, version, correlation_id, self.arrived_ms)
             except Exception as e:  # noqa: BLE001 - a lane's bug: the general path answers instead
                 log.error("lane for api key %d v%d failed: %r", api_key, version, e, exc_info=e)
                 data = None
@@ -226,7 +229,8 @@ class Connection(asyncio.Protocol):
             self.close(f"malformed request (api key {api_key} v{version}): {e}")
             return
         ctx = RequestContext(api_key, version, correlation_id, hdr.client_id or "", ANONYMOUS,
-                             server.listener_name, "PLAINTEXT", self.peer[0], self.peer[1])
+                             server.listener_name, "PLAINTEXT", self.peer[0], self.peer[1],
+                             arrived_ms=self.arrived_ms)
         try:
             result = handler(ctx, body)
         except Exception as e:  # noqa: BLE001 - a handler bug must not take the server down
@@ -398,6 +402,7 @@ class KafkaServer:
         self.max_request_size = max_request_size
         self.connections_max_idle_ms = connections_max_idle_ms
         self.clock: Clock = clock or SystemClock()
+        self.arrival = ArrivalClock(self.clock)  # bound to the serving loop's selector in start()
         self.connections: set[Connection] = set()
         self.pool = MemoryPool(queued_max_request_bytes)
         self.max_connections = max_connections
@@ -412,6 +417,7 @@ class KafkaServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self.arrival = ArrivalClock(self.clock)
         self._server = await loop.create_server(lambda: Connection(self), self.host, self.port,
                                                 reuse_address=True, backlog=1024)
         sock = self._server.sockets[0]

@@ -843,3 +843,18 @@ def test_heartbeat_manager_from_context_and_ordering() -> None:
         hb.maybe_update_controlled_shutdown_offset(1, 70)
     hb.remove(3)
     assert list(hb.unfenced) == [2] and hb.get(3) is None
+
+
+def test_a_session_is_judged_on_what_has_been_read() -> None:
+    """A controller behind on its sockets (``rpc/loop.py``'s heard-until earlier than now) does
+    not take a broker whose heartbeat may be waiting unread for silent."""
+    from kraftsim.controller.managers.heartbeats import BrokerHeartbeatManager
+    h = Harness(session_ms=100)
+    hb = BrokerHeartbeatManager(h.ctx)
+    hb.register(1, False)  # contact at 0
+    h.clock.advance(50)
+    assert hb.find_one_stale(heard_until_ms=10_000) is None  # judged at now when heard-until is later
+    h.clock.advance(450)
+    assert hb.find_one_stale() == 1
+    assert hb.find_one_stale(heard_until_ms=100) is None  # read up to 100 only: the session held till then
+    assert hb.find_one_stale(heard_until_ms=101) == 1

@@ -258,3 +258,30 @@ def test_body_offset_hands_back_what_only_the_decoder_can_read() -> None:
     assert frames.body_offset(frame[:8] + struct.pack(">h", -2) + frame[10:], 2) == -1  # a bad length
     assert frames.body_offset(frame[:8] + struct.pack(">h", 500) + frame[10:], 2) == -1  # past the end
     assert frames.body_offset(frame[:11] + b"\x01" + frame[12:], 2) == -1  # header tagged fields
+
+
+async def test_a_heartbeat_readable_for_longer_than_its_deadline_is_shed_not_answered_late(c: Cluster) -> None:
+    """Kafka's deadline (broker.heartbeat.interval.ms / 2) counts from when the request was
+    readable (``RequestContext.arrived_ms``): past it the lane hands back, and the general path
+    fails it with REQUEST_TIMED_OUT without running it, refreshes the session (Kafka's
+    processExpiredBrokerHeartbeat) and counts it in both timed-out metrics."""
+    ids = await brokers(c)
+    broker_id, epoch = ids["unfenced"]
+    ctl = c.controller
+    route = c.running.server.dispatcher.routes[ApiKey.BROKER_HEARTBEAT]
+    now = ctl.clock.monotonic_ms()
+    half = ctl.config.get("broker.heartbeat.interval.ms") // 2
+    frame = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1)
+    assert lane_of(c)(frame, 1, 42, now - half + 1) is not None  # not late yet
+    assert lane_of(c)(frame, 1, 42, now - half) is None
+    before = ctl._metric_values()
+    ctx = RequestContext(ApiKey.BROKER_HEARTBEAT, 1, 42, "broker-1", ANONYMOUS, arrived_ms=now - half)
+    response: Any = route.handler(ctx, HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=7,
+                                          want_shut_down=True))
+    assert response.error_code == ErrorCode.REQUEST_TIMED_OUT
+    last_contact, offset, fenced = session(c, broker_id)
+    assert last_contact >= now and (offset, fenced) == (7, False)  # touched, not run: no shutdown begun
+    assert ctl.managers.heartbeats.controlled_shutdown_offset(broker_id) is None
+    after = ctl._metric_values()
+    assert after["EventQueueOperationsTimedOutCount"] == before["EventQueueOperationsTimedOutCount"] + 1
+    assert after["TimedOutBrokerHeartbeatCount"] == before["TimedOutBrokerHeartbeatCount"] + 1

@@ -579,13 +579,15 @@ class ClusterControlManager:
             return None
         return self.heartbeats.next_check_time()
 
-    def fence_stale_brokers(self) -> ControllerResult[Any] | None:
+    def fence_stale_brokers(self, heard_until_ms: int | None = None) -> ControllerResult[Any] | None:
         """Fence at most one broker whose session expired, the one heard from longest ago
-        (maybeFenceOneStaleBroker). None when nobody is stale; the core reschedules either way."""
+        (maybeFenceOneStaleBroker), judged on what was heard until ``heard_until_ms`` (see
+        ``BrokerHeartbeatManager.find_one_stale``). None when nobody is stale; the core
+        reschedules either way."""
         hb = self._require_active()
         brokers = self.ctx.image.cluster.brokers
         while True:
-            broker_id = hb.find_one_stale()
+            broker_id = hb.find_one_stale(heard_until_ms)
             if broker_id is None:
                 return None
             if broker_id in brokers:
