@@ -137,8 +137,11 @@ class ControllerApis:
         the correlation id patched in. No header or request object, RequestContext, queue
         closure, result or response object. It answers only where :meth:`handler` would answer
         at once the same way: no authorizer to ask, the queue idle, the controller able to
-        answer now (``answers_now``), the request's deadline (from ``arrived_ms``) not passed,
-        the body carrying no tagged field. Everything else, a frame that is not exactly such a body
+        answer now (``answers_now``), the body carrying no tagged field. A request whose deadline
+        (from ``arrived_ms``) has passed it sheds as the handler does, just as cheaply: counted,
+        ``route.on_timeout`` told (with the fixed fields by name), and the handler's
+        REQUEST_TIMED_OUT answer, framed once per version; under a storm, failing a late request
+        must cost less than doing it. Everything else, a frame that is not exactly such a body
         included, returns None and takes the general path, which answers or refuses it."""
         steady = route.steady
         if steady is None:
@@ -151,6 +154,7 @@ class ControllerApis:
         params = tuple(inspect.signature(steady).parameters)
         readers: list[tuple[int, Any, int] | None] = []
         answers: list[tuple[bytes, ...]] = []
+        late_answers: list[bytes] = []
         for v in range(cls.highest_version() + 1):
             fixed = fixed_fields(cls, v) if v >= cls.lowest_version() else None
             if fixed is not None and fixed[1] != params:
@@ -159,24 +163,32 @@ class ControllerApis:
             readers.append(None if co is None or fixed is None
                            else (co.request_header_version, fixed[0].unpack_from, fixed[0].size))
             answers.append(() if co is None else tuple(co.encode_response(r, 0) for r in route.steady_responses))
+            late_answers.append(b"" if co is None else co.encode_response(
+                failure(cls(), v, EventTimeoutError(), route.error), 0))
         c = self.controller
         run_if_idle, answers_now, monotonic_ms = c.queue.run_if_idle, c.answers_now, c.clock.monotonic_ms
         gated = route.event not in RUNS_IN_PREMIGRATION
         asks = route.cluster_operation is not None
         timeout = route.timeout_ms
+        expired, on_timeout, event = c.queue.expired, route.on_timeout, route.event
 
         def lane(frame: bytes, version: int, correlation_id: int, arrived_ms: int = -1) -> bytearray | None:
             reader = readers[version]
             if reader is None:
                 return None
-            if timeout is not None and arrived_ms >= 0 and monotonic_ms() >= arrived_ms + timeout:
-                return None  # late: the general path fails it as the queue would
             header_version, unpack, size = reader
             pos = body_offset(frame, header_version)
             if pos < 0 or len(frame) != pos + size + 1 or frame[pos + size]:  # 0: no tagged field
                 return None
             if asks and c.ctx is not None and c.ctx.authorizer.__class__ is not AllowAll:
                 return None
+            if timeout is not None and arrived_ms >= 0 and monotonic_ms() >= arrived_ms + timeout:
+                expired(event)  # late: shed, as handle() would
+                if on_timeout is not None:
+                    on_timeout(_Fields(zip(params, unpack(frame, pos), strict=True)))
+                out = bytearray(late_answers[version])
+                _pack_corr(out, 4, correlation_id)
+                return out
             if not answers_now(gated):
                 return None
             k = run_if_idle(steady, unpack(frame, pos))
@@ -187,6 +199,12 @@ class ControllerApis:
             return out
 
         return lane
+
+
+class _Fields(dict[str, Any]):
+    """A lane's fixed fields by name, read as a request's attributes (``route.on_timeout``)."""
+
+    __getattr__ = dict.__getitem__
 
 
 async def audit_later(ctx: RequestContext, pending: Awaitable[Message], started: float) -> Message:
