@@ -38,9 +38,9 @@ from kraftsim.controller.quorum_controller import (
 from kraftsim.controller.routes import ErrorBuilder, Route
 from kraftsim.metadata.authorizer.authorizer import AllowAll, authorize_cluster
 from kraftsim.rpc import registry
-from kraftsim.rpc.api_errors import ApiError
+from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.dispatch import Dispatcher, Handler, Lane, RequestContext
+from kraftsim.rpc.dispatch import Dispatcher, Handler, Lane, LaterAnswer, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.frames import api_codec, body_offset, fixed_fields
 from kraftsim.rpc.message import Message
@@ -155,6 +155,7 @@ class ControllerApis:
         readers: list[tuple[int, Any, int] | None] = []
         answers: list[tuple[bytes, ...]] = []
         late_answers: list[bytes] = []
+        failed_answers: list[bytes] = []
         for v in range(cls.highest_version() + 1):
             fixed = fixed_fields(cls, v) if v >= cls.lowest_version() else None
             if fixed is not None and fixed[1] != params:
@@ -165,14 +166,19 @@ class ControllerApis:
             answers.append(() if co is None else tuple(co.encode_response(r, 0) for r in route.steady_responses))
             late_answers.append(b"" if co is None else co.encode_response(
                 failure(cls(), v, EventTimeoutError(), route.error), 0))
+            failed_answers.append(b"" if co is None else co.encode_response(
+                failure(cls(), v, NotControllerError("The controller failed to write the metadata log."), route.error),
+                0))
         c = self.controller
         run_if_idle, answers_now, monotonic_ms = c.queue.run_if_idle, c.answers_now, c.clock.monotonic_ms
+        waits_for_commit, answer_after_commit = c.waits_for_commit, c.answer_after_commit
         gated = route.event not in RUNS_IN_PREMIGRATION
         asks = route.cluster_operation is not None
         timeout = route.timeout_ms
         expired, on_timeout, event = c.queue.expired, route.on_timeout, route.event
 
-        def lane(frame: bytes, version: int, correlation_id: int, arrived_ms: int = -1) -> bytearray | None:
+        def lane(frame: bytes, version: int, correlation_id: int,
+                 arrived_ms: int = -1) -> bytearray | LaterAnswer | None:
             reader = readers[version]
             if reader is None:
                 return None
@@ -189,14 +195,25 @@ class ControllerApis:
                 out = bytearray(late_answers[version])
                 _pack_corr(out, 4, correlation_id)
                 return out
-            if not answers_now(gated):
+            if answers_now(gated):
+                k = run_if_idle(steady, unpack(frame, pos))
+                if k is None:
+                    return None
+                out = bytearray(answers[version][k])
+                _pack_corr(out, 4, correlation_id)
+                return out
+            if not waits_for_commit(gated):
                 return None
+            # Records are written and not yet committed (a storm writes all the time): the answer
+            # is known now and goes out after their commit, as run_request's would.
             k = run_if_idle(steady, unpack(frame, pos))
             if k is None:
                 return None
             out = bytearray(answers[version][k])
             _pack_corr(out, 4, correlation_id)
-            return out
+            failed = bytearray(failed_answers[version])
+            _pack_corr(failed, 4, correlation_id)
+            return answer_after_commit(out, failed)
 
         return lane
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -48,7 +49,7 @@ from kraftsim.raft.leader import RaftLeader
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import Clock, SystemClock
-from kraftsim.rpc.dispatch import RequestContext
+from kraftsim.rpc.dispatch import LaterAnswer, RequestContext
 from kraftsim.rpc.loop import ArrivalClock
 
 log = logging.getLogger("kraftsim.controller")
@@ -120,6 +121,8 @@ class QuorumController:
         self.queue = EventQueue(self.clock, self.metrics.queue_time, self.metrics.processing_time,
                                 self._on_event_timeout)
         self.arrival = ArrivalClock(self.clock)  # bound to the serving loop in start()
+        # Lane answers waiting for a commit: (offset, answer, its frame, the frame if the log fails).
+        self._after_commit_answers: deque[tuple[int, LaterAnswer, bytearray, bytearray]] = deque()
         self._tasks: list[asyncio.Task[Any]] = []
         self._snapshot_task: asyncio.Task[Any] | None = None
         self.ctx: ControllerContext | None = None
@@ -241,6 +244,10 @@ class QuorumController:
         self._maybe_register()
 
     def _after_commit(self, offset: int) -> None:
+        waiting = self._after_commit_answers
+        while waiting and waiting[0][0] <= offset:
+            _, answer, data, _ = waiting.popleft()
+            answer.ready(data)
         self._maybe_register()  # metadata.version may just have reached 3.7-IV0
 
     def _maybe_register(self) -> None:
@@ -454,6 +461,27 @@ class QuorumController:
             return self._reply_after(self.image.offset, result.response)  # type: ignore[arg-type]
         return result.response  # type: ignore[return-value]
 
+    def answer_after_commit(self, data: bytearray, if_failed: bytearray) -> LaterAnswer:
+        """What :meth:`run_request` does with an answer while records before it are uncommitted
+        (``_reply_after``), for a lane: ``data`` goes out once everything written so far is
+        committed, ``if_failed`` (NOT_CONTROLLER) if the log fails first. No future or task:
+        one tuple in a queue the commit listener drains in order (offsets only grow between
+        reverts; an answer behind a higher offset waits for it, never leaves early)."""
+        raft = self.raft
+        assert raft is not None
+        answer = LaterAnswer()
+        self._after_commit_answers.append((self.image.offset, answer, data, if_failed))
+        raft.mlog.flush_soon()
+        return answer
+
+    def waits_for_commit(self, gated: bool) -> bool:
+        """Whether :meth:`run_request` would run a handler now but answer only after a commit:
+        as :meth:`answers_now`, but for records written and not yet committed."""
+        raft = self.raft
+        return (self.fatal is None and self.active and raft is not None
+                and raft.committed_offset < self.image.offset
+                and not (gated and self.image.migration.state == ZkMigrationState.PRE_MIGRATION))
+
     def answers_now(self, gated: bool) -> bool:
         """Whether :meth:`run_request` would run a handler now and, if it wrote nothing, answer
         at once: active, not failed, past the pre-migration gate when ``gated``, and every
@@ -540,6 +568,10 @@ class QuorumController:
             return
         self.fatal = e
         self.fault_reason = f"{type(e).__name__}: {e}"
+        waiting = self._after_commit_answers
+        while waiting:  # _reply_after's NotControllerError: these will never be committed
+            _, answer, _, failed = waiting.popleft()
+            answer.ready(failed)
         self.metadata_errors += 1  # Kafka's fatal fault handler counts it too
         self.active = False
         if self.raft is not None and self.image.journaling:

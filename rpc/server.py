@@ -20,7 +20,7 @@ from kraftsim.rpc import apiversions
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import Clock, SystemClock
 from kraftsim.rpc.codec_errors import CodecError
-from kraftsim.rpc.dispatch import ANONYMOUS, CloseConnection, Dispatcher, RequestContext
+from kraftsim.rpc.dispatch import ANONYMOUS, CloseConnection, Dispatcher, LaterAnswer, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.file_slice import FileSlice, SplitFrame
 from kraftsim.rpc.frame_reader import FrameError, FrameReader
@@ -77,7 +77,7 @@ class Connection(asyncio.Protocol):
         self.server = server
         self.reader = FrameReader(server.max_request_size)
         self.transport: asyncio.Transport | None = None
-        self.pending: deque[_Slot] = deque()
+        self.pending: deque[_Slot | LaterAnswer] = deque()  # answers to write in order, when ready
         self.peer = ("?", 0)
         self.last_active = server.clock.monotonic_ms()
         self.arrived_ms = self.last_active  # when what is being handled was readable (rpc/loop.py)
@@ -213,6 +213,13 @@ class Connection(asyncio.Protocol):
             except Exception as e:  # noqa: BLE001 - a lane's bug: the general path answers instead
                 log.error("lane for api key %d v%d failed: %r", api_key, version, e, exc_info=e)
                 data = None
+            if data.__class__ is LaterAnswer:
+                later: LaterAnswer = data
+                self.pending.append(later)
+                later.on_ready = self._flush
+                if later.data is not None:
+                    self._flush()
+                return
             if data is not None:
                 out = self._out
                 if out is not None:

@@ -18,7 +18,7 @@ from kraftsim.metadata.messages import NoOpRecord
 from kraftsim.rpc import frames, registry, uuids
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import ManualClock
-from kraftsim.rpc.dispatch import ANONYMOUS, RequestContext
+from kraftsim.rpc.dispatch import ANONYMOUS, LaterAnswer, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from tests import harness
 from tests.test_controller import HB, Cluster
@@ -194,20 +194,47 @@ async def test_a_busy_queue_hands_back_and_the_heartbeat_waits_its_turn(c: Clust
     assert lane_of(c)(frame, 1, 42) is not None
 
 
-async def test_uncommitted_records_hand_back_so_the_answer_waits_for_their_commit(c: Cluster) -> None:
+async def test_uncommitted_records_hold_the_answer_until_their_commit(c: Cluster) -> None:
+    """A record written and replayed, its commit still to come: the lane runs the heartbeat now
+    (its session touched) but its answer, the one it would give once committed, goes out only
+    after that commit, as run_request's does; a log that fails first answers NOT_CONTROLLER."""
     ids = await brokers(c)
     broker_id, epoch = ids["unfenced"]
     frame = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1)
     ctl = c.controller
-    assert ctl.answers_now(True) and lane_of(c)(frame, 1, 42) is not None
-    # A record written and replayed, its commit still to come (the log is flushed after this
-    # turn of the event loop): answering now would run ahead of it, as run_request never does.
-    last = ctl.writer.append(ControllerResult([(NoOpRecord(), 0)], None))
+    now_answer = lane_of(c)(frame, 1, 42)
+    assert ctl.answers_now(True) and isinstance(now_answer, bytearray)
+    last = ctl.writer.append(ControllerResult([(NoOpRecord(), 0)], None))  # the log is flushed after this turn
     assert ctl.image.offset == last > ctl.raft.committed_offset
-    assert not ctl.answers_now(True)
-    assert lane_of(c)(frame, 1, 42) is None
-    await harness.poll_until(lambda: ctl.raft.committed_offset >= last)
-    assert lane_of(c)(frame, 1, 42) is not None
+    assert not ctl.answers_now(True) and ctl.waits_for_commit(True)
+    later = lane_of(c)(frame, 1, 42)
+    assert isinstance(later, LaterAnswer) and later.data is None
+    assert ctl.raft.committed_offset < last
+    await harness.poll_until(lambda: later.data is not None)
+    assert ctl.raft.committed_offset >= last and later.data is not None and bytes(later.data) == bytes(now_answer)
+
+    ctl.writer.append(ControllerResult([(NoOpRecord(), 0)], None))
+    doomed = lane_of(c)(frame, 1, 43)
+    assert isinstance(doomed, LaterAnswer) and doomed.data is None
+    ctl._fail(RuntimeError("the disk went away"))  # what the log's failure listener does
+    assert doomed.data is not None
+    corr, response = frames.api_codec(ApiKey.BROKER_HEARTBEAT, 1).decode_response(bytes(doomed.data)[4:])
+    assert (corr, response.error_code) == (43, ErrorCode.NOT_CONTROLLER)  # type: ignore[attr-defined]
+
+
+async def test_over_the_socket_an_answer_held_for_a_commit_keeps_the_connections_order(c: Cluster) -> None:
+    """Pipelined heartbeats while records wait for their commit: each is answered in order."""
+    ids = await brokers(c)
+    broker_id, epoch = ids["unfenced"]
+    assert c.client is not None
+    sent = []
+    for i in range(20):
+        if i % 5 == 0:  # a record before every fifth: answers wait for different commits
+            c.controller.writer.append(ControllerResult([(NoOpRecord(), 0)], None))
+        sent.append(c.client.send(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=i), 1))
+    answers = await asyncio.gather(*sent)
+    assert [r.error_code for r in answers] == [0] * 20
+    assert session(c, 1)[1] == 19
 
 
 async def test_an_authorizer_other_than_allow_all_hands_back_to_the_authorizing_path(tmp_path: Path) -> None:
