@@ -76,7 +76,7 @@ class Result:
     start_fleet_cpu: float = float("nan")
     start_load: str = ""
     shed: int = -1  # requests failed with a timeout rather than done late (whole run)
-    controller_fds: int = 0  # descriptors the controller held before the fleet came
+    controller_fds: int = 0  # descriptors the controller held once started, before any broker came
     spurious_fences: int = -1
     fleet_p50_ms: list[float] = field(default_factory=list)
     fleet_p99_ms: list[float] = field(default_factory=list)
@@ -204,7 +204,8 @@ async def stop_fleets(fleets: list[FleetProcess]) -> list[int | None]:
 
 
 async def run_one(kind: str, count: int, duration: float, work: Path, start_rate: float,
-                  per_process: int = 10_000, warmup: int = 0, cap: bool = False, tag: str = "") -> Result:
+                  per_process: int = 10_000, warmup: int = 0, cap: bool = False, tag: str = "",
+                  shutdown: bool = True, start_timeout: float | None = None) -> Result:
     res = Result(kind, count)
     d = work / f"{kind}-{count}{tag}"
     shutil.rmtree(d, ignore_errors=True)
@@ -219,6 +220,7 @@ async def run_one(kind: str, count: int, duration: float, work: Path, start_rate
     node.format()
     node.start(timeout=120)
     ctl_pid = node.proc.pid
+    res.controller_fds = len(os.listdir(f"/proc/{ctl_pid}/fd"))  # before any broker (warm-up sockets linger)
     view = ClusterView(node.bootstrap, node.cluster_id).start()
     fleets: list[FleetProcess] = []
     try:
@@ -233,7 +235,6 @@ async def run_one(kind: str, count: int, duration: float, work: Path, start_rate
                 await stop_fleets(warm)
                 for f in warm:
                     f.kill()
-        res.controller_fds = len(os.listdir(f"/proc/{ctl_pid}/fd"))
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         room = soft - res.controller_fds - 8  # the fleets' observers, this view, a margin
         print(f"  {kind}: the controller holds {res.controller_fds} descriptors of {soft}: room for {room:,} brokers",
@@ -246,7 +247,7 @@ async def run_one(kind: str, count: int, duration: float, work: Path, start_rate
         fleets = start_fleets(d, node, 1, count, per_process, start_rate)
         f0 = [cpu_seconds(f.proc.pid) for f in fleets]
         last_print = 0.0
-        deadline = t0 + max(600.0, count / start_rate * 10)
+        deadline = t0 + (start_timeout or max(600.0, count / start_rate * 10))
         while True:
             unfenced = len(view.unfenced(ids))
             now = time.monotonic()
@@ -289,11 +290,12 @@ async def run_one(kind: str, count: int, duration: float, work: Path, start_rate
         res.spurious_fences = fences_since(node.metadata_dir, steady_offset, ids)
         res.shed = shed_count(kind, node)
         res.load = open("/proc/loadavg").read().split()[1]
-        codes = await stop_fleets(fleets)
-        res.exit_code = max((c for c in codes if c is not None), default=None) if None not in codes else None
-        for f in fleets:
-            hb = re.search(r"heartbeats (\d+)", f.output())
-            res.heartbeats += int(hb.group(1)) if hb else 0
+        if shutdown:  # a controlled shutdown of every broker: minutes for a fleet of 20,000
+            codes = await stop_fleets(fleets)
+            res.exit_code = max((c for c in codes if c is not None), default=None) if None not in codes else None
+            for f in fleets:
+                hb = re.search(r"heartbeats (\d+)", f.output())
+                res.heartbeats += int(hb.group(1)) if hb else 0
         return res
     finally:
         for f in fleets:
@@ -314,6 +316,10 @@ async def main() -> None:
     p.add_argument("--warmup", type=int, default=2000, help="warm-up brokers before measuring (default 2,000; 0: none)")
     p.add_argument("--rounds", type=int, default=1, help="each controller this many times, in turn")
     p.add_argument("--cap", action="store_true", help="no more brokers than the controller has descriptors for")
+    p.add_argument("--start-timeout", type=float, default=None,
+                   help="seconds the start phase may take (default: 10x the start's pace, at least 600)")
+    p.add_argument("--no-shutdown", action="store_true",
+                   help="kill the measured fleet at the end rather than shut it down through controlled shutdown")
     p.add_argument("--work", type=Path, default=None)
     args = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -350,7 +356,7 @@ async def main() -> None:
                 print(f"{kind}, round {i + 1}: {args.count:,} brokers at {args.start_rate:g}/s; "
                       f"load {open('/proc/loadavg').read().strip()}", flush=True)
                 r = await run_one(kind, args.count, args.duration, work, args.start_rate, args.per_process,
-                                  args.warmup, args.cap, f"-{i}")
+                                  args.warmup, args.cap, f"-{i}", not args.no_shutdown, args.start_timeout)
                 results.append(r)
                 print(r.start_row(), flush=True)
                 print(r.row(), flush=True)

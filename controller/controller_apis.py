@@ -136,8 +136,10 @@ class ControllerApis:
         run with them at once, and its answer's frame, encoded once per version, returned with
         the correlation id patched in. No header or request object, RequestContext, queue
         closure, result or response object. It answers only where :meth:`handler` would answer
-        at once the same way: no authorizer to ask, the queue idle, the controller able to
-        answer now (``answers_now``), the body carrying no tagged field. A request whose deadline
+        the same way: no authorizer to ask, the queue idle, the controller able to answer now
+        (``answers_now``) or once the records written so far are committed (``waits_for_commit``:
+        then a :class:`LaterAnswer` the controller releases after that commit, NOT_CONTROLLER if
+        the log fails first), the body carrying no tagged field. A request whose deadline
         (from ``arrived_ms``) has passed it sheds as the handler does, just as cheaply: counted,
         ``route.on_timeout`` told (with the fixed fields by name), and the handler's
         REQUEST_TIMED_OUT answer, framed once per version; under a storm, failing a late request
