@@ -9,12 +9,15 @@ selector's answer to its own callback (a lower bound: it may have been readable 
 a storm one turn can take seconds, and the sockets served last in it waited that long.
 
 :class:`StampingSelector` notes the time of each answer; the controller's loop is built on it
-(:func:`new_event_loop`), and the server stamps each read with :func:`arrived_ms`. A loop on
-any other selector (a test's) gives the time of the read itself, so nothing looks late there.
+(:func:`new_event_loop`), and the server stamps each read with :meth:`ArrivalClock.arrived_ms`.
+A loop on any other selector (a test's) gives the time of the read itself, so nothing looks
+late there.
 
-It also knows up to when everything that arrived has been read (:func:`heard_until_ms`):
-what was readable at one answer has been read once the next turn starts, so a controller that
-is behind does not take a broker whose heartbeat sits unread in its socket for silent.
+It also knows up to when everything that arrived has been read
+(:meth:`ArrivalClock.heard_until_ms`): what was readable at one answer has been read once the
+next turn starts, so a controller that is behind does not take a broker whose heartbeat sits
+unread in its socket for silent. (A connection whose reading is paused, a client pipelining
+past its limit, is not watched meanwhile; a broker never is one.)
 """
 
 from __future__ import annotations
