@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 import struct
+import time
 from collections import deque
 from typing import Any
 
@@ -40,6 +42,12 @@ MAX_IN_FLIGHT = 64
 # Requests handled from one connection before the others get their turn (the rest of what it
 # sent waits, unread past what is buffered, until the next turn of the event loop).
 FRAMES_PER_TURN = 16
+# Descriptors a server leaves to the rest of its process (log segments, snapshots, the HTTP
+# listener and its clients, the observers' own files) when it works out how many connections
+# the process's descriptor limit lets it accept: see KafkaServer.admit.
+DESCRIPTOR_RESERVE = 64
+REFUSALS_LOGGED_EVERY_S = 10.0
+NO_DESCRIPTOR = "no descriptor left for it"
 _HEAD = struct.Struct(">hhi")
 _API_VERSIONS = int(ApiKey.API_VERSIONS)  # a plain int: compared for every request
 
@@ -99,7 +107,7 @@ class Connection(asyncio.Protocol):
             self.peer = (str(peer[0]), int(peer[1]))
         refusal = self.server.admit(self)
         if refusal is not None:
-            self.close(refusal)
+            self.close(refusal, quiet=refusal is NO_DESCRIPTOR)  # those are counted, not logged one by one
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -381,11 +389,12 @@ class Connection(asyncio.Protocol):
             t.resume_reading()
             self._read_paused = False
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, quiet: bool = False) -> None:
         if self.closed:
             return
         self.closed = True
-        log.warning("closing connection from %s:%d: %s", self.peer[0], self.peer[1], reason)
+        if not quiet:
+            log.warning("closing connection from %s:%d: %s", self.peer[0], self.peer[1], reason)
         if self.transport is not None:
             self.transport.abort()
 
@@ -401,7 +410,7 @@ class KafkaServer:
                  max_connections: int = 2**31 - 1,
                  max_connections_per_ip: int = 2**31 - 1,
                  max_connections_per_ip_overrides: dict[str, int] | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, max_descriptors: int | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -416,6 +425,12 @@ class KafkaServer:
         self.max_connections_per_ip = max_connections_per_ip
         self.per_ip_overrides = dict(max_connections_per_ip_overrides or {})
         self._per_ip: dict[str, int] = {}
+        # The process's descriptor limit (default: ``ulimit -n``, its soft RLIMIT_NOFILE); the
+        # connections it leaves room for are worked out in start().
+        self.max_descriptors = max_descriptors
+        self.descriptor_room = 2**31 - 1
+        self._refused = 0  # connections refused for descriptors since the last log line
+        self._refusal_logged = 0.0
         # (api key << 16 | version) -> (handler, codec, check, lane); cleared when the dispatcher changes
         self.routes_cache: dict[int, tuple[Any, Any, Any, Any]] = {}
         dispatcher._caches.append(self.routes_cache)
@@ -425,6 +440,7 @@ class KafkaServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.arrival = ArrivalClock(self.clock)
+        self.descriptor_room = self._descriptor_room()
         self._server = await loop.create_server(lambda: Connection(self), self.host, self.port,
                                                 reuse_address=True, backlog=1024)
         sock = self._server.sockets[0]
@@ -436,9 +452,39 @@ class KafkaServer:
     def address(self) -> tuple[str, int]:
         return self.host, self.port
 
+    def _descriptor_room(self) -> int:
+        """How many connections the process's descriptor limit leaves room for: the limit, less
+        what is open now (this listener's socket included), less DESCRIPTOR_RESERVE."""
+        limit = self.max_descriptors
+        if limit is None:
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            if soft == resource.RLIM_INFINITY:
+                return 2**31 - 1
+            limit = soft
+        try:
+            open_now = len(os.listdir("/proc/self/fd")) + 1
+        except OSError:  # no /proc: count only the reserve
+            open_now = 1
+        return max(0, limit - open_now - DESCRIPTOR_RESERVE)
+
     def admit(self, conn: Connection) -> str | None:
         """Count a new connection, or say why it is refused (max.connections and its per-IP
-        variants, as Kafka's ConnectionQuotas, which also closes what is over a per-IP limit)."""
+        variants, as Kafka's ConnectionQuotas, which also closes what is over a per-IP limit).
+
+        A connection past the process's descriptor room is refused too, closed at once: at the
+        descriptor limit itself accept() fails, and the event loop then retries it and logs the
+        failure thousands of times a second (a fleet of 20,000 brokers against a limit of
+        20,000 filled 340 MB of log in three minutes), while the client waits in the backlog
+        unanswered. Those refusals are logged once per REFUSALS_LOGGED_EVERY_S, counted."""
+        if len(self.connections) >= self.descriptor_room:
+            self._refused += 1
+            now = time.monotonic()
+            if now - self._refusal_logged >= REFUSALS_LOGGED_EVERY_S:
+                log.warning("refused %d connection(s): %d are open, all the process's descriptor limit leaves "
+                            "room for (ulimit -n, less %d for its files)", self._refused, len(self.connections),
+                            DESCRIPTOR_RESERVE)
+                self._refused, self._refusal_logged = 0, now
+            return NO_DESCRIPTOR
         ip = conn.peer[0]
         limit = self.per_ip_overrides.get(ip, self.max_connections_per_ip)
         if self._per_ip.get(ip, 0) >= limit:
