@@ -51,6 +51,7 @@ def _controller(args: argparse.Namespace) -> int:
 
     from kraftsim.controller.configs.server_config import ConfigError, load
     from kraftsim.controller.process.daemon import StartupError, run, setup_logging
+    from kraftsim.rpc.loop import new_event_loop
 
     setup_logging()
     try:
@@ -58,7 +59,9 @@ def _controller(args: argparse.Namespace) -> int:
     except ConfigError as e:
         raise CommandError(f"kraftsim controller: {e}") from e
     try:
-        return asyncio.run(run(cfg))
+        # On a selector that stamps when requests were readable: their deadlines count from then.
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            return runner.run(run(cfg))
     except StartupError as e:
         raise CommandError(f"kraftsim controller: {e}") from e
 

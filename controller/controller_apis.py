@@ -38,9 +38,9 @@ from kraftsim.controller.quorum_controller import (
 from kraftsim.controller.routes import ErrorBuilder, Route
 from kraftsim.metadata.authorizer.authorizer import AllowAll, authorize_cluster
 from kraftsim.rpc import registry
-from kraftsim.rpc.api_errors import ApiError
+from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.dispatch import Dispatcher, Handler, Lane, RequestContext
+from kraftsim.rpc.dispatch import Dispatcher, Handler, Lane, LaterAnswer, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.frames import api_codec, body_offset, fixed_fields
 from kraftsim.rpc.message import Message
@@ -77,6 +77,7 @@ class ControllerApis:
         as locals: this is the heartbeat hot path."""
         c = self.controller
         queue = c.queue
+        monotonic_ms = c.clock.monotonic_ms
         call, run_request, await_nested = queue.call, c.run_request, c.await_nested
         run, event, error = route.handler, route.event, route.error
         gated = event not in RUNS_IN_PREMIGRATION
@@ -92,15 +93,22 @@ class ControllerApis:
                     if authorizer.__class__ is not AllowAll:  # AllowAll allows everything
                         authorize_cluster(authorizer, ctx, operation)
                 t = fixed_timeout if timeout_of is None else timeout_of(request)
-                if t is not None and t <= 0:
-                    # Kafka's queue finds such a deadline already passed, even when idle.
-                    queue.expired(event)
-                    if on_timeout is not None:
-                        on_timeout(request)
-                    raise EventTimeoutError(f"{event} timed out in the controller queue")
+                deadline = None
+                if t is not None:
+                    # Counted from when the request was readable: what it waited in the event
+                    # loop is queue time too. Kafka's queue fails a passed deadline even when
+                    # idle (a timeout of 0 always), without running the event.
+                    now = monotonic_ms()
+                    arrived = ctx.arrived_ms
+                    deadline = (now if arrived < 0 else arrived) + t
+                    if deadline <= now:
+                        queue.expired(event)
+                        if on_timeout is not None:
+                            on_timeout(request)
+                        raise EventTimeoutError(f"{event} timed out in the controller queue")
                 # One event on the queue (QuorumController.submit, without a closure): run inline
-                # when the queue is idle (then it cannot time out), else queued with its deadline.
-                r = call(event, run_request, (run, request, ctx, gated), t, on_timeout, request)
+                # when the queue is idle, else queued with its deadline.
+                r = call(event, run_request, (run, request, ctx, gated), deadline, on_timeout, request)
                 if r.__class__ is asyncio.Future:
                     r = await_nested(r)
             except BaseException as e:  # noqa: BLE001 - mapped to Kafka errors
@@ -128,9 +136,14 @@ class ControllerApis:
         run with them at once, and its answer's frame, encoded once per version, returned with
         the correlation id patched in. No header or request object, RequestContext, queue
         closure, result or response object. It answers only where :meth:`handler` would answer
-        at once the same way: no authorizer to ask, the queue idle, the controller able to
-        answer now (``answers_now``), the request's deadline not already passed, the body
-        carrying no tagged field. Everything else, a frame that is not exactly such a body
+        the same way: no authorizer to ask, the queue idle, the controller able to answer now
+        (``answers_now``) or once the records written so far are committed (``waits_for_commit``:
+        then a :class:`LaterAnswer` the controller releases after that commit, NOT_CONTROLLER if
+        the log fails first), the body carrying no tagged field. A request whose deadline
+        (from ``arrived_ms``) has passed it sheds as the handler does, just as cheaply: counted,
+        ``route.on_timeout`` told (with the fixed fields by name), and the handler's
+        REQUEST_TIMED_OUT answer, framed once per version; under a storm, failing a late request
+        must cost less than doing it. Everything else, a frame that is not exactly such a body
         included, returns None and takes the general path, which answers or refuses it."""
         steady = route.steady
         if steady is None:
@@ -143,6 +156,8 @@ class ControllerApis:
         params = tuple(inspect.signature(steady).parameters)
         readers: list[tuple[int, Any, int] | None] = []
         answers: list[tuple[bytes, ...]] = []
+        late_answers: list[bytes] = []
+        failed_answers: list[bytes] = []
         for v in range(cls.highest_version() + 1):
             fixed = fixed_fields(cls, v) if v >= cls.lowest_version() else None
             if fixed is not None and fixed[1] != params:
@@ -151,12 +166,21 @@ class ControllerApis:
             readers.append(None if co is None or fixed is None
                            else (co.request_header_version, fixed[0].unpack_from, fixed[0].size))
             answers.append(() if co is None else tuple(co.encode_response(r, 0) for r in route.steady_responses))
+            late_answers.append(b"" if co is None else co.encode_response(
+                failure(cls(), v, EventTimeoutError(), route.error), 0))
+            failed_answers.append(b"" if co is None else co.encode_response(
+                failure(cls(), v, NotControllerError("The controller failed to write the metadata log."), route.error),
+                0))
         c = self.controller
-        run_if_idle, answers_now = c.queue.run_if_idle, c.answers_now
+        run_if_idle, answers_now, monotonic_ms = c.queue.run_if_idle, c.answers_now, c.clock.monotonic_ms
+        waits_for_commit, answer_after_commit = c.waits_for_commit, c.answer_after_commit
         gated = route.event not in RUNS_IN_PREMIGRATION
         asks = route.cluster_operation is not None
+        timeout = route.timeout_ms
+        expired, on_timeout, event = c.queue.expired, route.on_timeout, route.event
 
-        def lane(frame: bytes, version: int, correlation_id: int) -> bytearray | None:
+        def lane(frame: bytes, version: int, correlation_id: int,
+                 arrived_ms: int = -1) -> bytearray | LaterAnswer | None:
             reader = readers[version]
             if reader is None:
                 return None
@@ -166,16 +190,40 @@ class ControllerApis:
                 return None
             if asks and c.ctx is not None and c.ctx.authorizer.__class__ is not AllowAll:
                 return None
-            if not answers_now(gated):
+            if timeout is not None and arrived_ms >= 0 and monotonic_ms() >= arrived_ms + timeout:
+                expired(event)  # late: shed, as handle() would
+                if on_timeout is not None:
+                    on_timeout(_Fields(zip(params, unpack(frame, pos), strict=True)))
+                out = bytearray(late_answers[version])
+                _pack_corr(out, 4, correlation_id)
+                return out
+            if answers_now(gated):
+                k = run_if_idle(steady, unpack(frame, pos))
+                if k is None:
+                    return None
+                out = bytearray(answers[version][k])
+                _pack_corr(out, 4, correlation_id)
+                return out
+            if not waits_for_commit(gated):
                 return None
+            # Records are written and not yet committed (a storm writes all the time): the answer
+            # is known now and goes out after their commit, as run_request's would.
             k = run_if_idle(steady, unpack(frame, pos))
             if k is None:
                 return None
             out = bytearray(answers[version][k])
             _pack_corr(out, 4, correlation_id)
-            return out
+            failed = bytearray(failed_answers[version])
+            _pack_corr(failed, 4, correlation_id)
+            return answer_after_commit(out, failed)
 
         return lane
+
+
+class _Fields(dict[str, Any]):
+    """A lane's fixed fields by name, read as a request's attributes (``route.on_timeout``)."""
+
+    __getattr__ = dict.__getitem__
 
 
 async def audit_later(ctx: RequestContext, pending: Awaitable[Message], started: float) -> Message:

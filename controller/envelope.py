@@ -189,7 +189,7 @@ class EnvelopeHandler:
         inner = RequestContext(api_key, version, correlation_id, client_id, principal=principal,
                                listener=ctx.listener, security_protocol=ctx.security_protocol,
                                client_address=address, client_port=0, from_envelope=True,
-                               token_authenticated=token)
+                               token_authenticated=token, arrived_ms=ctx.arrived_ms)
         return inner, body, route
 
     @staticmethod

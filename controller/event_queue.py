@@ -3,9 +3,12 @@
 Every operation is an event run to completion on the event loop thread, one at a time, in
 arrival order. When the queue is idle an event runs inline, in the caller's stack, so a request
 that writes nothing (most heartbeats) can be answered without a task switch; otherwise it waits
-its turn. Events carry an optional deadline: one still queued when it passes fails with a
-timeout, as Kafka's does. Queue time and processing time feed the two event-queue histograms,
-counted in place (no call per observation): this runs for every heartbeat.
+its turn. Events carry an optional deadline: one whose deadline has passed when its turn comes,
+inline or queued, fails with a timeout and is not run, as Kafka's does. A request's deadline
+counts from when the request was readable (``rpc/loop.py``): under a storm the event loop
+itself is where requests wait, so a request can reach an idle queue already late. Queue time
+and processing time feed the two event-queue histograms, counted in place (no call per
+observation): this runs for every heartbeat.
 """
 
 from __future__ import annotations
@@ -92,16 +95,15 @@ class EventQueue:
         self._schedule()
         return fut
 
-    def call(self, name: str, run: Callable[..., T], args: tuple[Any, ...], timeout_ms: int | None = None,
+    def call(self, name: str, run: Callable[..., T], args: tuple[Any, ...], deadline_ms: int | None = None,
              on_timeout: Callable[[Any], None] | None = None, timeout_arg: Any = None) -> T | asyncio.Future[T]:
         """``submit(name, lambda: run(*args), ...)`` without building the lambda when the event
-        runs inline (the request path: most heartbeats). ``timeout_ms`` is relative: it becomes
-        a deadline, and ``on_timeout(timeout_arg)`` its callback, only when the event has to
-        wait (inline, it cannot time out)."""
+        runs inline (the request path: most heartbeats). ``deadline_ms`` (monotonic) has been
+        checked by the caller: the event runs inline when the queue is idle, else it waits with
+        that deadline and ``on_timeout(timeout_arg)`` as its callback."""
         if self._queue or self._running or self._paused or self.closed:
-            deadline = None if timeout_ms is None else self.clock.monotonic_ms() + timeout_ms
             told = None if on_timeout is None else lambda: on_timeout(timeout_arg)
-            return self.submit(name, lambda: run(*args), deadline, told)
+            return self.submit(name, lambda: run(*args), deadline_ms, told)
         t0 = self._now()
         self._running = True
         try:
@@ -140,7 +142,8 @@ class EventQueue:
             self._schedule()
 
     def expired(self, name: str) -> None:
-        """An event whose deadline had passed before it could be queued: counted as timed out."""
+        """An event whose deadline had passed before it could be queued (or run inline): not
+        run, and counted as timed out (EventQueueOperationsTimedOutCount)."""
         self._on_timeout(name)
 
     def _schedule(self) -> None:
@@ -162,7 +165,7 @@ class EventQueue:
                 continue
             start = self._now()
             self._observe_queue((start - ev.enqueued_ms) * 1000)
-            if ev.deadline_ms is not None and self.clock.monotonic_ms() > ev.deadline_ms:
+            if ev.deadline_ms is not None and self.clock.monotonic_ms() >= ev.deadline_ms:
                 self._on_timeout(ev.name)
                 if ev.on_timeout is not None:
                     ev.on_timeout()

@@ -22,6 +22,7 @@ import enum
 import inspect
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -55,7 +56,8 @@ from kraftsim.raft.leader import RaftLeader
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import Clock, SystemClock
-from kraftsim.rpc.dispatch import RequestContext
+from kraftsim.rpc.dispatch import LaterAnswer, RequestContext
+from kraftsim.rpc.loop import ArrivalClock
 from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.controller")
@@ -144,6 +146,9 @@ class QuorumController:
         self.metrics = ControllerMetrics(self._metric_values)
         self.queue = EventQueue(self.clock, self.metrics.queue_time, self.metrics.processing_time,
                                 self._on_event_timeout)
+        self.arrival = ArrivalClock(self.clock)  # bound to the serving loop in start()
+        # Lane answers waiting for a commit: (offset, answer, its frame, the frame if the log fails).
+        self._after_commit_answers: deque[tuple[int, LaterAnswer, bytearray, bytearray]] = deque()
         self._tasks: list[asyncio.Task[object]] = []  # cancelled and awaited at stop; results unused
         self._snapshot_task: asyncio.Task[SnapshotId | None] | None = None
         self._cleaner: asyncio.Task[None] | None = None
@@ -194,6 +199,7 @@ class QuorumController:
     async def start(self) -> None:
         check_single_voter(self.node_id, self.voters)
         self._lock_metadata_dir()
+        self.arrival = ArrivalClock(self.clock)
         mp = self._read_meta_properties()
         self.cluster_id = mp.cluster_id
         self.directory_id = mp.directory_id
@@ -297,6 +303,10 @@ class QuorumController:
         self._maybe_register()
 
     def _after_commit(self, offset: int) -> None:
+        waiting = self._after_commit_answers
+        while waiting and waiting[0][0] <= offset:
+            _, answer, data, _ = waiting.popleft()
+            answer.ready(data)
         self._maybe_register()  # metadata.version may just have reached 3.7-IV0
         snaps = self.snapshots
         if snaps is not None and self.fatal is None:
@@ -395,7 +405,9 @@ class QuorumController:
     async def _fencing_loop(self) -> None:
         """Fence brokers whose session expired, one per event, in last-contact order."""
         while self.active:
-            now = self.clock.monotonic_ms()
+            # Judged on what has been read (``rpc/loop.py``): while the event loop is behind, a
+            # session that ran out after that may still be saved by a heartbeat waiting unread.
+            now = min(self.clock.monotonic_ms(), self.arrival.heard_until_ms())
             due = self.managers.heartbeats.next_check_time()
             wait = 1000 if due is None else max(0, min(due - now, 1000))
             if wait:
@@ -411,7 +423,8 @@ class QuorumController:
                 return  # failed for good, or renounced: the next activation starts its own loop
 
     def _fence_one(self) -> ControllerResult[None]:
-        result = self.managers.cluster.fence_stale_brokers()
+        # On what has been read: a controller that is behind has not heard what waits unread.
+        result = self.managers.cluster.fence_stale_brokers(self.arrival.heard_until_ms())
         return result if result is not None else ControllerResult([], None)
 
     # ---- the leader balancer (auto.leader.rebalance.enable) ----------------------------------
@@ -617,6 +630,27 @@ class QuorumController:
             return self._reply_after(self.image.offset, result.response)  # type: ignore[arg-type]
         return result.response  # type: ignore[return-value]
 
+    def answer_after_commit(self, data: bytearray, if_failed: bytearray) -> LaterAnswer:
+        """What :meth:`run_request` does with an answer while records before it are uncommitted
+        (``_reply_after``), for a lane: ``data`` goes out once everything written so far is
+        committed, ``if_failed`` (NOT_CONTROLLER) if the log fails first. No future or task:
+        one tuple in a queue the commit listener drains in order (offsets only grow between
+        reverts; an answer behind a higher offset waits for it, never leaves early)."""
+        raft = self.raft
+        assert raft is not None
+        answer = LaterAnswer()
+        self._after_commit_answers.append((self.image.offset, answer, data, if_failed))
+        raft.mlog.flush_soon()
+        return answer
+
+    def waits_for_commit(self, gated: bool) -> bool:
+        """Whether :meth:`run_request` would run a handler now but answer only after a commit:
+        as :meth:`answers_now`, but for records written and not yet committed."""
+        raft = self.raft
+        return (self.fatal is None and self.active and raft is not None
+                and raft.committed_offset < self.image.offset
+                and not (gated and self.image.migration.state == ZkMigrationState.PRE_MIGRATION))
+
     def answers_now(self, gated: bool) -> bool:
         """Whether :meth:`run_request` would run a handler now and, if it wrote nothing, answer
         at once: active, not failed, past the pre-migration gate when ``gated``, and every
@@ -709,6 +743,10 @@ class QuorumController:
             return
         self.fatal = e
         self.fault_reason = f"{type(e).__name__}: {e}"
+        waiting = self._after_commit_answers
+        while waiting:  # _reply_after's NotControllerError: these will never be committed
+            _, answer, _, failed = waiting.popleft()
+            answer.ready(failed)
         self.metadata_errors += 1  # Kafka's fatal fault handler counts it too
         self.active = False
         if self.raft is not None and self.image.journaling:

@@ -39,6 +39,9 @@ class RequestContext:
     client_port: int = 0
     from_envelope: bool = False  # forwarded by a broker inside an Envelope (Kafka's isForwarded)
     token_authenticated: bool = False  # the principal authenticated with a delegation token
+    # When the request was readable (monotonic ms, rpc/loop.py): a deadline counts from here, as
+    # Kafka's counts from when its API layer takes the request. -1: now.
+    arrived_ms: int = -1
 
 
 class CloseConnection(Exception):
@@ -50,11 +53,36 @@ Handler: TypeAlias = Callable[[RequestContext, Message], "Message | Awaitable[Me
 # Run on a freshly decoded body at its version, where Kafka's request class checks (and may
 # normalise) it on construction; raises RequestRejected (see codec_errors.py).
 RequestCheck: TypeAlias = Callable[[Message, int], None]
-# A route's synchronous lane: ``lane(frame, version, correlation_id)`` answers a request from its
-# frame (size prefix excluded) with the whole response frame, or returns None and the request
-# takes the general path (header and body decoded, RequestContext, handler). For the one request
-# too frequent to carry the general path's per-request objects: the broker heartbeat.
-Lane: TypeAlias = Callable[[bytes, int, int], "bytes | bytearray | None"]
+
+
+class LaterAnswer:
+    """A lane's answer that is known now but may go out only later (once the records before it
+    are committed): the server holds the connection's later answers behind it, and writes it
+    when :meth:`ready` gives its frame. A future without the event loop's machinery: the broker
+    heartbeat waits for a commit this way under a write storm, tens of thousands a second."""
+
+    __slots__ = ("data", "on_ready")
+
+    def __init__(self) -> None:
+        self.data: bytes | bytearray | None = None
+        self.on_ready: Callable[[], None] | None = None  # set by the server
+
+    def ready(self, data: bytes | bytearray) -> None:
+        self.data = data
+        if self.on_ready is not None:
+            self.on_ready()
+
+
+class Lane(Protocol):
+    """A route's synchronous lane: ``lane(frame, version, correlation_id, arrived_ms)`` answers a
+    request from its frame (size prefix excluded) with the whole response frame, or returns None
+    and the request takes the general path (header and body decoded, RequestContext, handler).
+    For the one request too frequent to carry the general path's per-request objects: the broker
+    heartbeat. ``arrived_ms`` is the request's :attr:`RequestContext.arrived_ms`. A
+    :class:`LaterAnswer` is an answer to be written once it is ready."""
+
+    def __call__(self, frame: bytes, version: int, correlation_id: int,
+                 arrived_ms: int = -1) -> bytes | bytearray | LaterAnswer | None: ...
 
 
 @dataclass(slots=True)

@@ -17,8 +17,10 @@ import asyncio
 import fcntl
 import logging
 import os
+import resource
 import struct
 import termios
+import time
 from collections import deque
 from typing import Any
 
@@ -26,11 +28,12 @@ from kraftsim.rpc import apiversions
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import Clock, SystemClock
 from kraftsim.rpc.codec_errors import CodecError
-from kraftsim.rpc.dispatch import ANONYMOUS, CloseConnection, Dispatcher, RequestContext
+from kraftsim.rpc.dispatch import ANONYMOUS, CloseConnection, Dispatcher, LaterAnswer, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.file_slice import FileSlice, SplitFrame
 from kraftsim.rpc.frame_reader import FrameError, FrameReader
 from kraftsim.rpc.frames import api_codec
+from kraftsim.rpc.loop import ArrivalClock
 from kraftsim.rpc.memory_pool import MemoryPool
 from kraftsim.rpc.message import Message
 
@@ -45,6 +48,12 @@ MAX_IN_FLIGHT = 64
 # Requests handled from one connection before the others get their turn (the rest of what it
 # sent waits, unread past what is buffered, until the next turn of the event loop).
 FRAMES_PER_TURN = 16
+# Descriptors a server leaves to the rest of its process (log segments, snapshots, the HTTP
+# listener and its clients, the observers' own files) when it works out how many connections
+# the process's descriptor limit lets it accept: see KafkaServer.admit.
+DESCRIPTOR_RESERVE = 64
+REFUSALS_LOGGED_EVERY_S = 10.0
+NO_DESCRIPTOR = "no descriptor left for it"
 _HEAD = struct.Struct(">hhi")
 _API_VERSIONS = int(ApiKey.API_VERSIONS)  # a plain int: compared for every request
 
@@ -82,9 +91,10 @@ class Connection(asyncio.Protocol):
         self.server = server
         self.reader = FrameReader(server.max_request_size)
         self.transport: asyncio.Transport | None = None
-        self.pending: deque[_Slot] = deque()
+        self.pending: deque[_Slot | LaterAnswer] = deque()  # answers to write in order, when ready
         self.peer = ("?", 0)
         self.last_active = server.clock.monotonic_ms()
+        self.arrived_ms = self.last_active  # when what is being handled was readable (rpc/loop.py)
         self.closed = False
         self._read_paused = False
         self._write_paused = False
@@ -105,7 +115,7 @@ class Connection(asyncio.Protocol):
             self.peer = (str(peer[0]), int(peer[1]))
         refusal = self.server.admit(self)
         if refusal is not None:
-            self.close(refusal)
+            self.close(refusal, quiet=refusal is NO_DESCRIPTOR)  # those are counted, not logged one by one
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -130,6 +140,7 @@ class Connection(asyncio.Protocol):
         if self._eof_sent:
             return  # sent after the last answer: the client hears the FIN instead
         self.last_active = self.server.clock.monotonic_ms()
+        self.arrived_ms = self.server.arrival.arrived_ms()
         try:
             frames = self.reader.feed(data)
         except FrameError as e:
@@ -220,10 +231,17 @@ class Connection(asyncio.Protocol):
         handler, codec, check, lane = hit
         if lane is not None and not self.pending:
             try:
-                data = lane(frame, version, correlation_id)
+                data = lane(frame, version, correlation_id, self.arrived_ms)
             except Exception as e:  # noqa: BLE001 - a lane's bug: the general path answers instead
                 log.error("lane for api key %d v%d failed: %r", api_key, version, e, exc_info=e)
                 data = None
+            if data.__class__ is LaterAnswer:
+                later: LaterAnswer = data
+                self.pending.append(later)
+                later.on_ready = self._flush
+                if later.data is not None:
+                    self._flush()
+                return
             if data is not None:
                 out = self._out
                 if out is not None:
@@ -240,7 +258,8 @@ class Connection(asyncio.Protocol):
             self.close(f"malformed request (api key {api_key} v{version}): {e}")
             return
         ctx = RequestContext(api_key, version, correlation_id, hdr.client_id or "", ANONYMOUS,
-                             server.listener_name, "PLAINTEXT", self.peer[0], self.peer[1])
+                             server.listener_name, "PLAINTEXT", self.peer[0], self.peer[1],
+                             arrived_ms=self.arrived_ms)
         try:
             result = handler(ctx, body)
         except Exception as e:  # noqa: BLE001 - a handler bug must not take the server down
@@ -411,11 +430,12 @@ class Connection(asyncio.Protocol):
             t.resume_reading()
             self._read_paused = False
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, quiet: bool = False) -> None:
         if self.closed:
             return
         self.closed = True
-        log.warning("closing connection from %s:%d: %s", self.peer[0], self.peer[1], reason)
+        if not quiet:
+            log.warning("closing connection from %s:%d: %s", self.peer[0], self.peer[1], reason)
         if self.transport is not None:
             self.transport.abort()
 
@@ -442,7 +462,7 @@ class KafkaServer:
                  max_connections: int = 2**31 - 1,
                  max_connections_per_ip: int = 2**31 - 1,
                  max_connections_per_ip_overrides: dict[str, int] | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, max_descriptors: int | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -450,12 +470,19 @@ class KafkaServer:
         self.max_request_size = max_request_size
         self.connections_max_idle_ms = connections_max_idle_ms
         self.clock: Clock = clock or SystemClock()
+        self.arrival = ArrivalClock(self.clock)  # bound to the serving loop's selector in start()
         self.connections: set[Connection] = set()
         self.pool = MemoryPool(queued_max_request_bytes)
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
         self.per_ip_overrides = dict(max_connections_per_ip_overrides or {})
         self._per_ip: dict[str, int] = {}
+        # The process's descriptor limit (default: ``ulimit -n``, its soft RLIMIT_NOFILE); the
+        # connections it leaves room for are worked out in start().
+        self.max_descriptors = max_descriptors
+        self.descriptor_room = 2**31 - 1
+        self._refused = 0  # connections refused for descriptors since the last log line
+        self._refusal_logged = 0.0
         # (api key << 16 | version) -> (handler, codec, check, lane); cleared when the dispatcher changes
         self.routes_cache: dict[int, tuple[Any, Any, Any, Any]] = {}
         dispatcher._caches.append(self.routes_cache)
@@ -465,6 +492,8 @@ class KafkaServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self.arrival = ArrivalClock(self.clock)
+        self.descriptor_room = self._descriptor_room()
         self._server = await loop.create_server(lambda: Connection(self), self.host, self.port,
                                                 reuse_address=True, backlog=1024)
         sock = self._server.sockets[0]
@@ -476,9 +505,39 @@ class KafkaServer:
     def address(self) -> tuple[str, int]:
         return self.host, self.port
 
+    def _descriptor_room(self) -> int:
+        """How many connections the process's descriptor limit leaves room for: the limit, less
+        what is open now (this listener's socket included), less DESCRIPTOR_RESERVE."""
+        limit = self.max_descriptors
+        if limit is None:
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            if soft == resource.RLIM_INFINITY:
+                return 2**31 - 1
+            limit = soft
+        try:
+            open_now = len(os.listdir("/proc/self/fd")) + 1
+        except OSError:  # no /proc: count only the reserve
+            open_now = 1
+        return max(0, limit - open_now - DESCRIPTOR_RESERVE)
+
     def admit(self, conn: Connection) -> str | None:
         """Count a new connection, or say why it is refused (max.connections and its per-IP
-        variants, as Kafka's ConnectionQuotas, which also closes what is over a per-IP limit)."""
+        variants, as Kafka's ConnectionQuotas, which also closes what is over a per-IP limit).
+
+        A connection past the process's descriptor room is refused too, closed at once: at the
+        descriptor limit itself accept() fails, and the event loop then retries it and logs the
+        failure thousands of times a second (a fleet of 20,000 brokers against a limit of
+        20,000 filled 340 MB of log in three minutes), while the client waits in the backlog
+        unanswered. Those refusals are logged once per REFUSALS_LOGGED_EVERY_S, counted."""
+        if len(self.connections) >= self.descriptor_room:
+            self._refused += 1
+            now = time.monotonic()
+            if now - self._refusal_logged >= REFUSALS_LOGGED_EVERY_S:
+                log.warning("refused %d connection(s): %d are open, all the process's descriptor limit leaves "
+                            "room for (ulimit -n, less %d for its files)", self._refused, len(self.connections),
+                            DESCRIPTOR_RESERVE)
+                self._refused, self._refusal_logged = 0, now
+            return NO_DESCRIPTOR
         ip = conn.peer[0]
         limit = self.per_ip_overrides.get(ip, self.max_connections_per_ip)
         if self._per_ip.get(ip, 0) >= limit:

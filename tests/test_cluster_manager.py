@@ -227,6 +227,26 @@ def test_log_dir_owned_by_another_broker() -> None:
     h.register(1, log_dirs=[d])  # the owner itself may re-register with it
 
 
+def test_log_dir_owners_follow_the_registrations() -> None:
+    """Who owns a directory is an index kept by replay (Kafka's directoryToBroker): a broker
+    that unregisters frees its directories, and a registration taken back (an uncommitted
+    write reverted) gives them back to their previous owner."""
+    h = Harness(mv=versions.IBP_3_7_IV2)
+    a, b = dirs_of(1, 2)
+    h.register(1, log_dirs=[a, b])
+    h.apply(h.cm.unregister_broker(UnregReq(broker_id=1), UNREG_CTX))
+    h.register(2, log_dirs=[a])  # free again
+    assert h.image.cluster.directory_owners == {a: 2}
+    before = h.image.offset
+    h.image.mark()
+    h.writer.append(h.cm.register_broker(h.reg_request(3, log_dirs=[b]), REG_CTX))
+    assert h.image.cluster.directory_owners == {a: 2, b: 3}
+    h.image.revert_to(before)
+    assert h.image.cluster.directory_owners == {a: 2}
+    e = api_error(h.cm.register_broker, h.reg_request(4, log_dirs=[b, a]), 4)
+    assert e.message == f"Broker 2 is already registered with directory {a}"
+
+
 def test_log_dirs_not_checked_before_3_7_iv2() -> None:
     h = Harness(mv=versions.IBP_3_7_IV1)
     h.register(1, log_dirs=[])
@@ -840,3 +860,18 @@ def test_heartbeat_manager_from_context_and_ordering() -> None:
         hb.maybe_update_controlled_shutdown_offset(1, 70)
     hb.remove(3)
     assert list(hb.unfenced) == [2] and hb.get(3) is None
+
+
+def test_a_session_is_judged_on_what_has_been_read() -> None:
+    """A controller behind on its sockets (``rpc/loop.py``'s heard-until earlier than now) does
+    not take a broker whose heartbeat may be waiting unread for silent."""
+    from kraftsim.controller.managers.heartbeats import BrokerHeartbeatManager
+    h = Harness(session_ms=100)
+    hb = BrokerHeartbeatManager(h.ctx)
+    hb.register(1, False)  # contact at 0
+    h.clock.advance(50)
+    assert hb.find_one_stale(heard_until_ms=10_000) is None  # judged at now when heard-until is later
+    h.clock.advance(450)
+    assert hb.find_one_stale() == 1
+    assert hb.find_one_stale(heard_until_ms=100) is None  # read up to 100 only: the session held till then
+    assert hb.find_one_stale(heard_until_ms=101) == 1

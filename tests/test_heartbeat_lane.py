@@ -18,7 +18,7 @@ from kraftsim.metadata.messages import NoOpRecord
 from kraftsim.rpc import frames, registry, uuids
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import ManualClock
-from kraftsim.rpc.dispatch import ANONYMOUS, RequestContext
+from kraftsim.rpc.dispatch import ANONYMOUS, LaterAnswer, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from tests import harness
 from tests.test_controller import HB, Cluster
@@ -194,20 +194,47 @@ async def test_a_busy_queue_hands_back_and_the_heartbeat_waits_its_turn(c: Clust
     assert lane_of(c)(frame, 1, 42) is not None
 
 
-async def test_uncommitted_records_hand_back_so_the_answer_waits_for_their_commit(c: Cluster) -> None:
+async def test_uncommitted_records_hold_the_answer_until_their_commit(c: Cluster) -> None:
+    """A record written and replayed, its commit still to come: the lane runs the heartbeat now
+    (its session touched) but its answer, the one it would give once committed, goes out only
+    after that commit, as run_request's does; a log that fails first answers NOT_CONTROLLER."""
     ids = await brokers(c)
     broker_id, epoch = ids["unfenced"]
     frame = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1)
     ctl = c.controller
-    assert ctl.answers_now(True) and lane_of(c)(frame, 1, 42) is not None
-    # A record written and replayed, its commit still to come (the log is flushed after this
-    # turn of the event loop): answering now would run ahead of it, as run_request never does.
-    last = ctl.writer.append(ControllerResult([(NoOpRecord(), 0)], None))
+    now_answer = lane_of(c)(frame, 1, 42)
+    assert ctl.answers_now(True) and isinstance(now_answer, bytearray)
+    last = ctl.writer.append(ControllerResult([(NoOpRecord(), 0)], None))  # the log is flushed after this turn
     assert ctl.image.offset == last > ctl.raft.committed_offset
-    assert not ctl.answers_now(True)
-    assert lane_of(c)(frame, 1, 42) is None
-    await harness.poll_until(lambda: ctl.raft.committed_offset >= last)
-    assert lane_of(c)(frame, 1, 42) is not None
+    assert not ctl.answers_now(True) and ctl.waits_for_commit(True)
+    later = lane_of(c)(frame, 1, 42)
+    assert isinstance(later, LaterAnswer) and later.data is None
+    assert ctl.raft.committed_offset < last
+    await harness.poll_until(lambda: later.data is not None)
+    assert ctl.raft.committed_offset >= last and later.data is not None and bytes(later.data) == bytes(now_answer)
+
+    ctl.writer.append(ControllerResult([(NoOpRecord(), 0)], None))
+    doomed = lane_of(c)(frame, 1, 43)
+    assert isinstance(doomed, LaterAnswer) and doomed.data is None
+    ctl._fail(RuntimeError("the disk went away"))  # what the log's failure listener does
+    assert doomed.data is not None
+    corr, response = frames.api_codec(ApiKey.BROKER_HEARTBEAT, 1).decode_response(bytes(doomed.data)[4:])
+    assert (corr, response.error_code) == (43, ErrorCode.NOT_CONTROLLER)  # type: ignore[attr-defined]
+
+
+async def test_over_the_socket_an_answer_held_for_a_commit_keeps_the_connections_order(c: Cluster) -> None:
+    """Pipelined heartbeats while records wait for their commit: each is answered in order."""
+    ids = await brokers(c)
+    broker_id, epoch = ids["unfenced"]
+    assert c.client is not None
+    sent = []
+    for i in range(20):
+        if i % 5 == 0:  # a record before every fifth: answers wait for different commits
+            c.controller.writer.append(ControllerResult([(NoOpRecord(), 0)], None))
+        sent.append(c.client.send(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=i), 1))
+    answers = await asyncio.gather(*sent)
+    assert [r.error_code for r in answers] == [0] * 20
+    assert session(c, 1)[1] == 19
 
 
 async def test_an_authorizer_other_than_allow_all_hands_back_to_the_authorizing_path(tmp_path: Path) -> None:
@@ -258,3 +285,38 @@ def test_body_offset_hands_back_what_only_the_decoder_can_read() -> None:
     assert frames.body_offset(frame[:8] + struct.pack(">h", -2) + frame[10:], 2) == -1  # a bad length
     assert frames.body_offset(frame[:8] + struct.pack(">h", 500) + frame[10:], 2) == -1  # past the end
     assert frames.body_offset(frame[:11] + b"\x01" + frame[12:], 2) == -1  # header tagged fields
+
+
+async def test_a_heartbeat_readable_for_longer_than_its_deadline_is_shed_not_answered_late(c: Cluster) -> None:
+    """Kafka's deadline (broker.heartbeat.interval.ms / 2) counts from when the request was
+    readable (``RequestContext.arrived_ms``): past it the heartbeat is not run but failed with
+    REQUEST_TIMED_OUT, its session refreshed (Kafka's processExpiredBrokerHeartbeat), counted in
+    both timed-out metrics; the lane does it as the general path does, to the byte."""
+    ids = await brokers(c)
+    broker_id, epoch = ids["unfenced"]
+    ctl = c.controller
+    route = c.running.server.dispatcher.routes[ApiKey.BROKER_HEARTBEAT]
+    half = ctl.config.get("broker.heartbeat.interval.ms") // 2
+    request = HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=7, want_shut_down=True)
+    frame = frame_of(request, 1)
+    steady = frame_of(HB(broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=1), 1)
+    now = ctl.clock.monotonic_ms()
+    assert lane_of(c)(steady, 1, 42, now - half + 1) is not None  # not late yet: answered
+    answers = []
+    for path in ("lane", "general"):
+        before = ctl._metric_values()
+        now = ctl.clock.monotonic_ms()
+        if path == "lane":
+            answers.append(bytes(lane_of(c)(frame, 1, 42, now - half)))
+        else:
+            ctx = RequestContext(ApiKey.BROKER_HEARTBEAT, 1, 42, "broker-1", ANONYMOUS, arrived_ms=now - half)
+            response: Any = route.handler(ctx, request)
+            assert response.error_code == ErrorCode.REQUEST_TIMED_OUT
+            answers.append(frames.api_codec(ApiKey.BROKER_HEARTBEAT, 1).encode_response(response, 42))
+        last_contact, offset, fenced = session(c, broker_id)
+        assert last_contact >= now and (offset, fenced) == (7, False)  # touched, not run: no shutdown begun
+        assert ctl.managers.heartbeats.controlled_shutdown_offset(broker_id) is None
+        after = ctl._metric_values()
+        assert after["EventQueueOperationsTimedOutCount"] == before["EventQueueOperationsTimedOutCount"] + 1
+        assert after["TimedOutBrokerHeartbeatCount"] == before["TimedOutBrokerHeartbeatCount"] + 1
+    assert answers[0] == answers[1]

@@ -15,6 +15,7 @@ from kraftsim.rpc.clock import ManualClock
 from kraftsim.rpc.dispatch import Dispatcher
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.server import KafkaServer
+from tests import harness
 from tests.conftest import assert_closed, read_frame
 
 HB_REQ = registry.request_class(ApiKey.BROKER_HEARTBEAT)
@@ -243,5 +244,44 @@ async def test_idle_connections_are_reaped_in_virtual_time() -> None:
         await idle.wait_closed()
         assert (await busy.request(AV_REQ(), 0)).error_code == 0
         await busy.close()
+    finally:
+        await s.stop()
+
+
+async def test_past_the_descriptor_limit_new_connections_are_closed_at_once_and_counted(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Room for 5 connections under a (pretended) descriptor limit: those 5 are served, the
+    others are closed at once rather than left in the backlog with accept() failing, and the
+    refusals make one log line, not one each; a connection closed frees room for the next."""
+    import os
+
+    from kraftsim.rpc.server import DESCRIPTOR_RESERVE
+
+    open_now = len(os.listdir("/proc/self/fd"))
+    s = KafkaServer(Dispatcher(), max_descriptors=open_now + 1 + DESCRIPTOR_RESERVE + 5)
+    await s.start()
+    try:
+        served = [await KafkaClient.connect(*s.address) for _ in range(5)]
+        for c in served:
+            assert (await c.request(AV_REQ(), 0)).error_code == 0
+        with caplog.at_level("WARNING", logger="kraftsim.network"):
+            refused = []
+            for _ in range(20):
+                r, w = await asyncio.open_connection(*s.address)
+                await assert_closed(r)
+                refused.append(w)
+        assert len(s.connections) == 5
+        lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+        assert len(lines) == 1 and lines[0].startswith("refused 1 connection(s): 5 are open"), lines
+        await served[0].close()
+        await served[0].wait_closed()
+        await harness.poll_until(lambda: len(s.connections) == 4)
+        again = await KafkaClient.connect(*s.address)
+        assert (await again.request(AV_REQ(), 0)).error_code == 0
+        await again.close()
+        for c in served[1:]:
+            await c.close()
+        for w in refused:
+            w.close()
     finally:
         await s.stop()

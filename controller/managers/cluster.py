@@ -332,10 +332,10 @@ class ClusterControlManager:
                 raise ApiError(ErrorCode.INVALID_REGISTRATION, "Reserved directory ID in request")
             if len(set(log_dirs)) != len(log_dirs):
                 raise ApiError(ErrorCode.INVALID_REGISTRATION, "Duplicate directory ID in request")
-            owners = {d: b.id for b in image.cluster.brokers.values() if b.id != broker_id for d in b.directories}
+            owners = image.cluster.directory_owners
             for d in log_dirs:
                 owner = owners.get(d)
-                if owner is not None:
+                if owner is not None and owner != broker_id:
                     raise ApiError(ErrorCode.INVALID_REGISTRATION,
                                    f"Broker {owner} is already registered with directory {d}")
 
@@ -580,13 +580,15 @@ class ClusterControlManager:
             return None
         return self.heartbeats.next_check_time()
 
-    def fence_stale_brokers(self) -> ControllerResult[Any] | None:
+    def fence_stale_brokers(self, heard_until_ms: int | None = None) -> ControllerResult[Any] | None:
         """Fence at most one broker whose session expired, the one heard from longest ago
-        (maybeFenceOneStaleBroker). None when nobody is stale; the core reschedules either way."""
+        (maybeFenceOneStaleBroker), judged on what was heard until ``heard_until_ms`` (see
+        ``BrokerHeartbeatManager.find_one_stale``). None when nobody is stale; the core
+        reschedules either way."""
         hb = self._require_active()
         brokers = self.ctx.image.cluster.brokers
         while True:
-            broker_id = hb.find_one_stale()
+            broker_id = hb.find_one_stale(heard_until_ms)
             if broker_id is None:
                 return None
             if broker_id in brokers:

@@ -189,14 +189,20 @@ class BrokerHeartbeatManager:
         first = unfenced[next(iter(unfenced))]
         return first.last_contact_ms + self.session_timeout_ms + 1
 
-    def find_one_stale(self) -> int | None:
+    def find_one_stale(self, heard_until_ms: int | None = None) -> int | None:
         """The unfenced broker with the oldest contact if its session expired, else None.
-        The list is in contact order, so if the first is fresh, every broker is."""
+        The list is in contact order, so if the first is fresh, every broker is.
+        ``heard_until_ms``: up to when every request that arrived has been read
+        (``rpc/loop.py``), when earlier than now: a session that ends after it may have a
+        heartbeat waiting unread, so it has not ended on what the controller knows."""
         unfenced = self.unfenced
         if not unfenced:
             return None
         first = unfenced[next(iter(unfenced))]
-        if first.last_contact_ms + self.session_timeout_ms >= self.clock.monotonic_ms():
+        now = self.clock.monotonic_ms()
+        if heard_until_ms is not None and heard_until_ms < now:
+            now = heard_until_ms
+        if first.last_contact_ms + self.session_timeout_ms >= now:
             return None
         return first.id
 
