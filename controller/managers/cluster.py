@@ -53,7 +53,7 @@ from kraftsim.controller.managers.heartbeats import (
 )
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder
 from kraftsim.controller.result import ControllerResult, HeartbeatResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata import directories, versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation
@@ -122,7 +122,7 @@ class ClusterControlManager:
         self.active = False
         self.timed_out_heartbeats = 0  # Kafka's TimedOutBrokerHeartbeatCount
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         # A heartbeat still queued after half an interval is answered REQUEST_TIMED_OUT (the
         # broker sends the next one anyway) and refreshes the session (Kafka's
         # processExpiredBrokerHeartbeat).

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hash_map_order, hash_order, hashmap_capacity
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata import versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation
@@ -180,7 +180,7 @@ class FeatureControlManager:
         except (KeyError, AttributeError):
             return False
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [Route(Api.UPDATE_FEATURES, "updateFeatures", self.update_features,
                       cluster_operation=AclOperation.ALTER)]
 

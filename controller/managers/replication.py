@@ -51,7 +51,7 @@ from kraftsim.controller.managers.placement import (
     usable_brokers,
 )
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.controller.topic_authorization import TopicAuthorization
 from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP, check_record_count
 from kraftsim.metadata import topic_names, versions
@@ -113,7 +113,7 @@ class ReplicationControlManager:
         self.shutting_down = shutting_down
         self._tails: tuple[TailsContext, Tails] | None = None  # PartitionRecord tails (see _Placement)
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [
             Route(Api.CREATE_TOPICS, "createTopics", self.serve_create_topics, timeout_ms=lambda r: r.timeout_ms),
             # Kafka's DeleteTopicsRequest.getErrorResponse carries codes only.
