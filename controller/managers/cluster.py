@@ -27,9 +27,9 @@ The core must:
    processBatchEndOffset). Kafka also calls it for a result without records (with
    ``next_offset() - 1``), but such a result never carries a first controlled-shutdown offset
    (entering controlled shutdown always moves a leadership), so skipping it changes nothing;
-3. schedule :meth:`fence_stale_brokers` at :meth:`next_fence_check_ms` (or
-   ``heartbeats.next_check_time()``): re-read it after every registration, heartbeat and fence
-   run; None means "nobody can expire, cancel". Each run fences at most one broker;
+3. schedule :meth:`fence_stale_brokers` at :meth:`next_fence_check_ms`: re-read it after every
+   registration, heartbeat and fence run; None means "nobody can expire, cancel". Each run
+   fences at most one broker;
 4. for a heartbeat that expired in the queue, reply REQUEST_TIMED_OUT, call
    :meth:`timed_out_heartbeat` (refreshes the session, no transition, nothing to append) and
    increment TimedOutBrokerHeartbeatCount.
@@ -184,10 +184,6 @@ class ClusterControlManager:
             return name.strip()
         return raw.get("security.inter.broker.protocol", "PLAINTEXT").strip().upper()
 
-    def is_active_broker(self, broker_id: int) -> bool:
-        reg = self.ctx.image.cluster.brokers.get(broker_id)
-        return reg is not None and reg.active
-
     def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> None:
         reg = self.ctx.image.cluster.brokers.get(broker_id)
         if reg is None:
@@ -260,7 +256,8 @@ class ClusterControlManager:
                                              image.topics.partitions_with_isr_member(broker_id), records)
         if versions.is_broker_registration_change_record_supported(image.metadata_version):
             records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch,
-                                                           fenced=FENCE), 0))
+                                                           fenced=FENCE),
+                            versions.broker_registration_change_record_version()))
         else:
             records.append((FenceBrokerRecord(id=broker_id, epoch=reg.epoch), 0))
 
@@ -269,7 +266,8 @@ class ClusterControlManager:
         image = self.ctx.image
         if versions.is_broker_registration_change_record_supported(image.metadata_version):
             records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
-                                                           fenced=UNFENCE), 0))
+                                                           fenced=UNFENCE),
+                            versions.broker_registration_change_record_version()))
         else:
             records.append((UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch), 0))
         self.generate_leader_and_isr_updates(NO_LEADER, broker_id, image.topics.leaderless_partitions(), records)
@@ -283,7 +281,8 @@ class ClusterControlManager:
         if (versions.is_in_controlled_shutdown_supported(image.metadata_version)
                 and not (reg is not None and reg.in_controlled_shutdown)):
             records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
-                                                           in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN), 1))
+                                                           in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN),
+                            versions.broker_registration_change_record_version(in_controlled_shutdown=True)))
         self.generate_leader_and_isr_updates(broker_id, NO_LEADER,
                                              image.topics.partitions_with_isr_member(broker_id), records)
 
@@ -534,7 +533,8 @@ class ClusterControlManager:
                     self.generate_leader_and_isr_updates(broker_id, NO_LEADER, affected, records)
                 remaining = [d for d in reg.directories if d not in offline]
                 records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch,
-                                                               log_dirs=remaining), 2))
+                                                               log_dirs=remaining),
+                                versions.broker_registration_change_record_version(log_dirs=True)))
         return HeartbeatResult(records, BrokerHeartbeatResponse(
             is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down), False)
 
