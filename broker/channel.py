@@ -24,16 +24,21 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kraftsim.rpc.client import ConnectionClosed, KafkaClient
 from kraftsim.rpc.codec_errors import CodecError
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
 
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import Request
+
 RECONNECT_BACKOFF_S = 0.05  # NodeToControllerChannelManager's NetworkClient: reconnect.backoff(.max).ms = 50
 CONTROLLER_SOCKET_TIMEOUT_S = 30.0  # controller.socket.timeout.ms
 SWEEP_PERIOD_S = 0.1
 Address = tuple[str, int]
+Answer = TypeVar("Answer", bound=Message)
 
 
 class ChannelTimeout(Exception):
@@ -44,10 +49,10 @@ class TimeoutSweeper:
     """Fails the futures of requests whose deadline has passed; one for a whole fleet."""
 
     def __init__(self) -> None:
-        self._queue: deque[tuple[float, asyncio.Future[Message]]] = deque()
+        self._queue: deque[tuple[float, asyncio.Future[Any]]] = deque()  # each request's answer
         self._task: asyncio.Task[None] | None = None
 
-    def watch(self, deadline: float, fut: asyncio.Future[Message]) -> None:
+    def watch(self, deadline: float, fut: asyncio.Future[Any]) -> None:
         self._queue.append((deadline, fut))
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -118,7 +123,7 @@ class ControllerChannel:
         theirs = self.versions.get(api_key)
         return ours if theirs is None else min(ours, theirs[1])
 
-    async def request(self, body: Message, version: Callable[[ControllerChannel], int]) -> Message:
+    async def request(self, body: Request[Answer], version: Callable[[ControllerChannel], int]) -> Answer:
         """Send ``body`` at ``version(self)`` (computed per connection, after ApiVersions) until
         answered; ChannelTimeout after the retry timeout."""
         deadline = time.monotonic() + self.retry_timeout_s

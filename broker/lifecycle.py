@@ -38,10 +38,11 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from kraftsim.broker.channel import ChannelTimeout, ControllerChannel, TimeoutSweeper
+from kraftsim.broker.channel import Address, ChannelTimeout, ControllerChannel, TimeoutSweeper
+from kraftsim.broker.latency import LatencyRecorder
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.client import ConnectionClosed
 from kraftsim.rpc.clock import Clock
@@ -89,10 +90,10 @@ class Shared:
     cluster_id: str
     heartbeat_interval_ms: int
     session_timeout_ms: int
-    applied_offset: Any  # () -> int
-    applied: Any  # (offset) -> Future done once the fleet has applied that offset
-    controller_address: Any  # () -> (host, port)
-    latencies: Any  # LatencyRecorder
+    applied_offset: Callable[[], int]
+    applied: Callable[[int], asyncio.Future[None]]  # done once the fleet has applied that offset
+    controller_address: Callable[[], Address]
+    latencies: LatencyRecorder
     counters: dict[str, int] = field(default_factory=dict)
     sweeper: TimeoutSweeper = field(default_factory=TimeoutSweeper)
     clock: Clock | None = None  # None: the event loop's own time
@@ -194,7 +195,8 @@ class BrokerLifecycle:
         self.idle = True
         clock = self.shared.clock
         if clock is None:
-            handle: Any = asyncio.get_running_loop().call_later(ms / 1000, _resolve, fut)
+            handle: asyncio.TimerHandle | asyncio.Task[None] = asyncio.get_running_loop().call_later(
+                ms / 1000, _resolve, fut)
         else:
             handle = asyncio.ensure_future(clock.sleep_ms(int(ms)))
             handle.add_done_callback(lambda _: _resolve(fut))
@@ -241,7 +243,7 @@ class BrokerLifecycle:
         self.last_error = why
         self.shared.count("failures")
         exp = min(self.failed_attempts, 32)
-        term = BACKOFF_INITIAL_MS * BACKOFF_MULTIPLIER ** exp
+        term: int = BACKOFF_INITIAL_MS * BACKOFF_MULTIPLIER ** exp  # a non-negative power: an int
         base = min(term, self.shared.session_timeout_ms)
         self.failed_attempts += 1
         self._immediate = False  # never immediately after a failure
@@ -259,7 +261,7 @@ class BrokerLifecycle:
             previous_broker_epoch=-1)
         self._registering = True
         try:
-            resp: Any = await self.channel.request(req, _registration_version)
+            resp = await self.channel.request(req, _registration_version)
         except (ChannelTimeout, ConnectionClosed) as e:
             return self._registration_failed(f"registration: {e}")
         finally:
@@ -305,7 +307,7 @@ class BrokerLifecycle:
         clock = self.shared.clock
         self.last_heartbeat_ms = clock.monotonic_ms() if clock is not None else int(time.monotonic() * 1000)
         try:
-            resp: Any = await self.channel.request(req, _heartbeat_version)
+            resp = await self.channel.request(req, _heartbeat_version)
         except (ChannelTimeout, ConnectionClosed) as e:
             return self._after_failure(f"heartbeat: {e}")
         self.shared.latencies.add(time.perf_counter() - t0)

@@ -12,7 +12,6 @@ connection is closed.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import CloseConnection, Dispatcher, RequestContext
@@ -20,11 +19,17 @@ from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.error_response import error_response
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
+    DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DescribeGroupsRequest,
     DescribeGroupsResponse,
+    FetchRequest,
     FetchResponse,
+    FindCoordinatorRequest,
     FindCoordinatorResponse,
+    ListOffsetsRequest,
     ListOffsetsResponse,
+    ProduceRequest,
     ProduceResponse,
 )
 
@@ -57,7 +62,9 @@ class NotSimulated:
         for key in APIS:
             dispatcher.register(key, self.handle)
 
-    def handle(self, ctx: RequestContext, req: Any) -> Message:
+    def handle(self, ctx: RequestContext, req: Message) -> Message:
+        """Every API of :data:`APIS`: the request's class (the one its key decodes with) says
+        which answer to build."""
         self.count += 1
         text = message(ctx.api_key)
         seen = (ctx.api_key, ctx.client_id)
@@ -66,8 +73,7 @@ class NotSimulated:
             log.warning("%s from client %r at %s answered %s: %s", ApiKey(ctx.api_key).name, ctx.client_id,
                         ctx.client_address, ERROR.name, text)
         v = ctx.api_version
-        key = ctx.api_key
-        if key == ApiKey.PRODUCE:
+        if isinstance(req, ProduceRequest):
             if req.acks == 0:
                 raise CloseConnection(f"produce with acks=0: {text}")
             return ProduceResponse(throttle_time_ms=0, responses=[
@@ -75,30 +81,30 @@ class NotSimulated:
                     ProduceResponse.PartitionProduceResponse(index=p.index, error_code=ERROR, base_offset=-1,
                                                              error_message=text)
                     for p in t.partition_data]) for t in req.topic_data])
-        if key == ApiKey.FETCH:
+        if isinstance(req, FetchRequest):
             resp = FetchResponse(throttle_time_ms=0, error_code=ERROR if v >= 7 else 0, session_id=0, responses=[
                 FetchResponse.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=[
                     FetchResponse.PartitionData(partition_index=p.partition, error_code=ERROR, high_watermark=-1)
                     for p in t.partitions]) for t in req.topics])
             return resp
-        if key == ApiKey.LIST_OFFSETS:
+        if isinstance(req, ListOffsetsRequest):
             return ListOffsetsResponse(throttle_time_ms=0, topics=[
                 ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=[
                     ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=p.partition_index,
                                                                      error_code=ERROR)
                     for p in t.partitions]) for t in req.topics])
-        if key == ApiKey.FIND_COORDINATOR:
+        if isinstance(req, FindCoordinatorRequest):
             if v >= 4:
                 return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
                     FindCoordinatorResponse.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=ERROR,
                                                         error_message=text) for k in req.coordinator_keys])
             return FindCoordinatorResponse(throttle_time_ms=0, error_code=ERROR, error_message=text, node_id=-1,
                                            host="", port=-1)
-        if key == ApiKey.DESCRIBE_GROUPS:
+        if isinstance(req, DescribeGroupsRequest):
             return DescribeGroupsResponse(throttle_time_ms=0, groups=[
                 DescribeGroupsResponse.DescribedGroup(error_code=ERROR, group_id=g, group_state="", protocol_type="",
                                                       protocol_data="", members=[]) for g in req.groups])
-        if key == ApiKey.DELETE_GROUPS:
+        if isinstance(req, DeleteGroupsRequest):
             return DeleteGroupsResponse(throttle_time_ms=0, results=[
                 DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=ERROR) for g in req.groups_names])
         return error_response(req, v, ERROR, text)

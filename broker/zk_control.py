@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import Dispatcher, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import (
@@ -31,9 +32,8 @@ from kraftsim.rpc.messages import (
     UpdateMetadataResponse,
 )
 
-# The three requests a ZooKeeper-mode broker takes from its controller, and their answers.
+# The three requests a ZooKeeper-mode broker takes from its controller.
 ZkControlRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
-ZkControlResponse = LeaderAndIsrResponse | UpdateMetadataResponse | StopReplicaResponse
 
 INITIAL_CONTROLLER_EPOCH: Final = 0  # KafkaController.InitialControllerEpoch
 UNKNOWN_BROKER_EPOCH: Final = -1
@@ -219,26 +219,30 @@ class ZkControlApis:
         self.current_epoch = current_epoch
 
     def install(self, d: Dispatcher) -> None:
-        d.register(ApiKey.LEADER_AND_ISR, self._handle)
-        d.register(ApiKey.UPDATE_METADATA, self._handle)
-        d.register(ApiKey.STOP_REPLICA, self._handle)
+        d.register(Api.LEADER_AND_ISR, self.leader_and_isr)
+        d.register(Api.UPDATE_METADATA, self.update_metadata)
+        d.register(Api.STOP_REPLICA, self.stop_replica)
 
-    def _handle(self, ctx: RequestContext, req: ZkControlRequest) -> ZkControlResponse:
-        version = ctx.api_version
-        request_epoch = req.broker_epoch if version >= _EPOCH_SINCE[ctx.api_key] else UNKNOWN_BROKER_EPOCH
+    def leader_and_isr(self, ctx: RequestContext, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        state, stale = self._addressee(ctx, req)
+        return state.leader_and_isr(req, ctx.api_version, stale)
+
+    def update_metadata(self, ctx: RequestContext, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
+        state, stale = self._addressee(ctx, req)
+        return state.update_metadata(req, ctx.api_version, stale)
+
+    def stop_replica(self, ctx: RequestContext, req: StopReplicaRequest) -> StopReplicaResponse:
+        state, stale = self._addressee(ctx, req)
+        return state.stop_replica(req, ctx.api_version, stale)
+
+    def _addressee(self, ctx: RequestContext, req: ZkControlRequest) -> tuple[ZkControlState, bool]:
+        """The broker a request is for, and whether its broker epoch is stale."""
+        request_epoch = req.broker_epoch if ctx.api_version >= _EPOCH_SINCE[ctx.api_key] else UNKNOWN_BROKER_EPOCH
         broker_id = self.resolve(request_epoch)
         if broker_id is None:  # no broker of the fleet has this epoch: one that restarted since
-            state = ZkControlState(-1)
-            stale = True
-        else:
-            state = self.states.setdefault(broker_id, ZkControlState(broker_id))
-            stale = request_epoch != UNKNOWN_BROKER_EPOCH and self.current_epoch(broker_id) > request_epoch
-        # The dispatcher decodes each api key's requests with its class: the class is the key.
-        if isinstance(req, LeaderAndIsrRequest):
-            return state.leader_and_isr(req, version, stale)
-        if isinstance(req, UpdateMetadataRequest):
-            return state.update_metadata(req, version, stale)
-        return state.stop_replica(req, version, stale)
+            return ZkControlState(-1), True
+        state = self.states.setdefault(broker_id, ZkControlState(broker_id))
+        return state, request_epoch != UNKNOWN_BROKER_EPOCH and self.current_epoch(broker_id) > request_epoch
 
 
 # The first version carrying BrokerEpoch, per api.

@@ -85,7 +85,8 @@ class _VersionAction(argparse._VersionAction):
     """``--version`` with the build (pure Python or mypyc-compiled): worked out only when asked,
     as it imports the hot modules."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None,
                  option_string: str | None = None) -> None:
         from kraftsim import build_description
 

@@ -51,7 +51,7 @@ class ControlManagers:
 
     @classmethod
     def build(cls, ctx: ControllerContext, zk_migration_ready: bool) -> ControlManagers:
-        heartbeats = BrokerHeartbeatManager(ctx)
+        heartbeats = BrokerHeartbeatManager.from_context(ctx)
         cluster = ClusterControlManager(ctx, heartbeats)
         features = FeatureControlManager(ctx)
         configuration = ConfigurationControlManager(ctx)

@@ -145,7 +145,7 @@ class EnvelopeHandler:
         self.dispatcher = dispatcher
         self.authorizer: Authorizer = authorizer if authorizer is not None else AllowAll()
 
-    def __call__(self, ctx: RequestContext, envelope: EnvelopeRequest) -> Message | Awaitable[Message]:
+    def __call__(self, ctx: RequestContext, envelope: EnvelopeRequest) -> EnvelopeResponse | Awaitable[EnvelopeResponse]:
         started = time.monotonic()
         try:
             inner_ctx, body, route = self.unwrap(ctx, envelope)
@@ -193,7 +193,7 @@ class EnvelopeHandler:
         return inner, body, route
 
     @staticmethod
-    def wrap(inner: RequestContext, response: Message) -> Message:
+    def wrap(inner: RequestContext, response: Message) -> EnvelopeResponse:
         """RequestChannel.buildResponseSend for a forwarded request."""
         hoisted = ErrorCode.NOT_LEADER_OR_FOLLOWER if inner.api_key == ApiKey.DESCRIBE_QUORUM \
             else ErrorCode.NOT_CONTROLLER
@@ -205,7 +205,7 @@ class EnvelopeHandler:
         codec.enc_resp(response, out)
         return EnvelopeResponse(response_data=bytes(out), error_code=0)
 
-    async def _wrap_later(self, inner: RequestContext, body: Message, pending: Awaitable[Message]) -> Message:
+    async def _wrap_later(self, inner: RequestContext, body: Message, pending: Awaitable[Message]) -> EnvelopeResponse:
         try:
             response = await pending
         except Exception as e:  # noqa: BLE001

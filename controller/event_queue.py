@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, TypeVarTuple, overload
 
 from kraftsim.controller.metrics import FastHistogram
 from kraftsim.rpc.clock import Clock
@@ -28,7 +28,9 @@ from kraftsim.rpc.clock import Clock
 log = logging.getLogger("kraftsim.controller")
 
 T = TypeVar("T")
-_NO_ARG: Any = object()
+A = TypeVar("A")
+Ts = TypeVarTuple("Ts")
+_NO_ARG: Final = object()
 
 
 class EventTimeoutError(Exception):
@@ -79,8 +81,17 @@ class EventQueue:
         if self._queue:
             self._schedule()
 
+    # ``run()``, or ``run(arg)``: the argument saves the caller a closure when the event runs inline.
+    @overload
+    def submit(self, name: str, run: Callable[[], T], deadline_ms: int | None = None,
+               on_timeout: Callable[[], None] | None = None) -> T | asyncio.Future[T]: ...
+
+    @overload
+    def submit(self, name: str, run: Callable[[A], T], deadline_ms: int | None,
+               on_timeout: Callable[[], None] | None, arg: A) -> T | asyncio.Future[T]: ...
+
     def submit(self, name: str, run: Callable[..., T], deadline_ms: int | None = None,
-               on_timeout: Callable[[], None] | None = None, arg: Any = _NO_ARG) -> T | asyncio.Future[T]:
+               on_timeout: Callable[[], None] | None = None, arg: object = _NO_ARG) -> T | asyncio.Future[T]:
         """Run ``run`` (or ``run(arg)``) as the next event: inline, returning its value, when
         nothing is queued or running; else queued, returning a future."""
         if self.closed:
@@ -95,8 +106,17 @@ class EventQueue:
         self._schedule()
         return fut
 
-    def call(self, name: str, run: Callable[..., T], args: tuple[Any, ...], deadline_ms: int | None = None,
-             on_timeout: Callable[[Any], None] | None = None, timeout_arg: Any = None) -> T | asyncio.Future[T]:
+    # ``on_timeout(timeout_arg)``: the argument saves the caller a closure when the event runs inline.
+    @overload
+    def call(self, name: str, run: Callable[[*Ts], T], args: tuple[*Ts],
+             deadline_ms: int | None = None) -> T | asyncio.Future[T]: ...
+
+    @overload
+    def call(self, name: str, run: Callable[[*Ts], T], args: tuple[*Ts], deadline_ms: int | None,
+             on_timeout: Callable[[A], None] | None, timeout_arg: A) -> T | asyncio.Future[T]: ...
+
+    def call(self, name: str, run: Callable[[*Ts], T], args: tuple[*Ts], deadline_ms: int | None = None,
+             on_timeout: Callable[[Any], None] | None = None, timeout_arg: object = None) -> T | asyncio.Future[T]:
         """``submit(name, lambda: run(*args), ...)`` without building the lambda when the event
         runs inline (the request path: most heartbeats). ``deadline_ms`` (monotonic) has been
         checked by the caller: the event runs inline when the queue is idle, else it waits with
@@ -112,7 +132,7 @@ class EventQueue:
             self._running = False
             self._ran_at_once(t0)
 
-    def run_if_idle(self, run: Callable[..., T | None], args: tuple[Any, ...]) -> T | None:
+    def run_if_idle(self, run: Callable[[*Ts], T | None], args: tuple[*Ts]) -> T | None:
         """``run(*args)`` at once if nothing is queued or running (a route's lane, ``controller_apis.py``),
         accounted as an event that waited for nothing, as :meth:`call` accounts one run inline.
         None, because the queue is busy or because ``run`` returned None, means nothing was

@@ -408,7 +408,7 @@ class QuorumController:
             # Judged on what has been read (``rpc/loop.py``): while the event loop is behind, a
             # session that ran out after that may still be saved by a heartbeat waiting unread.
             now = min(self.clock.monotonic_ms(), self.arrival.heard_until_ms())
-            due = self.managers.heartbeats.next_check_time()
+            due = self.managers.cluster.next_fence_check_ms()
             wait = 1000 if due is None else max(0, min(due - now, 1000))
             if wait:
                 await self.clock.sleep_ms(wait)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from kraftsim.metadata.records import RecordAndVersion
+from kraftsim.rpc.messages import BrokerHeartbeatResponse
 
 T = TypeVar("T")
 
@@ -26,7 +27,7 @@ class ControllerResult(Generic[T]):
 # Beside ControllerResult rather than in controller/managers/cluster.py: the write path, which
 # knows only results, calls its after_append (controller/write_path.py).
 @dataclass(slots=True)
-class HeartbeatResult(ControllerResult[Any]):
+class HeartbeatResult(ControllerResult[BrokerHeartbeatResponse]):
     """A heartbeat's result. ``after_append`` is set only when the broker is (still) in
     controlled shutdown: the core calls it with the last offset once the records are appended."""
 

@@ -24,15 +24,14 @@ from collections.abc import Callable, Iterator
 from kraftsim.controller.event_queue import EventQueue
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.log import MetadataLog
-from kraftsim.metadata.records import FramedRecord
+from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.metadata.snapshots import SnapshotId
 from kraftsim.raft.leader import RaftLeader
 from kraftsim.rpc.clock import Clock
-from kraftsim.rpc.message import Message
 
 log = logging.getLogger("kraftsim.controller")
 
-Frozen = tuple[Iterator[tuple[Message | FramedRecord, int]], int]
+Frozen = tuple[Iterator[RecordAndVersion], int]
 """A frozen view of the image's records and the offset it is at."""
 
 

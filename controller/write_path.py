@@ -113,7 +113,8 @@ class WritePath:
         self.bytes_appended += sum(map(len, values))
         for listener in self.listeners:
             listener(records, base)
-        after = getattr(result, "after_append", None)
+        # Only a HeartbeatResult has the hook (result.py); no isinstance on the append path.
+        after: Callable[[int], None] | None = getattr(result, "after_append", None)
         if after is not None:
             after(last)
         if not result.atomic and len(values) % MAX_RECORDS_PER_BATCH == 0:

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -391,8 +391,8 @@ class MetadataLog:
     def snapshot_path(self, sid: SnapshotId) -> Path:
         return self.directory / sid.file_name
 
-    def write_snapshot(self, items: Iterator[tuple[Message | recs.FramedRecord, int]] | Sequence[tuple[Message, int]],
-                       last_offset: int, timestamp: int, last_contained_timestamp: int) -> SnapshotId:
+    def write_snapshot(self, items: Iterable[recs.RecordAndVersion], last_offset: int, timestamp: int,
+                       last_contained_timestamp: int) -> SnapshotId:
         """Write the image at ``last_offset`` (committed, so flushed) as a snapshot; returns its id."""
         if last_offset > self.flushed_offset:
             raise ValueError(f"snapshot at {last_offset} beyond the flushed offset {self.flushed_offset}")
@@ -402,7 +402,7 @@ class MetadataLog:
         log.info("wrote snapshot %s with %d records", sid.file_name, n)
         return sid
 
-    async def write_snapshot_async(self, items: Iterator[tuple[Message | recs.FramedRecord, int]], last_offset: int,
+    async def write_snapshot_async(self, items: Iterable[recs.RecordAndVersion], last_offset: int,
                                    timestamp: int, last_contained_timestamp: int) -> SnapshotId:
         """:meth:`write_snapshot`, yielding to the event loop between batches; ``items`` must
         not change meanwhile (``MetadataImage.frozen_records``)."""

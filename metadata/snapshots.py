@@ -82,7 +82,7 @@ def last_contained_timestamp(path: Path) -> int:
     raise SnapshotError(f"{path.name}: no snapshot header")
 
 
-def write_snapshot_file(path: Path, items: Iterable[tuple[Message | recs.FramedRecord, int]], *, epoch: int, timestamp: int,
+def write_snapshot_file(path: Path, items: Iterable[recs.RecordAndVersion], *, epoch: int, timestamp: int,
                         last_contained_timestamp: int) -> int:
     """Write a checkpoint atomically; returns the number of metadata records written."""
     steps = _snapshot_steps(path, items, epoch=epoch, timestamp=timestamp,
@@ -93,7 +93,7 @@ def write_snapshot_file(path: Path, items: Iterable[tuple[Message | recs.FramedR
     return count
 
 
-async def write_snapshot_file_async(path: Path, items: Iterable[tuple[Message | recs.FramedRecord, int]], *, epoch: int,
+async def write_snapshot_file_async(path: Path, items: Iterable[recs.RecordAndVersion], *, epoch: int,
                                     timestamp: int, last_contained_timestamp: int) -> int:
     """The same, yielding to the event loop after every batch of records, so a controller
     keeps serving while it writes a large snapshot."""
@@ -110,7 +110,7 @@ async def write_snapshot_file_async(path: Path, items: Iterable[tuple[Message | 
     return count
 
 
-def _snapshot_steps(path: Path, items: Iterable[tuple[Message | recs.FramedRecord, int]], *, epoch: int, timestamp: int,
+def _snapshot_steps(path: Path, items: Iterable[recs.RecordAndVersion], *, epoch: int, timestamp: int,
                     last_contained_timestamp: int) -> Generator[int, None, None]:
     """Write the checkpoint, yielding the record count after each batch; renames the
     ``.checkpoint.part`` into place only once everything is written and fsynced."""

@@ -15,7 +15,6 @@ from kraftsim.rpc import registry
 from kraftsim.rpc.message import Message
 
 if TYPE_CHECKING:
-    from kraftsim.rpc.api_keys import ApiKey
     from kraftsim.rpc.api_types import TypedApiKey
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -122,21 +121,16 @@ class Dispatcher:
     features: FeatureSource = field(default_factory=NoFeatures)
     _caches: list[dict] = field(default_factory=list)  # servers' route caches, cleared on change
 
-    # Three forms for mypy. Under ``Api.<NAME>`` (rpc/api_types.py) the handler must take that
-    # API's request class and answer its response class; under an ``ApiKey`` member it takes
-    # some request class, not checked against the key's; under any other int it is a
-    # :data:`Handler` of any message. The table holds each as a Handler: the server calls it
-    # only with a request decoded by its key's class.
+    # Two forms for mypy. Under ``Api.<NAME>`` (rpc/api_types.py) the handler must take that
+    # API's request class and answer its response class; under a key known only at run time (an
+    # int: the forwarder's keys, the APIs a simulated broker refuses) it is a :data:`Handler` of
+    # any message. The table holds each as a Handler: the server calls it only with a request
+    # decoded by its key's class.
     @overload
     def register(self, api_key: TypedApiKey[Req, Resp],
                  handler: Callable[[RequestContext, Req], Resp | Awaitable[Resp]],
                  min_version: int | None = None, max_version: int | None = None,
-                 check: RequestCheck | None = None, lane: Lane | None = None) -> None: ...
-
-    @overload
-    def register(self, api_key: ApiKey, handler: Callable[[RequestContext, Req], Message | Awaitable[Message]],
-                 min_version: int | None = None, max_version: int | None = None,
-                 check: RequestCheck | None = None, lane: Lane | None = None) -> None: ...
+                 check: Callable[[Req, int], None] | None = None, lane: Lane | None = None) -> None: ...
 
     @overload
     def register(self, api_key: int, handler: Handler, min_version: int | None = None,
@@ -145,7 +139,7 @@ class Dispatcher:
 
     def register(self, api_key: int, handler: Callable[[RequestContext, Req], Message | Awaitable[Message]],
                  min_version: int | None = None, max_version: int | None = None,
-                 check: RequestCheck | None = None, lane: Lane | None = None) -> None:
+                 check: Callable[[Req, int], None] | None = None, lane: Lane | None = None) -> None:
         """Serve ``api_key`` with ``handler`` (and ``lane`` first, if given: see :data:`Lane`);
         versions default to every version Kafka 3.9 defines."""
         cls = registry.request_class(api_key)
@@ -156,7 +150,7 @@ class Dispatcher:
         if lane is not None and check is not None:
             raise ValueError(f"api {api_key}: a lane would skip the request's check")
         # The server decodes this key's requests with its own class, the one ``handler`` takes.
-        self.routes[api_key] = Route(cast(Handler, handler), lo, hi, check, lane)
+        self.routes[api_key] = Route(cast(Handler, handler), lo, hi, cast(RequestCheck | None, check), lane)
         for cache in self._caches:
             cache.clear()
 

@@ -4,8 +4,6 @@ broker listens, a bounded queue, and a channel dropped with its queue when the b
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from kraftsim.broker.zk_control import ZkControlApis, ZkControlState
@@ -13,8 +11,9 @@ from kraftsim.migration import broker_channels
 from kraftsim.migration.broker_channels import BrokerChannels
 from kraftsim.migration.propagator import ControlRequest
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.dispatch import Dispatcher
-from kraftsim.rpc.messages import UpdateMetadataRequest
+from kraftsim.rpc.api_types import Api
+from kraftsim.rpc.dispatch import Dispatcher, RequestContext
+from kraftsim.rpc.messages import UpdateMetadataRequest, UpdateMetadataResponse
 from kraftsim.rpc.server import KafkaServer
 from tests.harness import free_port, poll_until
 
@@ -32,11 +31,11 @@ async def test_requests_wait_for_the_broker_and_go_in_order() -> None:
     d = Dispatcher()
     apis = ZkControlApis(states, lambda epoch: 7, lambda b: 0)
 
-    def handle(ctx: Any, req: Any) -> Any:
+    def handle(ctx: RequestContext, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
         clients.append(ctx.client_id)
-        return apis._handle(ctx, req)
+        return apis.update_metadata(ctx, req)
 
-    d.register(ApiKey.UPDATE_METADATA, handle)
+    d.register(Api.UPDATE_METADATA, handle)
     server = KafkaServer(d, "127.0.0.1", port, listener_name="PLAINTEXT")
     try:
         await channels.update({7: ("127.0.0.1", port)})

@@ -834,7 +834,7 @@ def test_same_incarnation_reregistration_resets_controlled_shutdown_session() ->
 def test_heartbeat_manager_from_context_and_ordering() -> None:
     from kraftsim.controller.managers.heartbeats import NO_ACTIVE_BROKERS, BrokerHeartbeatManager
     h = Harness(session_ms=100)
-    hb = BrokerHeartbeatManager(h.ctx)
+    hb = BrokerHeartbeatManager.from_context(h.ctx)
     assert (hb.session_timeout_ms, hb.clock) == (100, h.clock)
     assert hb.next_check_time() is None and hb.find_one_stale() is None
     assert hb.lowest_active_offset() == NO_ACTIVE_BROKERS
@@ -867,7 +867,7 @@ def test_a_session_is_judged_on_what_has_been_read() -> None:
     not take a broker whose heartbeat may be waiting unread for silent."""
     from kraftsim.controller.managers.heartbeats import BrokerHeartbeatManager
     h = Harness(session_ms=100)
-    hb = BrokerHeartbeatManager(h.ctx)
+    hb = BrokerHeartbeatManager.from_context(h.ctx)
     hb.register(1, False)  # contact at 0
     h.clock.advance(50)
     assert hb.find_one_stale(heard_until_ms=10_000) is None  # judged at now when heard-until is later

@@ -23,9 +23,11 @@ from kraftsim.cli.features import main
 from kraftsim.controller.managers.features import FeatureControlManager
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.dispatch import Dispatcher, RequestContext
 from kraftsim.rpc.message import Message
+from kraftsim.rpc.messages import UpdateFeaturesRequest, UpdateFeaturesResponse
 from kraftsim.rpc.server import KafkaServer
 from tests.test_features_manager import FULL, KV, MV, NODE, apply, broker, feature, manager, mv
 
@@ -56,14 +58,14 @@ async def start(records: Iterable[Message], cfg: dict[str, str] | None = None) -
     server = KafkaServer(d, "127.0.0.1", 0)
     ctl = Controller(server, m)
 
-    def update_features(rc: RequestContext, req: Message) -> Message:
+    def update_features(rc: RequestContext, req: UpdateFeaturesRequest) -> UpdateFeaturesResponse:
         ctl.requests.append((rc.api_version, req))
         res = m.update_features(req, rc)
         apply(m, res)  # the controller's write path
         assert res.response is not None
         return res.response
 
-    d.register(ApiKey.UPDATE_FEATURES, update_features)
+    d.register(Api.UPDATE_FEATURES, update_features)
     await server.start()
     return ctl
 

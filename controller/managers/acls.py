@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP
 from kraftsim.metadata.authorizer.acl_bindings import (
     AclFilter,
@@ -79,7 +79,7 @@ class AclControlManager:
         self.ctx = ctx
         self.new_id = new_id
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [
             Route(Api.CREATE_ACLS, "createAcls", self.create_acls, error=create_error, check=check_create),
             Route(Api.DELETE_ACLS, "deleteAcls", self.delete_acls, error=delete_error, check=check_delete),

@@ -41,7 +41,7 @@ from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.topics import NO_LEADER_CHANGE, RECOVERED, RECOVERING, Partition, Topic
 from kraftsim.metadata.records import RecordAndVersion
@@ -100,7 +100,7 @@ class AlterPartitionManager:
         self.ctx = ctx
         self.cluster = cluster
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [Route(Api.ALTER_PARTITION, "alterPartition", self.alter_partition,
                       cluster_operation=AclOperation.CLUSTER_ACTION)]
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Final
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hashmap_capacity, order_by_hash, string_hash, string_map_hash
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kraftsim.metadata.image.quotas import Entity
@@ -100,7 +100,7 @@ class ClientQuotaControlManager:
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [Route(Api.ALTER_CLIENT_QUOTAS, "alterClientQuotas", self.alter_client_quotas,
                       error=alter_client_quotas_error)]
 

@@ -27,9 +27,9 @@ The core must:
    processBatchEndOffset). Kafka also calls it for a result without records (with
    ``next_offset() - 1``), but such a result never carries a first controlled-shutdown offset
    (entering controlled shutdown always moves a leadership), so skipping it changes nothing;
-3. schedule :meth:`fence_stale_brokers` at :meth:`next_fence_check_ms` (or
-   ``heartbeats.next_check_time()``): re-read it after every registration, heartbeat and fence
-   run; None means "nobody can expire, cancel". Each run fences at most one broker;
+3. schedule :meth:`fence_stale_brokers` at :meth:`next_fence_check_ms`: re-read it after every
+   registration, heartbeat and fence run; None means "nobody can expire, cancel". Each run
+   fences at most one broker;
 4. for a heartbeat that expired in the queue, reply REQUEST_TIMED_OUT, call
    :meth:`timed_out_heartbeat` (refreshes the session, no transition, nothing to append) and
    increment TimedOutBrokerHeartbeatCount.
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.heartbeats import (
@@ -49,6 +49,7 @@ from kraftsim.controller.managers.heartbeats import (
     STATE_FENCED,
     UNFENCED,
     BrokerHeartbeatManager,
+    BrokerHeartbeatState,
 )
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder
 from kraftsim.controller.result import ControllerResult, HeartbeatResult
@@ -68,14 +69,16 @@ from kraftsim.metadata.messages import (
 )
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.error_response import error_response
 from kraftsim.rpc.messages import BrokerHeartbeatResponse, BrokerRegistrationResponse, UnregisterBrokerResponse
 from kraftsim.rpc.security import SECURITY_PROTOCOL_IDS
 
-# Generated classes are built at import time; Any keeps mypy from reading them as bare Message.
+if TYPE_CHECKING:
+    from kraftsim.metadata.image.cluster import BrokerRegistration
+    from kraftsim.rpc.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest, UnregisterBrokerRequest
 
 FENCE: Final = 1
 UNFENCE: Final = -1
@@ -93,16 +96,29 @@ STEADY_RESPONSES: Final = tuple(BrokerHeartbeatResponse(is_caught_up=k >= CAUGHT
                                                         should_shut_down=False) for k in range(4))
 
 
+class HeartbeatFields(Protocol):
+    """What a heartbeat that expired in the queue is judged on (:meth:`ClusterControlManager
+    .timed_out_heartbeat`): the request, or, from the heartbeat lane, its fixed fields by name
+    (``controller_apis.py``), which decodes no request object."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def broker_epoch(self) -> int: ...
+
+    @property
+    def current_metadata_offset(self) -> int: ...
+
+
 class ClusterControlManager:
     """Registrations and the broker lifecycle on the active controller. See the module doc."""
 
-    __slots__ = ("ctx", "heartbeats", "active", "timed_out_heartbeats", "_session_timeout_ms")
+    __slots__ = ("ctx", "heartbeats", "active", "timed_out_heartbeats")
 
     def __init__(self, ctx: ControllerContext, heartbeats: BrokerHeartbeatManager | None = None) -> None:
         self.ctx = ctx
-        self._session_timeout_ms: int = ctx.config.get("broker.session.timeout.ms")
-        self.heartbeats = (heartbeats if heartbeats is not None
-                           else BrokerHeartbeatManager(ctx.clock, self._session_timeout_ms))
+        self.heartbeats = heartbeats if heartbeats is not None else BrokerHeartbeatManager.from_context(ctx)
         self.active = False
         self.timed_out_heartbeats = 0  # Kafka's TimedOutBrokerHeartbeatCount
 
@@ -112,21 +128,21 @@ class ClusterControlManager:
         # processExpiredBrokerHeartbeat).
         half_interval = self.ctx.config.get("broker.heartbeat.interval.ms") // 2
         return [
-            Route(ApiKey.BROKER_REGISTRATION, "processBrokerRegistration", self.register_broker,
+            Route(Api.BROKER_REGISTRATION, "processBrokerRegistration", self.register_broker,
                   cluster_operation=AclOperation.CLUSTER_ACTION),
-            Route(ApiKey.BROKER_HEARTBEAT, "processBrokerHeartbeat", self.heartbeat,
+            Route(Api.BROKER_HEARTBEAT, "processBrokerHeartbeat", self.heartbeat,
                   timeout_ms=half_interval, on_timeout=self._heartbeat_timed_out,
                   cluster_operation=AclOperation.CLUSTER_ACTION,
                   mutating=False,  # every 2 s per broker: the broker's own lifecycle, not an audit event
                   steady=self.steady_heartbeat, steady_responses=STEADY_RESPONSES),
             # ControllerApis.handleUnregisterBroker sets the error code only; ErrorMessage keeps its
             # schema default, "", on success and on failure alike.
-            Route(ApiKey.UNREGISTER_BROKER, "unregisterBroker", self.unregister_broker,
+            Route(Api.UNREGISTER_BROKER, "unregisterBroker", self.unregister_broker,
                   error=lambda req, v, code, msg: error_response(req, v, code, msg, messages=False),
                   cluster_operation=AclOperation.ALTER),
         ]
 
-    def _heartbeat_timed_out(self, request: Any) -> None:
+    def _heartbeat_timed_out(self, request: HeartbeatFields) -> None:
         self.timed_out_heartbeats += 1
         self.timed_out_heartbeat(request)
 
@@ -167,10 +183,6 @@ class ClusterControlManager:
         if name:
             return name.strip()
         return raw.get("security.inter.broker.protocol", "PLAINTEXT").strip().upper()
-
-    def is_active_broker(self, broker_id: int) -> bool:
-        reg = self.ctx.image.cluster.brokers.get(broker_id)
-        return reg is not None and reg.active
 
     def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> None:
         reg = self.ctx.image.cluster.brokers.get(broker_id)
@@ -244,7 +256,8 @@ class ClusterControlManager:
                                              image.topics.partitions_with_isr_member(broker_id), records)
         if versions.is_broker_registration_change_record_supported(image.metadata_version):
             records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch,
-                                                           fenced=FENCE), 0))
+                                                           fenced=FENCE),
+                            versions.broker_registration_change_record_version()))
         else:
             records.append((FenceBrokerRecord(id=broker_id, epoch=reg.epoch), 0))
 
@@ -253,7 +266,8 @@ class ClusterControlManager:
         image = self.ctx.image
         if versions.is_broker_registration_change_record_supported(image.metadata_version):
             records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
-                                                           fenced=UNFENCE), 0))
+                                                           fenced=UNFENCE),
+                            versions.broker_registration_change_record_version()))
         else:
             records.append((UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch), 0))
         self.generate_leader_and_isr_updates(NO_LEADER, broker_id, image.topics.leaderless_partitions(), records)
@@ -267,7 +281,8 @@ class ClusterControlManager:
         if (versions.is_in_controlled_shutdown_supported(image.metadata_version)
                 and not (reg is not None and reg.in_controlled_shutdown)):
             records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
-                                                           in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN), 1))
+                                                           in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN),
+                            versions.broker_registration_change_record_version(in_controlled_shutdown=True)))
         self.generate_leader_and_isr_updates(broker_id, NO_LEADER,
                                              image.topics.partitions_with_isr_member(broker_id), records)
 
@@ -286,8 +301,9 @@ class ClusterControlManager:
 
     # ----- BrokerRegistration (api 62) -----------------------------------------------------
 
-    def register_broker(self, request: Any, context: RequestContext, *,
-                        finalized_features: dict[str, int] | None = None) -> ControllerResult[Any]:
+    def register_broker(self, request: BrokerRegistrationRequest, context: RequestContext, *,
+                        finalized_features: dict[str, int] | None = None
+                        ) -> ControllerResult[BrokerRegistrationResponse]:
         """Validate in Kafka's order (first failure wins) and write one RegisterBrokerRecord.
 
         ``finalized_features``: what Kafka captures outside the event (the finalized levels incl.
@@ -341,7 +357,7 @@ class ClusterControlManager:
 
         # ListenerInfo: last listener of a name wins; unknown protocols and unserializable
         # ports are RuntimeExceptions (faults) in Kafka too.
-        endpoints: dict[str, Any] = {}
+        endpoints: dict[str, RegisterBrokerRecord.BrokerEndpoint] = {}
         for lst in request.listeners:
             if lst.security_protocol not in SECURITY_PROTOCOL_IDS:
                 raise RuntimeError(f"Unknown security protocol {lst.security_protocol} in listener {lst.name}")
@@ -359,8 +375,8 @@ class ClusterControlManager:
         else:
             finalized = dict(finalized_features)
         unverified = dict(finalized)
-        features = []
-        listed = set()
+        features: list[RegisterBrokerRecord.BrokerFeature] = []
+        listed: set[str] = set()
         for f in request.features:
             features.append(self._check_feature(finalized, f.name, f.min_supported_version, f.max_supported_version))
             unverified.pop(f.name, None)
@@ -399,7 +415,7 @@ class ClusterControlManager:
                                 True)
 
     @staticmethod
-    def _check_feature(finalized: dict[str, int], name: str, lo: int, hi: int) -> Any:
+    def _check_feature(finalized: dict[str, int], name: str, lo: int, hi: int) -> RegisterBrokerRecord.BrokerFeature:
         level = finalized.get(name, 1 if name == versions.FEATURE_NAME else 0)
         if not lo <= level <= hi:
             raise ApiError(ErrorCode.UNSUPPORTED_VERSION,
@@ -409,7 +425,7 @@ class ClusterControlManager:
 
     # ----- BrokerHeartbeat (api 63): the hot path ------------------------------------------
 
-    def heartbeat(self, request: Any, context: RequestContext) -> HeartbeatResult:
+    def heartbeat(self, request: BrokerHeartbeatRequest, context: RequestContext) -> HeartbeatResult:
         """One heartbeat (Kafka's processBrokerHeartbeat). Records only on a state change.
 
         The common case (an unfenced broker staying unfenced, or a fenced one staying fenced)
@@ -473,7 +489,8 @@ class ClusterControlManager:
         st.metadata_offset = current_metadata_offset
         return k + CAUGHT_UP if current_metadata_offset >= registration_offset else k
 
-    def _heartbeat_transition(self, request: Any, reg: Any, st: Any) -> HeartbeatResult:
+    def _heartbeat_transition(self, request: BrokerHeartbeatRequest, reg: BrokerRegistration,
+                              st: BrokerHeartbeatState) -> HeartbeatResult:
         """Everything but the steady states: the full state table and its records."""
         hb = self.heartbeats
         broker_id = reg.id
@@ -498,7 +515,8 @@ class ClusterControlManager:
             result.after_append = functools.partial(self.note_controlled_shutdown_offset, broker_id)
         return result
 
-    def _heartbeat_dirs(self, request: Any, reg: Any, records: list[RecordAndVersion], caught_up: bool,
+    def _heartbeat_dirs(self, request: BrokerHeartbeatRequest, reg: BrokerRegistration,
+                        records: list[RecordAndVersion], caught_up: bool,
                         fenced: bool, shut_down: bool) -> HeartbeatResult:
         """handleDirectoriesOffline (MV >= 3.7-IV2), then the reply."""
         offline = request.offline_log_dirs
@@ -515,7 +533,8 @@ class ClusterControlManager:
                     self.generate_leader_and_isr_updates(broker_id, NO_LEADER, affected, records)
                 remaining = [d for d in reg.directories if d not in offline]
                 records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch,
-                                                               log_dirs=remaining), 2))
+                                                               log_dirs=remaining),
+                                versions.broker_registration_change_record_version(log_dirs=True)))
         return HeartbeatResult(records, BrokerHeartbeatResponse(
             is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down), False)
 
@@ -526,10 +545,8 @@ class ClusterControlManager:
         active offset at -1 until its next heartbeat) and clears a controlled-shutdown offset of
         a fenced broker."""
         fenced: bool | None = None
-        rec: Any
         for rec, _ in records:
-            kind = _REPLAY_KIND.get(type(rec))
-            if kind == _K_CHANGE:
+            if type(rec) is BrokerRegistrationChangeRecord:
                 if rec.fenced == FENCE:
                     fenced = True
                 elif rec.fenced == UNFENCE:
@@ -537,8 +554,10 @@ class ClusterControlManager:
                 elif fenced is None:
                     reg = self.ctx.image.cluster.brokers.get(broker_id)
                     fenced = reg.fenced if reg is not None else True
-            elif kind == _K_FENCE_UNFENCE:
-                fenced = type(rec) is FenceBrokerRecord
+            elif type(rec) is FenceBrokerRecord:
+                fenced = True
+            elif type(rec) is UnfenceBrokerRecord:
+                fenced = False
         if fenced is not None:
             self.heartbeats.register(broker_id, fenced)
 
@@ -548,7 +567,7 @@ class ClusterControlManager:
         if self.active:
             self.heartbeats.maybe_update_controlled_shutdown_offset(broker_id, offset)
 
-    def timed_out_heartbeat(self, request: Any) -> bool:
+    def timed_out_heartbeat(self, request: HeartbeatFields | int) -> bool:
         """A heartbeat whose queue deadline passed (processExpiredBrokerHeartbeat): refresh the
         session with the registry's fencing state and the reported offset; no transition, no
         records. Returns False (and does nothing) for a stale epoch or an untracked broker,
@@ -580,7 +599,7 @@ class ClusterControlManager:
             return None
         return self.heartbeats.next_check_time()
 
-    def fence_stale_brokers(self, heard_until_ms: int | None = None) -> ControllerResult[Any] | None:
+    def fence_stale_brokers(self, heard_until_ms: int | None = None) -> ControllerResult[None] | None:
         """Fence at most one broker whose session expired, the one heard from longest ago
         (maybeFenceOneStaleBroker), judged on what was heard until ``heard_until_ms`` (see
         ``BrokerHeartbeatManager.find_one_stale``). None when nobody is stale; the core
@@ -602,7 +621,8 @@ class ClusterControlManager:
 
     # ----- UnregisterBroker (api 64) ------------------------------------------------------
 
-    def unregister_broker(self, request: Any, context: RequestContext) -> ControllerResult[Any]:
+    def unregister_broker(self, request: UnregisterBrokerRequest,
+                          context: RequestContext) -> ControllerResult[UnregisterBrokerResponse]:
         """ISR removals (and ELR, none below 4.0-IV0), then UnregisterBrokerRecord."""
         broker_id = request.broker_id
         image = self.ctx.image
@@ -623,12 +643,3 @@ class ClusterControlManager:
         # Kafka answers success with the schema defaults: ErrorMessage "" (not null).
         return ControllerResult(records, UnregisterBrokerResponse(error_code=0), False)
 
-
-# The records whose replay re-registers a broker in Kafka's tracker (_after_registration_changes).
-_K_CHANGE: Final = 2
-_K_FENCE_UNFENCE: Final = 3
-_REPLAY_KIND: Final[dict[type, int]] = {
-    BrokerRegistrationChangeRecord: _K_CHANGE,
-    FenceBrokerRecord: _K_FENCE_UNFENCE,
-    UnfenceBrokerRecord: _K_FENCE_UNFENCE,
-}

@@ -46,7 +46,7 @@ from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hash_order
 from kraftsim.controller.java.strings import java_split, parse_java_int
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata import topic_names
 from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, ResourceType
@@ -106,7 +106,7 @@ class ConfigurationControlManager:
         self.ctx = ctx
         self.loggers = loggers if loggers is not None else RuntimeLoggerManager(ctx.node_id)
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [Route(Api.INCREMENTAL_ALTER_CONFIGS, "incrementalAlterConfigs", self.incremental_alter_configs),
                 Route(Api.ALTER_CONFIGS, "legacyAlterConfigs", self.legacy_alter_configs)]
 

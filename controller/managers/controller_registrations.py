@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hash_order
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.metadata import versions
 from kraftsim.metadata.authorizer.authorizer import (
     CLUSTER_NAME,
@@ -121,7 +121,7 @@ class ControllerRegistrations:
         self.ctx = ctx
         self.local = local
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [
             Route(Api.CONTROLLER_REGISTRATION, "registerController", self.register_controller,
                   error=registration_error_response, cluster_operation=AclOperation.CLUSTER_ACTION),

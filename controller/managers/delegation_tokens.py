@@ -33,7 +33,7 @@ from kraftsim.controller.configs.server_config import Config
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import concurrent_hashmap_capacity, order_by_hash, string_hash
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.metadata import versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation, ResourceType
 from kraftsim.metadata.image.tokens import DelegationToken
@@ -121,7 +121,7 @@ class DelegationTokenControlManager:
         self._by_hmac: dict[bytes, str] = {}
         self._most_tokens = 0  # the token cache's largest size (its table never shrinks)
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [Route(Api.CREATE_DELEGATION_TOKEN, "createDelegationToken", self.create_token,
                       error=create_token_error),
                 Route(Api.RENEW_DELEGATION_TOKEN, "renewDelegationToken", self.renew_token),

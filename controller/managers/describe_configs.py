@@ -30,7 +30,7 @@ from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hash_map_order, scala_hash_map_order
 from kraftsim.controller.java.strings import parse_java_int
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.metadata import topic_names
 from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kraftsim.metadata.config_defs.broker import CONFIG_TYPE_IDS, UNKNOWN_TYPE, config_type, is_dynamic, maybe_sensitive
@@ -79,7 +79,7 @@ class DescribeConfigsManager:
         self.ctx = ctx
         self.loggers = loggers
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [Route(Api.DESCRIBE_CONFIGS, "describeConfigs", self.describe_configs, mutating=False,
                       error=whole_request_error)]
 

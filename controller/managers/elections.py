@@ -37,7 +37,7 @@ from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder, election_from_wire
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.topics import NO_LEADER, Partition, Topic
@@ -64,7 +64,7 @@ class LeaderElectionManager:
         self.ctx = ctx
         self.cluster = cluster
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [Route(Api.ELECT_LEADERS, "electLeaders", self.elect_leaders, timeout_ms=lambda r: r.timeout_ms,
                       error=error_response, cluster_operation=AclOperation.ALTER)]
 

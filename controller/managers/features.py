@@ -26,7 +26,7 @@ import logging
 import operator
 from collections.abc import Iterable
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hash_map_order, hash_order, hashmap_capacity
@@ -39,18 +39,18 @@ from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.messages import FeatureLevelRecord, ZkMigrationStateRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import UpdateFeaturesResponse
+
+if TYPE_CHECKING:
+    from kraftsim.rpc.messages import UpdateFeaturesRequest
 
 log = logging.getLogger("kraftsim.controller.managers.features")
 
 _FEATURE_RECORDS = frozenset((FeatureLevelRecord, ZkMigrationStateRecord))  # what a FeaturesDelta holds
 _first = operator.itemgetter(0)
-
-# Generated classes: their fields exist only at run time, so type checkers see them as Any.
 
 _SHORT_MAX = 32767
 DISABLED: tuple[int, int] = (0, 0)
@@ -149,7 +149,7 @@ class FeatureControlManager:
         follow another flag (``QuorumController.supported_features``)."""
         if self._supported is not None:
             return dict(self._supported)
-        return versions.supported_features(bool(self._config("unstable.feature.versions.enable", False)))
+        return versions.supported_features(self._flag("unstable.feature.versions.enable"))
 
     def finalized_features(self) -> tuple[int, dict[str, int]]:
         """(epoch, levels), in the order Kafka's ApiVersions lists them (java_finalized_order).
@@ -158,7 +158,7 @@ class FeatureControlManager:
         features = self.ctx.image.features
         return self.epoch, java_finalized_order(features.finalized, features.effective_metadata_version())
 
-    def note_batch(self, records: list[Any], base_offset: int) -> None:
+    def note_batch(self, records: list[RecordAndVersion], base_offset: int) -> None:
         """A write-path listener keeping FinalizedFeaturesEpoch as Kafka's FeaturesPublisher does:
         the last offset of the image published with a features change (FeatureLevelRecord or
         ZkMigrationStateRecord), where a change inside a metadata transaction is published with
@@ -171,21 +171,23 @@ class FeatureControlManager:
 
     def zk_migration_ready(self) -> bool:
         """ApiVersions' ZkMigrationReady: this node has ``zookeeper.metadata.migration.enable``."""
-        return bool(self._config("zookeeper.metadata.migration.enable", False))
+        return self._flag("zookeeper.metadata.migration.enable")
 
-    def _config(self, key: str, default: Any) -> Any:
+    def _flag(self, key: str) -> bool:
+        """A boolean setting of this node's configuration; False where it has none."""
         try:
-            return self.ctx.config.get(key)
+            return bool(self.ctx.config.get(key))
         except (KeyError, AttributeError):
-            return default
+            return False
 
     def routes(self) -> list[Route]:
-        return [Route(ApiKey.UPDATE_FEATURES, "updateFeatures", self.update_features,
+        return [Route(Api.UPDATE_FEATURES, "updateFeatures", self.update_features,
                       cluster_operation=AclOperation.ALTER)]
 
     # ----- UpdateFeatures ---------------------------------------------------------------------
 
-    def update_features(self, request: Message, context: RequestContext) -> ControllerResult[Message]:
+    def update_features(self, request: UpdateFeaturesRequest,
+                        context: RequestContext) -> ControllerResult[UpdateFeaturesResponse]:
         """Validate every requested feature; return the successful ones' records as one
         atomic batch and a result per distinct feature name.
 
@@ -196,10 +198,10 @@ class FeatureControlManager:
         """
         version = context.api_version
         updates: dict[str, tuple[int, UpgradeType]] = {}
-        for fu in request.feature_updates:  # type: ignore[attr-defined]
+        for fu in request.feature_updates:
             # At v0 the wire has no UpgradeType: the decoded default (UPGRADE) is what Kafka reads.
             updates[fu.feature] = (fu.max_version_level, UpgradeType.from_code(fu.upgrade_type))
-        validate_only = bool(getattr(request, "validate_only", False)) if version >= 1 else False
+        validate_only = request.validate_only if version >= 1 else False
 
         records: list[RecordAndVersion] = []
         errors: dict[str, ApiError | None] = {}
@@ -214,14 +216,7 @@ class FeatureControlManager:
         return ControllerResult(records=records, response=response, atomic=True)
 
     @staticmethod
-    def error_response(error: ApiError, version: int = 1) -> Message:
-        """What Kafka sends when the whole request fails (NOT_CONTROLLER, authorization, an
-        oversized batch): the top-level error and no per-feature results."""
-        return UpdateFeaturesResponse(throttle_time_ms=0, error_code=int(error.code),
-                                      error_message=error.message, results=[])
-
-    @staticmethod
-    def _response(errors: dict[str, ApiError | None], version: int) -> Message:
+    def _response(errors: dict[str, ApiError | None], version: int) -> UpdateFeaturesResponse:
         """Top-level NONE plus one result per feature (Results exist in every version our
         UpdateFeatures schema has, 0-1). The top-level ErrorMessage keeps the schema default
         (""), as Kafka's controller never sets it on success; a per-feature success has null."""

@@ -28,9 +28,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kraftsim.rpc.clock import Clock
+
+if TYPE_CHECKING:
+    from kraftsim.controller.context import ControllerContext
 
 # Broker control states (Kafka's BrokerControlState). Plain ints: the hot path compares them.
 FENCED: Final = 0
@@ -71,18 +74,17 @@ class BrokerHeartbeatManager:
 
     __slots__ = ("clock", "session_timeout_ms", "brokers", "unfenced")
 
-    def __init__(self, clock: Clock | Any, session_timeout_ms: int | None = None) -> None:
-        """``BrokerHeartbeatManager(clock, session_timeout_ms)``, or ``BrokerHeartbeatManager(ctx)``
-        with a ControllerContext (its clock and broker.session.timeout.ms)."""
-        if session_timeout_ms is None:
-            ctx: Any = clock
-            clock = ctx.clock
-            session_timeout_ms = int(ctx.config.get("broker.session.timeout.ms"))
-        self.clock: Clock = clock
-        self.session_timeout_ms: int = session_timeout_ms
+    def __init__(self, clock: Clock, session_timeout_ms: int) -> None:
+        self.clock = clock
+        self.session_timeout_ms = session_timeout_ms
         self.brokers: dict[int, BrokerHeartbeatState] = {}
         # id -> state, oldest last contact first. Holds exactly the states with fenced=False.
         self.unfenced: OrderedDict[int, BrokerHeartbeatState] = OrderedDict()
+
+    @classmethod
+    def from_context(cls, ctx: ControllerContext) -> BrokerHeartbeatManager:
+        """The controller's tracker: its clock and ``broker.session.timeout.ms``."""
+        return cls(ctx.clock, int(ctx.config.get("broker.session.timeout.ms")))
 
     # ----- lifecycle ---------------------------------------------------------------------
 

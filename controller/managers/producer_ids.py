@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.producer_ids import BLOCK_SIZE
 from kraftsim.metadata.messages import ProducerIdsRecord
@@ -37,7 +37,7 @@ class ProducerIdControlManager:
         self.ctx = ctx
         self.cluster = cluster
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [Route(Api.ALLOCATE_PRODUCER_IDS, "allocateProducerIds", self.allocate_producer_ids,
                       cluster_operation=AclOperation.CLUSTER_ACTION)]
 

@@ -34,7 +34,7 @@ from kraftsim.controller.managers.cluster import ClusterControlManager
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder, Targets
 from kraftsim.controller.managers.replication import validate_manual_assignment
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import MAX_RECORDS_PER_USER_OP
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.topics import Partition, Topic
@@ -64,7 +64,7 @@ class ReassignmentManager:
         self.ctx = ctx
         self.cluster = cluster
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [
             Route(Api.ALTER_PARTITION_REASSIGNMENTS, "alterPartitionReassignments", self.alter_reassignments,
                   timeout_ms=lambda r: r.timeout_ms, error=alter_error, cluster_operation=AclOperation.ALTER),

@@ -20,7 +20,7 @@ from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
 from kraftsim.controller.managers.partition_change import PartitionChangeBuilder
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.metadata import directories, versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.topics import NO_LEADER, Partition, Topic
@@ -44,7 +44,7 @@ class ReplicaDirectoryManager:
         self.ctx = ctx
         self.cluster = cluster
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [Route(Api.ASSIGN_REPLICAS_TO_DIRS, "assignReplicasToDirs", self.assign_replicas_to_dirs,
                       cluster_operation=AclOperation.CLUSTER_ACTION)]
 

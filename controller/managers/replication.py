@@ -31,7 +31,7 @@ import random
 import struct
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from kraftsim.controller.configs.topic_config_resolver import TopicConfigResolver
 from kraftsim.controller.context import ControllerContext
@@ -46,6 +46,7 @@ from kraftsim.controller.java.hash_order import (
 from kraftsim.controller.managers.placement import (
     InvalidReplicationFactor,
     StripedReplicaPlacer,
+    UsableBroker,
     check_replication_factor,
     usable_brokers,
 )
@@ -59,21 +60,29 @@ from kraftsim.metadata.messages import ConfigRecord, PartitionRecord, RemoveTopi
 from kraftsim.metadata.record_types import RecordType
 from kraftsim.metadata.records import FRAME_VERSION, FramedRecord, RecordAndVersion, frame
 from kraftsim.rpc.api_errors import ApiError
-from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.error_response import error_response
 from kraftsim.rpc.messages import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 from kraftsim.rpc.uuids import ZERO, random_uuid
 
+if TYPE_CHECKING:
+    from kraftsim.metadata.image.cluster import BrokerRegistration
+    from kraftsim.metadata.image.image import MetadataImage
+    from kraftsim.rpc.messages import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+
+    CreatableTopic = CreateTopicsRequest.CreatableTopic
+    CreatePartitionsTopic = CreatePartitionsRequest.CreatePartitionsTopic
+
 log = logging.getLogger("kraftsim.controller.managers.replication")
 
 # ReplicationControlManager.MAX_PARTITIONS_PER_BATCH, the same number as the record cap.
 MAX_PARTITIONS_PER_REQUEST = MAX_RECORDS_PER_USER_OP
 
-CreatableTopicResult: Any = CreateTopicsResponse.CreatableTopicResult
-DeletableTopicResult: Any = DeleteTopicsResponse.DeletableTopicResult
-CreatePartitionsTopicResult: Any = CreatePartitionsResponse.CreatePartitionsTopicResult
+CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult
+DeletableTopicResult = DeleteTopicsResponse.DeletableTopicResult
+CreatePartitionsTopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 RECOVERED = 0
 
@@ -82,10 +91,11 @@ MSG_UNKNOWN_TOPIC_OR_PARTITION = "This server does not host this topic-partition
 MSG_UNKNOWN_TOPIC_ID = "This server does not host this topic ID."
 MSG_TOPIC_AUTHORIZATION_FAILED = "Topic authorization failed."
 
-# Generated message classes carry their fields dynamically, so they are typed Any here.
-Message = Any
 NamePredicate = Callable[[str], bool]
 PartitionQuota = Callable[[int], None]
+Parts = list[tuple[list[int], list[int]]]
+"""(replicas, ISR) of each new partition, in partition id order."""
+K = TypeVar("K")
 
 
 class ReplicationControlManager:
@@ -101,41 +111,44 @@ class ReplicationControlManager:
         self.placer = StripedReplicaPlacer(self.rng)
         self.new_topic_id = new_topic_id
         self.shutting_down = shutting_down
-        self._tails: tuple[tuple[Any, ...], Tails] | None = None  # PartitionRecord tails (see _Placement)
+        self._tails: tuple[TailsContext, Tails] | None = None  # PartitionRecord tails (see _Placement)
 
     def routes(self) -> list[Route]:
         return [
-            Route(ApiKey.CREATE_TOPICS, "createTopics", self.serve_create_topics, timeout_ms=lambda r: r.timeout_ms),
+            Route(Api.CREATE_TOPICS, "createTopics", self.serve_create_topics, timeout_ms=lambda r: r.timeout_ms),
             # Kafka's DeleteTopicsRequest.getErrorResponse carries codes only.
-            Route(ApiKey.DELETE_TOPICS, "deleteTopics", self.serve_delete_topics, timeout_ms=lambda r: r.timeout_ms,
+            Route(Api.DELETE_TOPICS, "deleteTopics", self.serve_delete_topics, timeout_ms=lambda r: r.timeout_ms,
                   error=lambda req, v, code, msg: error_response(req, v, code, msg, messages=False)),
-            Route(ApiKey.CREATE_PARTITIONS, "createPartitions", self.serve_create_partitions,
+            Route(Api.CREATE_PARTITIONS, "createPartitions", self.serve_create_partitions,
                   timeout_ms=lambda r: r.timeout_ms),
         ]
 
     # The routes ask the authorizer what Kafka's ControllerApis asks (``topic_authorization``)
     # and hand the answers to the handlers below, which shape the refusals.
 
-    def serve_create_topics(self, request: Message, context: RequestContext) -> ControllerResult[Message]:
+    def serve_create_topics(self, request: CreateTopicsRequest,
+                            context: RequestContext) -> ControllerResult[CreateTopicsResponse]:
         auth = TopicAuthorization(self.ctx.authorizer, context)
         names = {t.name for t in request.topics if t.name != topic_names.CLUSTER_METADATA_TOPIC_NAME}
         return self.create_topics(request, context, creatable=auth.creatable(),
                                   describable=auth.describable_configs(names))
 
-    def serve_delete_topics(self, request: Message, context: RequestContext) -> ControllerResult[Message]:
+    def serve_delete_topics(self, request: DeleteTopicsRequest,
+                            context: RequestContext) -> ControllerResult[DeleteTopicsResponse]:
         deletable, describable = TopicAuthorization(self.ctx.authorizer, context).deletion()
         return self.delete_topics(request, context, deletable=deletable, describable=describable)
 
-    def serve_create_partitions(self, request: Message, context: RequestContext) -> ControllerResult[Message]:
+    def serve_create_partitions(self, request: CreatePartitionsRequest,
+                                context: RequestContext) -> ControllerResult[CreatePartitionsResponse]:
         return self.create_partitions(request, context,
                                       alterable=TopicAuthorization(self.ctx.authorizer, context).alterable())
 
     # ==== CreateTopics ====================================================================
 
-    def create_topics(self, request: Message, context: RequestContext, *,
+    def create_topics(self, request: CreateTopicsRequest, context: RequestContext, *,
                       describable: set[str] | None = None,
                       creatable: NamePredicate | None = None,
-                      partition_quota: PartitionQuota | None = None) -> ControllerResult[Message]:
+                      partition_quota: PartitionQuota | None = None) -> ControllerResult[CreateTopicsResponse]:
         """CreateTopics v0-7. ``describable`` (None: all) are the names whose effective configs
         may be returned (DESCRIBE_CONFIGS); ``creatable`` (None: all) is the CREATE check the API
         layer does (cluster or topic); ``partition_quota`` charges the controller mutation quota
@@ -171,8 +184,9 @@ class ReplicationControlManager:
                                                     error_message="Authorization failed."))
         return ControllerResult(records, CreateTopicsResponse(topics=results), atomic=True)
 
-    def _create(self, topics: list[Message], validate_only: bool, describable: set[str] | None,
-                partition_quota: PartitionQuota | None) -> tuple[list[Message], list[RecordAndVersion]]:
+    def _create(self, topics: list[CreatableTopic], validate_only: bool, describable: set[str] | None,
+                partition_quota: PartitionQuota | None
+                ) -> tuple[list[CreateTopicsResponse.CreatableTopicResult], list[RecordAndVersion]]:
         """ReplicationControlManager.createTopics on the filtered request."""
         _check_total_partitions(topics, self.ctx.config.get("num.partitions"))
         image = self.ctx.image
@@ -205,13 +219,13 @@ class ReplicationControlManager:
         # First every refusal and the record count, then the work: the cap is arithmetic on the
         # request (Kafka's list would overflow at the same total), so a 40-byte request for
         # 2^31-1 partitions, or a 40,000-topic one, is refused before anything is placed.
-        planned: list[tuple[Message, dict[str, Any], int, int, list[tuple[list[int], list[int]]] | None]] = []
+        planned: list[tuple[CreatableTopic, dict[str, str], int, int, Parts | None]] = []
         total = 0
         for t in topics:
             if t.name in errors:
                 continue
-            creation = {c.name: c.value for c in t.configs}
-            manual: list[tuple[list[int], list[int]]] | None = None
+            creation = {c.name: c.value for c in t.configs if c.value is not None}  # a None was refused above
+            manual: Parts | None = None
             rf = 0
             try:
                 schema.validate(t.name, creation)
@@ -234,7 +248,7 @@ class ReplicationControlManager:
         check_record_count(total)
 
         records: list[RecordAndVersion] = []
-        successes: dict[str, Message] = {}
+        successes: dict[str, CreateTopicsResponse.CreatableTopicResult] = {}
         for t, creation, count, rf, manual in planned:
             parts = manual if manual is not None else self._place(count, rf, usable, active)
             topic_id = self.new_topic_id()
@@ -255,7 +269,7 @@ class ReplicationControlManager:
                                              value=creation[key]), 0))
             placement.partition_records(topic_id, 0, parts, records)
 
-        results: list[Message] = []
+        results: list[CreateTopicsResponse.CreatableTopicResult] = []
         for t in topics:
             err = errors.get(t.name)
             if err is not None:
@@ -264,7 +278,7 @@ class ReplicationControlManager:
                 results.append(successes[t.name])
         return results, ([] if validate_only else records)
 
-    def _counts(self, t: Message, num_usable: int, num_unfenced: int) -> tuple[int, int]:
+    def _counts(self, t: CreatableTopic, num_usable: int, num_unfenced: int) -> tuple[int, int]:
         """(partitions, replication factor) of a placed topic, with every refusal the placer
         would give, and no placement yet."""
         rf, np = t.replication_factor, t.num_partitions
@@ -285,8 +299,7 @@ class ReplicationControlManager:
                            f"Unable to replicate the partition {rf} time(s): {e.message}") from None
         return np, rf
 
-    def _place(self, np: int, rf: int, usable: list[Any],
-               active: Callable[[int], bool]) -> list[tuple[list[int], list[int]]]:
+    def _place(self, np: int, rf: int, usable: list[UsableBroker], active: Callable[[int], bool]) -> Parts:
         """(replicas, isr) per partition id 0..np-1, from the placer."""
         try:
             placed = self.placer.place(np, rf, usable)
@@ -295,7 +308,7 @@ class ReplicationControlManager:
                            f"Unable to replicate the partition {rf} time(s): {e.message}") from None
         if all(active(b.id) for b in usable):  # every replica in the ISR: the same list serves as both
             return [(replicas, replicas) for replicas in placed]
-        out = []
+        out: Parts = []
         for replicas in placed:
             isr = [b for b in replicas if active(b)]
             if not isr:  # unreachable with the placer's unfenced leader, kept as Kafka keeps it
@@ -305,7 +318,7 @@ class ReplicationControlManager:
             out.append((replicas, isr))
         return out
 
-    def _manual(self, t: Message, active: Callable[[int], bool]) -> list[tuple[list[int], list[int]]]:
+    def _manual(self, t: CreatableTopic, active: Callable[[int], bool]) -> Parts:
         if t.replication_factor != -1:
             raise ApiError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
                                                       "but replication factor was not set to -1.")
@@ -345,9 +358,10 @@ class ReplicationControlManager:
 
     # ==== CreatePartitions ================================================================
 
-    def create_partitions(self, request: Message, context: RequestContext, *,
+    def create_partitions(self, request: CreatePartitionsRequest, context: RequestContext, *,
                           alterable: NamePredicate | None = None,
-                          partition_quota: PartitionQuota | None = None) -> ControllerResult[Message]:
+                          partition_quota: PartitionQuota | None = None
+                          ) -> ControllerResult[CreatePartitionsResponse]:
         """CreatePartitions v0-3 (ControllerApis.createPartitions + ReplicationControlManager).
 
         ``alterable`` (None: all) is the ALTER topic check. Results come back as Kafka's do:
@@ -360,12 +374,12 @@ class ReplicationControlManager:
                 duplicates[t.name] = None
             else:
                 names[t.name] = None
-        results: list[Message] = [
+        results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] = [
             CreatePartitionsTopicResult(name=n, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
             for n in hash_order(duplicates)]
         capacity = capacity_for(len(names))  # the HashSet had every name before duplicates left it
         by_name = {t.name: t for t in reversed(request.topics)}  # find(): the first with that name
-        todo: list[Message] = []
+        todo: list[CreatePartitionsTopic] = []
         for name in hash_order((n for n in names if n not in duplicates), capacity):
             if alterable is None or alterable(name):
                 todo.append(by_name[name])
@@ -386,7 +400,7 @@ class ReplicationControlManager:
         return ControllerResult([] if request.validate_only else records,
                                 CreatePartitionsResponse(results=results), atomic=True)
 
-    def _add_partitions(self, t: Message, placement: _Placement, records: list[RecordAndVersion],
+    def _add_partitions(self, t: CreatePartitionsTopic, placement: _Placement, records: list[RecordAndVersion],
                         partition_quota: PartitionQuota | None) -> None:
         """One topic's new partitions, appended to ``records`` only if all of them can be made."""
         topic = self.ctx.image.topics.by_name.get(t.name)
@@ -410,7 +424,7 @@ class ReplicationControlManager:
         check_record_count(len(records) + additional)
         rf = len(topic.partitions[min(topic.partitions)].replicas)
         start = current
-        parts: list[tuple[list[int], list[int]]] = []
+        parts: Parts = []
         if t.assignments is not None:
             brokers = self.ctx.image.cluster.brokers
             for i, a in enumerate(t.assignments):
@@ -434,10 +448,10 @@ class ReplicationControlManager:
 
     # ==== DeleteTopics ====================================================================
 
-    def delete_topics(self, request: Message, context: RequestContext, *,
+    def delete_topics(self, request: DeleteTopicsRequest, context: RequestContext, *,
                       deletable: NamePredicate | None = None,
                       describable: NamePredicate | None = None,
-                      partition_quota: PartitionQuota | None = None) -> ControllerResult[Message]:
+                      partition_quota: PartitionQuota | None = None) -> ControllerResult[DeleteTopicsResponse]:
         """DeleteTopics v0-6 (ControllerApis.deleteTopics + ReplicationControlManager.deleteTopics).
 
         ``deletable``/``describable`` (None: all) are the DELETE and DESCRIBE topic checks; the
@@ -449,7 +463,7 @@ class ReplicationControlManager:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "Topic deletion is disabled.")
             raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED)
         topics_image = self.ctx.image.topics
-        responses: list[Message] = []
+        responses: list[DeleteTopicsResponse.DeletableTopicResult] = []
 
         def respond(name: str | None, tid: uuid.UUID, code: int, message: str | None) -> None:
             responses.append(DeletableTopicResult(name=name, topic_id=tid, error_code=int(code),
@@ -467,9 +481,9 @@ class ReplicationControlManager:
             else:
                 names[name] = None
 
-        for name in getattr(request, "topic_names", None) or []:
+        for name in request.topic_names:  # v0-5
             add_name(name)
-        for t in getattr(request, "topics", None) or []:
+        for t in request.topics:  # v6+
             if t.name is None:
                 if t.topic_id == ZERO:
                     respond(None, ZERO, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
@@ -568,7 +582,7 @@ def _uuid_hash(u: uuid.UUID) -> int:
     return ((x >> 32) ^ x) & 0xFFFFFFFF
 
 
-def _java_lookup_order(keys: list[Any], hash_of: Callable[[Any], int]) -> list[Any]:
+def _java_lookup_order(keys: list[K], hash_of: Callable[[K], int]) -> list[K]:
     """The order of the map ControllerApis.deleteTopics gets back for ``keys`` (distinct, in
     request order): put into a default HashSet, then looked up into a ``new HashMap<>(size)``
     (findTopicNames, findTopicIds)."""
@@ -576,7 +590,7 @@ def _java_lookup_order(keys: list[Any], hash_of: Callable[[Any], int]) -> list[A
     return order_by_hash(in_set, hash_of, hashmap_capacity(len(keys), initial=len(keys)))
 
 
-def _check_total_partitions(topics: list[Message], default_partitions: int) -> None:
+def _check_total_partitions(topics: list[CreatableTopic], default_partitions: int) -> None:
     """Kafka 3.9.1+'s first look at a CreateTopics (validateTotalNumberOfPartitions): more
     than 10,000 partitions asked for in all, counted before any other check, fail the whole
     request. The sum is a Java int, so it wraps as Kafka's does; a request that slips through
@@ -599,7 +613,7 @@ def _bad_assignment(message: str) -> ApiError:
 
 
 def validate_manual_assignment(replicas: list[int], replication_factor: int | None,
-                               brokers: dict[int, Any]) -> None:
+                               brokers: dict[int, BrokerRegistration]) -> None:
     """validateManualPartitionAssignment: non-empty, registered, no duplicates, same length as
     the previous partitions. Brokers are checked in ascending id order, as Kafka sorts first."""
     if not replicas:
@@ -625,6 +639,9 @@ _I32 = struct.Struct(">i")
 _TAIL_OFFSET = 3 + 4 + 16
 _TAILS_MAX = 1 << 16
 Tails = dict[tuple[tuple[int, ...], tuple[int, ...]], bytes]
+TailsContext = tuple[int, bool, bool, tuple[tuple[int, uuid.UUID], ...]]
+"""What a tail depends on besides (replicas, ISR): the record version, ELR and directories
+supported, and each broker's default directory."""
 
 
 class _Placement:
@@ -641,8 +658,8 @@ class _Placement:
     __slots__ = ("image", "usable", "active", "_dirs", "_version", "_elr", "_with_dirs", "_head", "context",
                  "tails")
 
-    def __init__(self, image: Any, usable: list[Any], active: Callable[[int], bool],
-                 tails: tuple[tuple[Any, ...], Tails] | None = None) -> None:
+    def __init__(self, image: MetadataImage, usable: list[UsableBroker], active: Callable[[int], bool],
+                 tails: tuple[TailsContext, Tails] | None = None) -> None:
         self.image = image
         self.usable = usable
         self.active = active
@@ -653,10 +670,10 @@ class _Placement:
         cluster = image.cluster
         self._dirs: dict[int, uuid.UUID] = {b: cluster.default_dir(b) for b in cluster.brokers} if self._with_dirs else {}
         self._head = bytes((FRAME_VERSION, RecordType.PARTITION_RECORD, self._version))
-        self.context: tuple[Any, ...] = (self._version, self._elr, self._with_dirs, tuple(self._dirs.items()))
+        self.context: TailsContext = (self._version, self._elr, self._with_dirs, tuple(self._dirs.items()))
         self.tails: Tails = tails[1] if tails is not None and tails[0] == self.context else {}
 
-    def partition_records(self, topic_id: uuid.UUID, start: int, parts: list[tuple[list[int], list[int]]],
+    def partition_records(self, topic_id: uuid.UUID, start: int, parts: Parts,
                           records: list[RecordAndVersion]) -> None:
         """PartitionRecords for partitions start, start+1, ...: leader the first ISR member,
         epochs 0, RECOVERED, each replica in its broker's default directory; framed (see the
@@ -680,7 +697,7 @@ class _Placement:
                 tail = tails[key] = value[_TAIL_OFFSET:]
             append((FramedRecord(prefix + pack(pid) + tid + tail), version))
 
-    def partition_record(self, topic_id: uuid.UUID, pid: int, replicas: list[int], isr: list[int]) -> Message:
+    def partition_record(self, topic_id: uuid.UUID, pid: int, replicas: list[int], isr: list[int]) -> PartitionRecord:
         """One new partition's PartitionRecord as an object, from which the tails are framed."""
         rec = PartitionRecord(partition_id=pid, topic_id=topic_id, replicas=replicas, isr=isr,
                               removing_replicas=[], adding_replicas=[], leader=isr[0],

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hashmap_capacity, order_by_hash, string_hash
 from kraftsim.controller.result import ControllerResult
-from kraftsim.controller.routes import AnyRoute, Route
+from kraftsim.controller.routes import Route
 from kraftsim.metadata import versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.scram import SCRAM_SHA_256, SCRAM_SHA_512
@@ -89,7 +89,7 @@ class ScramControlManager:
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
 
-    def routes(self) -> list[AnyRoute]:
+    def routes(self) -> list[Route]:
         return [Route(Api.ALTER_USER_SCRAM_CREDENTIALS, "alterUserScramCredentials", self.alter_credentials,
                       error=alter_credentials_error, cluster_operation=AclOperation.ALTER)]
 
