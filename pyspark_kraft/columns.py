@@ -275,6 +275,7 @@ class RowBuilder:
         self.keep: Any = None  # per entry, under a recordTypes filter
         self.source = ""
         self.snapshot_offset: int | None = None
+        self.lo, self.hi = -1, 1 << 63  # the offsets kept of the source being read
         # gathered rows not yet emitted, as chunks of numpy arrays:
         # (offsets, timestamps ms, base offsets, epochs, is_control, entry ids or None, source offsets)
         self.chunks: list[tuple[Any, ...]] = []
