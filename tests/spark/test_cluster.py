@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 master, log, out, jvm = sys.argv[1:5]
 spark = (SparkSession.builder.master(master).appName("kraft cluster test")
          .config("spark.executor.memory", "512m").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "4")
          .config("spark.driver.extraJavaOptions", jvm).config("spark.executor.extraJavaOptions", jvm)
          .getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
@@ -111,7 +112,9 @@ def test_report_cli_on_the_cluster(cluster: tuple[StandaloneCluster, Path], smal
     out = tmp_path / "report"
     kraftsim = Path(sys.executable).with_name("kraftsim")
     env = _env(python)
-    env["PYSPARK_SUBMIT_ARGS"] = (f"--conf spark.executor.memory=512m --conf spark.driver.extraJavaOptions="
+    # a small log: 4 shuffle partitions, not Spark's 200 (spark_session leaves a cluster's own)
+    env["PYSPARK_SUBMIT_ARGS"] = (f"--conf spark.executor.memory=512m --conf spark.sql.shuffle.partitions=4 "
+                                  f"--conf spark.driver.extraJavaOptions="
                                   f"'{DAEMON_JAVA_OPTS}' --conf spark.executor.extraJavaOptions='{DAEMON_JAVA_OPTS}' "
                                   f"pyspark-shell")
     r = subprocess.run([str(kraftsim), "spark", "report", str(small_log), "--out", str(out), "--master", c.url],
