@@ -131,6 +131,9 @@ class RowFilter:
 # epoch, the same ISR shrinking and expanding. Identical bytes decode identically, so sharing
 # the decode changes no row.
 DECODE_MEMO_ENTRIES = 65_536
+# ... and at most this much JSON text: the dictionary's string arrays stay far below Arrow's
+# 2 GiB per string array, and a worker's memory bounded, however big the records.
+DECODE_MEMO_BYTES = 256 * 1024 * 1024
 
 # The columns that come from a record's value (or a control record's key): a read that selects
 # none of them (``spark.read.schema("offset BIGINT, timestamp TIMESTAMP")``) decodes no value.
@@ -152,6 +155,7 @@ class _Decoded:
     def __init__(self) -> None:
         self.index: dict[bytes | tuple[bytes | None, bytes | None], int] = {}
         self.n = 0
+        self.text_bytes = 0  # of the JSON texts: what the dictionary's size is mostly made of
         self.done = 0  # entries already in the Arrow arrays below
         self.api_key: list[int | None] = []
         self.record_type: list[str | None] = []
@@ -175,6 +179,8 @@ class _Decoded:
         self.version.append(version)
         self.control_type.append(ctype)
         self.json.append(text)
+        if text is not None:
+            self.text_bytes += len(text)
         slot = _SLOT.get(rtype, -1) if values and rtype is not None else -1  # () for a type without fields
         self.slot.append(slot)
         if slot >= 0:
@@ -286,7 +292,7 @@ class RowBuilder:
         fresh ones per source (every record decoded, even when its bytes were seen before)."""
         if not self.memo_entries:
             return _Decoded()
-        if _SHARED[0].n >= self.memo_entries:
+        if _SHARED[0].n >= self.memo_entries or _SHARED[0].text_bytes >= DECODE_MEMO_BYTES:
             _SHARED[0] = _Decoded()  # a builder still holding the old one keeps it alive
         return _SHARED[0]
 
