@@ -9,8 +9,10 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
+from pyspark_kraft.editable import PTH_NAME
 from tests.spark.conftest import JDK17
 from tests.spark.reference import read_log
 
@@ -40,8 +42,10 @@ def test_the_docs_plain_session_example_runs_as_written(small_log: Path, tmp_pat
         env["JAVA_HOME"] = str(JDK17)
     run = subprocess.run([sys.executable, "-c", code.replace(DOC_LOG, str(small_log))], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, "\n".join(line for line in run.stderr.splitlines()
-                                          if "Error" in line or "Exception" in line or "NOT_FOUND" in line)[:3000]
+    hint = "" if (Path(sysconfig.get_paths()["purelib"]) / PTH_NAME).exists() else (
+        f"(no {PTH_NAME} in this venv: run `.venv/bin/python -m pyspark_kraft.editable`, as make does)\n")
+    assert run.returncode == 0, hint + "\n".join(line for line in run.stderr.splitlines()
+                                                 if "Error" in line or "Exception" in line or "NOT_FOUND" in line)[:3000]
     shown = dict(re.findall(r"^\|\s*([\w.]+)\|\s*(\d+)\|$", run.stdout, re.M))
     want = collections.Counter(r.record_type for r in read_log(small_log))
     # show() cuts a value longer than 20 characters to its first 17 and "..."
