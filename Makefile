@@ -17,6 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[spark,test,dev]'
+	$(PY) -m pyspark_kraft.editable   # Spark's data source lookup cannot see an editable install by itself
 	touch $@
 
 $(VENV)/.installed-run: pyproject.toml

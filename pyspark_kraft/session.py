@@ -1,11 +1,14 @@
 """A SparkSession for the ``kraftsim spark`` tools, the tests and the benchmark.
 
 The settings that keep Spark working on a plain machine: Python workers run this interpreter
-(which has pyarrow and this package), the driver binds to loopback unless the user configured
-otherwise, and Python workers can import ``pyspark_kraft`` by its top-level name even from an
-editable install (whose import hook ``pkgutil.iter_modules`` cannot see, and Spark's data
-source lookup uses exactly that): the directory holding the package goes onto the workers'
-``PYTHONPATH``. With a wheel install that directory is site-packages, already there.
+(which has pyarrow and this package) unless ``PYSPARK_PYTHON`` says otherwise, the driver binds
+to loopback unless the user configured otherwise, and, on a local master, Python workers can
+import ``pyspark_kraft`` by its top-level name even from an editable install (whose import hook
+``pkgutil.iter_modules`` cannot see, and Spark's data source lookup uses exactly that): the
+directory holding the package goes onto the workers' ``PYTHONPATH``. With a wheel install that
+directory is site-packages, already there. On a cluster the executors' interpreter
+(``PYSPARK_PYTHON``) must have the wheel installed (docs/spark.md): the checkout is not put on
+any path there.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ def package_root() -> str:
     return str(Path(pyspark_kraft.__file__).resolve().parent.parent)
 
 
-def prepare_environment() -> None:
+def prepare_environment(local: bool = True) -> None:
     """Environment the JVM and its Python workers inherit; call before the first session."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if "SPARK_LOCAL_IP" not in os.environ and "SPARK_MASTER_HOST" not in os.environ:
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    if not local:
+        return
     root = package_root()
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if root not in paths:
@@ -38,11 +43,11 @@ def prepare_environment() -> None:
 def spark_session(master: str | None = None, app_name: str = "kraftsim", *, ui: bool = False,
                   progress: bool = True, extra: dict[str, str] | None = None) -> Any:
     """``getOrCreate`` a session on ``master`` (default ``local[*]``) with the settings above."""
-    prepare_environment()
+    local = (master or "local[*]").startswith("local")
+    prepare_environment(local)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
-    local = (master or "local[*]").startswith("local")
     conf = {
         "spark.ui.enabled": str(ui).lower(),
         "spark.ui.showConsoleProgress": str(progress).lower(),

@@ -36,7 +36,11 @@ def _row_filter(o: ReadOptions) -> RowFilter:
 
 class _Projection:
     """A user-given schema (``spark.read.schema(...)``) selects columns by name; anything that
-    is not one of the source's columns with the same type is refused when the read is planned."""
+    is not one of the source's columns with the same type is refused when the read is planned.
+
+    The file readers build only the selected columns (``names``), and decode no record value
+    when none of them comes from one: that is the only column pruning a Python data source
+    gets, since Spark (4.3) asks it for every column of its schema, even for ``count()``."""
 
     def __init__(self, schema: StructType | None) -> None:
         self.names: list[str] | None = None
@@ -125,7 +129,7 @@ class KraftBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, KraftPartition)
         rf = _row_filter(self.o)
-        yield from self.projection.apply(read_split(partition.split, rf, self.o.rows_per_batch, self.o.decode_memo))
+        yield from read_split(partition.split, rf, self.o.rows_per_batch, self.o.decode_memo, self.projection.names)
 
 
 class KraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -183,7 +187,7 @@ class KraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, KraftPartition)
         rf = RowFilter(None, None, self.o.record_types, self.o.include_control, self.o.verify_crc)
-        yield from self.projection.apply(read_split(partition.split, rf, self.o.rows_per_batch, self.o.decode_memo))
+        yield from read_split(partition.split, rf, self.o.rows_per_batch, self.o.decode_memo, self.projection.names)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: the log is read-only to us, and retention is the controller's."""
