@@ -9,11 +9,12 @@
 For each controller: a fresh controller process, a warm-up fleet (``--warmup`` brokers of ids
 from 100,001, until all are unfenced, then heartbeating until the controller's CPU is steady by
 benchmarks/steady.py's rule: windows of 5 s until the last 3 agree within ``--warmup-tolerance``
-(5%), at least 10 s, at most ``--warmup-max`` (120 s), the same rule for both controllers and
+(10%), at least 10 s, at most ``--warmup-max`` (120 s), the same rule for both controllers and
 reported for each; then shut down through controlled shutdown: a JVM measured cold would be
 measured compiling). The warm-up fleet's heartbeats are paced (each broker every 2 s), so a
 window's rate is the pace and the controller's CPU per window is its CPU per heartbeat, which a
-JIT changes. Then ``kraftsim brokers`` for the N measured
+JIT changes; at that pace the controller's own timers are a good part of its CPU, hence 10%
+rather than the 5% the benchmarks that drive a controller flat out use. Then ``kraftsim brokers`` for the N measured
 brokers, split over processes of at most ``--per-process`` brokers each (a process holds at
 most ``ulimit -n`` connections), all started together at ``--start-rate`` brokers a second in
 all, each broker on its own connection at the default 2 s heartbeat interval. The start phase
@@ -329,9 +330,9 @@ async def main() -> None:
                    help="brokers started per second (default 200; 0: all at once; the warm-up at 1,000 then)")
     p.add_argument("--per-process", type=int, default=10_000, help="brokers per fleet process (default 10,000)")
     p.add_argument("--warmup", type=int, default=2000, help="warm-up brokers before measuring (default 2,000; 0: none)")
-    p.add_argument("--warmup-tolerance", type=float, default=0.05,
+    p.add_argument("--warmup-tolerance", type=float, default=0.10,
                    help="the warm-up fleet heartbeats until the controller's CPU in the last 3 windows of 5 s is "
-                        "within this (default 5%%)")
+                        "within this (default 10%%)")
     p.add_argument("--warmup-max", type=float, default=120.0, help="seconds the warm-up fleet heartbeats at most")
     p.add_argument("--rounds", type=int, default=1, help="each controller this many times, in turn")
     p.add_argument("--cap", action="store_true", help="no more brokers than the controller has descriptors for")
