@@ -14,8 +14,8 @@ measure that rule, not the controller:
 * one topic of 100 partitions per request (RF 3): partitions/s.
 
 Each is measured warm: before it, the same forwarded load of the same shape runs in windows
-(benchmarks/steady.py's rule: windows of 2 s until the last 3 agree within 5% in topics/s and in
-the controller's CPU per topic, at least 10 s, at most 120 s), and the topics each window
+(benchmarks/steady.py's rule: windows of 2 s until the last 3 agree within 5% in the
+controller's CPU per topic, at least 10 s, at most 120 s), and the topics each window
 created are deleted after it, untimed, so that the warm-up leaves no partitions behind (a JVM
 measured cold would be measured compiling; kraftsim goes through the same warm-up). How each
 side's warm-up ended is printed.
