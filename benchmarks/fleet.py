@@ -7,8 +7,14 @@
                                           # a start storm, kraftsim and Kafka in turn, twice
 
 For each controller: a fresh controller process, a warm-up fleet (``--warmup`` brokers of ids
-from 100,001, until all are unfenced and 10 s more, then shut down through controlled shutdown:
-a JVM measured cold would be measured compiling), then ``kraftsim brokers`` for the N measured
+from 100,001, until all are unfenced, then heartbeating until the controller's CPU is steady by
+benchmarks/steady.py's rule: windows of 5 s until the last 3 agree within ``--warmup-tolerance``
+(10%), at least 10 s, at most ``--warmup-max`` (120 s), the same rule for both controllers and
+reported for each; then shut down through controlled shutdown: a JVM measured cold would be
+measured compiling). The warm-up fleet's heartbeats are paced (each broker every 2 s), so a
+window's rate is the pace and the controller's CPU per window is its CPU per heartbeat, which a
+JIT changes; at that pace the controller's own timers are a good part of its CPU, hence 10%
+rather than the 5% the benchmarks that drive a controller flat out use. Then ``kraftsim brokers`` for the N measured
 brokers, split over processes of at most ``--per-process`` brokers each (a process holds at
 most ``ulimit -n`` connections), all started together at ``--start-rate`` brokers a second in
 all, each broker on its own connection at the default 2 s heartbeat interval. The start phase
@@ -58,13 +64,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.steady import Rule, Window, cpu_seconds, warm_up  # noqa: E402
 from kraftsim.metadata.log import MetadataLog  # noqa: E402
 from kraftsim.metadata.records import unframe  # noqa: E402
 from kraftsim.rpc.server import DESCRIPTOR_RESERVE  # noqa: E402
 from tests.fleet_harness import ClusterView, FleetProcess  # noqa: E402
 from tests.kafka.harness import KafkaNode, KraftsimNode, random_cluster_id  # noqa: E402
 
-CLK = os.sysconf("SC_CLK_TCK")
+HEARTBEAT_INTERVAL_S = 2.0  # kraftsim brokers' default broker.heartbeat.interval.ms
 
 
 @dataclass
@@ -79,6 +86,7 @@ class Result:
     start_load: str = ""
     shed: int = -1  # requests failed with a timeout rather than done late (whole run)
     controller_fds: int = 0  # descriptors the controller held once started, before any broker came
+    warmup: str = ""  # how the warm-up fleet's steady phase ended
     spurious_fences: int = -1
     fleet_p50_ms: list[float] = field(default_factory=list)
     fleet_p99_ms: list[float] = field(default_factory=list)
@@ -115,11 +123,6 @@ WARMUP_FIRST_ID = 100_001
 
 HEADER = ("| controller | brokers | all unfenced after | spurious fences | heartbeat p50 / p99 (fleet, worst window) "
           "| controller event processing / queue p99 | fleet CPU | fleet RSS | controller CPU, RSS | load avg |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK
 
 
 def rss_mb(pid: int) -> float:
@@ -207,7 +210,7 @@ async def stop_fleets(fleets: list[FleetProcess]) -> list[int | None]:
 
 async def run_one(kind: str, count: int, duration: float, work: Path, start_rate: float,
                   per_process: int = 10_000, warmup: int = 0, cap: bool = False, tag: str = "",
-                  shutdown: bool = True, start_timeout: float | None = None) -> Result:
+                  shutdown: bool = True, start_timeout: float | None = None, warmup_rule: Rule | None = None) -> Result:
     res = Result(kind, count)
     d = work / f"{kind}-{count}{tag}"
     shutil.rmtree(d, ignore_errors=True)
@@ -231,7 +234,16 @@ async def run_one(kind: str, count: int, duration: float, work: Path, start_rate
             warm = start_fleets(d, node, WARMUP_FIRST_ID, warmup, per_process, start_rate or 1000)
             try:
                 await view.until(lambda img: len(view.unfenced(wids)) == warmup, 300, "the warm-up fleet unfenced")
-                await asyncio.sleep(10)
+
+                async def window(seconds: float) -> Window:
+                    c0, t0 = cpu_seconds(ctl_pid), time.monotonic()
+                    await asyncio.sleep(seconds)  # the window: the warm-up fleet heartbeats meanwhile
+                    dt = time.monotonic() - t0
+                    return Window(dt, warmup * dt / HEARTBEAT_INTERVAL_S, cpu_seconds(ctl_pid) - c0)
+
+                st = await warm_up(window, warmup_rule or Rule(window_s=5.0))
+                res.warmup = f"{st.summary()}; controller CPU per heartbeat by window: {st.trace()}"
+                print(f"  {kind}: warm-up fleet of {warmup:,}: {res.warmup}", flush=True)
             finally:
                 await stop_fleets(warm)
                 for f in warm:
@@ -318,6 +330,10 @@ async def main() -> None:
                    help="brokers started per second (default 200; 0: all at once; the warm-up at 1,000 then)")
     p.add_argument("--per-process", type=int, default=10_000, help="brokers per fleet process (default 10,000)")
     p.add_argument("--warmup", type=int, default=2000, help="warm-up brokers before measuring (default 2,000; 0: none)")
+    p.add_argument("--warmup-tolerance", type=float, default=0.10,
+                   help="the warm-up fleet heartbeats until the controller's CPU in the last 3 windows of 5 s is "
+                        "within this (default 10%%)")
+    p.add_argument("--warmup-max", type=float, default=120.0, help="seconds the warm-up fleet heartbeats at most")
     p.add_argument("--rounds", type=int, default=1, help="each controller this many times, in turn")
     p.add_argument("--cap", action="store_true", help="no more brokers than the controller has descriptors for")
     p.add_argument("--start-timeout", type=float, default=None,
@@ -360,7 +376,8 @@ async def main() -> None:
                 print(f"{kind}, round {i + 1}: {args.count:,} brokers at {args.start_rate:g}/s; "
                       f"load {open('/proc/loadavg').read().strip()}", flush=True)
                 r = await run_one(kind, args.count, args.duration, work, args.start_rate, args.per_process,
-                                  args.warmup, args.cap, f"-{i}", not args.no_shutdown, args.start_timeout)
+                                  args.warmup, args.cap, f"-{i}", not args.no_shutdown, args.start_timeout,
+                                  Rule(tolerance=args.warmup_tolerance, window_s=5.0, cap_s=args.warmup_max))
                 results.append(r)
                 print(r.start_row(), flush=True)
                 print(r.row(), flush=True)
@@ -372,6 +389,9 @@ async def main() -> None:
     print(HEADER)
     for r in results:
         print(r.row())
+    for r in results:
+        if r.warmup:
+            print(f"warm-up, {r.controller} ({r.count:,}): {r.warmup}")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
 

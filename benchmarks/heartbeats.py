@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.steady import Window, cpu_seconds  # noqa: E402
 from kraftsim.rpc import frames, registry  # noqa: E402
 from kraftsim.rpc.api_keys import ApiKey  # noqa: E402
 from kraftsim.rpc.client import KafkaClient  # noqa: E402
@@ -109,34 +110,59 @@ class Driver(asyncio.Protocol):
             self.send(got)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc): the controller's cost per
-    heartbeat, which other load on the machine does not change the way it changes rates."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+class Pipelined:
+    """The pipelined load held open (CONNECTIONS connections, IN_FLIGHT heartbeats in flight on
+    each), measured in windows: a warm-up runs it until it is steady without reconnecting."""
+
+    def __init__(self, drivers: list[Driver], pid: int | None) -> None:
+        self.drivers = drivers
+        self.pid = pid
+
+    @classmethod
+    async def open(cls, port: int, frames_: list[bytes], pid: int | None = None) -> Pipelined:
+        loop = asyncio.get_running_loop()
+        drivers = []
+        per = len(frames_) // CONNECTIONS
+        for c in range(CONNECTIONS):
+            _, d = await loop.create_connection(lambda c=c: Driver(frames_[c * per:(c + 1) * per], IN_FLIGHT),
+                                                "127.0.0.1", port)
+            drivers.append(d)
+        return cls(drivers, pid)
+
+    def done(self) -> int:
+        return sum(d.done for d in self.drivers)
+
+    async def window(self, seconds: float) -> Window:
+        """Heartbeats answered over ``seconds``, and the server's CPU over them."""
+        done0 = self.done()
+        cpu0 = None if self.pid is None else cpu_seconds(self.pid)
+        t0 = time.perf_counter()
+        await asyncio.sleep(seconds)  # the measurement window: the drivers answer meanwhile
+        cpu = None if self.pid is None or cpu0 is None else cpu_seconds(self.pid) - cpu0
+        return Window(time.perf_counter() - t0, self.done() - done0, cpu)
+
+    @property
+    def sample(self) -> bytes | None:
+        return self.drivers[0].sample
+
+    def close(self) -> None:
+        for d in self.drivers:
+            assert d.transport is not None
+            d.transport.close()
 
 
 async def drive(port: int, frames_: list[bytes], seconds: float,
                 pid: int | None = None) -> tuple[float, bytes | None, float | None]:
-    loop = asyncio.get_running_loop()
-    drivers = []
-    per = len(frames_) // CONNECTIONS
-    for c in range(CONNECTIONS):
-        _, d = await loop.create_connection(lambda c=c: Driver(frames_[c * per:(c + 1) * per], IN_FLIGHT),
-                                            "127.0.0.1", port)
-        drivers.append(d)
-    await asyncio.sleep(0.5)  # warm up
-    start_done = sum(d.done for d in drivers)
-    cpu0 = None if pid is None else cpu_seconds(pid)
-    t0 = time.perf_counter()
-    await asyncio.sleep(seconds)
-    done = sum(d.done for d in drivers) - start_done
-    rate = done / (time.perf_counter() - t0)
-    cpu_us = None if pid is None or cpu0 is None else (cpu_seconds(pid) - cpu0) / done * 1e6
-    for d in drivers:
-        assert d.transport is not None
-        d.transport.close()
-    return rate, drivers[0].sample, cpu_us
+    """(heartbeats/s, a response, the server's CPU µs per heartbeat) over ``seconds`` after half
+    a second of warm-up: enough for two Python processes, not for a JVM (vs_kafka.py warms both
+    up with benchmarks/steady.py instead)."""
+    load = await Pipelined.open(port, frames_, pid)
+    try:
+        await asyncio.sleep(0.5)  # warm up
+        w = await load.window(seconds)
+    finally:
+        load.close()
+    return w.rate, load.sample, w.cpu_per_op_us
 
 
 async def paced(port: int, frames_: list[bytes], rate: int, seconds: float) -> list[float]:

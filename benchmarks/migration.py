@@ -9,6 +9,12 @@ offset. Reports the seed's znodes/s and the copy's znodes/s and records/s (the c
 With ``--kafka``, the same shape is seeded again under a second chroot and migrated by a real
 Kafka 3.9.2 KRaft controller (tests/kafka's harness), timed the same way.
 
+Both copies are measured cold, and that is the honest measure here: a migration runs once, on
+a controller started for it, so a warm-up would have to be some other workload (which would warm
+other code), and every real migration by a Kafka controller runs while its JIT compiles the
+copy's code. The benchmarks that measure a rate beside Kafka warm both sides up first
+(benchmarks/steady.py); this one reports the cold copy on both sides.
+
 Needs Debian's zookeeper package (and java) and the kazoo test extra.
 """
 

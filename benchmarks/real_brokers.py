@@ -4,16 +4,20 @@ For each controller, the same steps:
 
 * brokers start to topic writable: spawn a formatted Kafka broker against the running
   controller, then create a topic through it and produce one message with acks=all, retrying
-  until both succeed;
+  until both succeed. Cold by nature: a cluster that has just started;
 * 30 placement brokers registered over the wire, then CreateTopics to --partitions partitions
-  (RF 3 on them, so the real broker only replays metadata);
-* the log served to an observer: a Raft Fetch loop (8 MiB per fetch, one connection) from the
-  log start to the high watermark, in MB/s, beside reading the same segment files from disk
-  (page cache warm: the ratio is the serving overhead);
+  (RF 3 on them, so the real broker only replays metadata): the total from a fresh start, and
+  the rate once steady by benchmarks/steady.py's rule applied to windows of it after the fact
+  (vs_kafka.py's ``Creation``);
+* the log served to an observer: pyspark_kraft's RaftObserver (8 MiB per fetch, one
+  connection) from the log start to the high watermark, pass after pass, warmed up until
+  steady by benchmarks/steady.py's rule and then measured (vs_kafka.py's), in MB/s, beside
+  reading the same segment files from disk (page cache warm: the ratio is the serving overhead);
 * a late broker catching up on that log: spawn a second formatted broker and time until it
-  logs that it is unfenced (it must replay the whole log first).
+  logs that it is unfenced (it must replay the whole log first). Cold by nature for the broker,
+  a new JVM against either controller.
 
-    .venv/bin/python benchmarks/real_brokers.py [--partitions 100000] [--kafka-heap 1G]
+    .venv/bin/python benchmarks/real_brokers.py [--partitions 100000] [--kafka-heap 1G] [--seconds 10]
 """
 
 from __future__ import annotations
@@ -24,22 +28,19 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.steady import Rule, combined, load_average  # noqa: E402
 from benchmarks.vs_kafka import (  # noqa: E402
     active,
     controller_pair,
     create_partitions,
     register_placement_brokers,
+    serve_rate,
 )
-from kraftsim.metadata.batch import IncompleteBatchError, read_batches  # noqa: E402
-from kraftsim.metadata.files import METADATA_TOPIC_ID  # noqa: E402
-from kraftsim.rpc.client import KafkaClient  # noqa: E402
-from kraftsim.rpc.messages import DescribeQuorumRequest, FetchRequest  # noqa: E402
 from tests.kafka.harness import KafkaNode, Node  # noqa: E402
 
 CONFIG = {"broker.session.timeout.ms": "3600000"}
@@ -86,50 +87,6 @@ def writable(b: KafkaNode, timeout: float = 300) -> float:
         time.sleep(0.05)
 
 
-async def serve_rate(node: Node) -> tuple[float, float, float]:
-    """(MB fetched, s, MB/s) for one observer fetching the whole log."""
-    host, port = node.bootstrap.rsplit(":", 1)
-    c = await KafkaClient.connect(host, int(port))
-    offset, epoch, total = 0, 0, 0
-    directory = uuid.uuid4()
-
-    described = await c.request(DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
-        topic_name="__cluster_metadata", partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])]), 1)
-    leader_epoch = described.topics[0].partitions[0].leader_epoch
-
-    def request(offset: int, epoch: int) -> Any:
-        return FetchRequest(cluster_id=node.cluster_id, replica_id=-1, max_wait_ms=0, min_bytes=0,
-                            max_bytes=8 << 20, replica_state=FetchRequest.ReplicaState(replica_id=9999, replica_epoch=-1),
-                            topics=[FetchRequest.FetchTopic(topic="__cluster_metadata", topic_id=METADATA_TOPIC_ID,
-                                                            partitions=[FetchRequest.FetchPartition(
-                                partition=0, current_leader_epoch=leader_epoch, fetch_offset=offset, last_fetched_epoch=epoch,
-                                partition_max_bytes=8 << 20, replica_directory_id=directory)])])
-
-    try:
-        t0 = time.perf_counter()
-        while True:
-            r = await c.request(request(offset, epoch), 17, timeout=60)
-            p = r.responses[0].partitions[0]
-            if r.error_code or p.error_code:
-                raise RuntimeError(f"fetch at {offset} failed: {r.error_code} {p.error_code}")
-            if p.snapshot_id.end_offset >= 0:  # the log starts after a snapshot: serve the log from there
-                offset, epoch = p.snapshot_id.end_offset, p.snapshot_id.epoch
-                continue
-            data = p.records or b""
-            total += len(data)
-            try:
-                for batch in read_batches(data):
-                    offset, epoch = batch.last_offset + 1, batch.partition_leader_epoch
-            except IncompleteBatchError:
-                pass
-            if offset >= p.high_watermark:
-                break
-        dt = time.perf_counter() - t0
-    finally:
-        await c.close()
-    return total / 1e6, dt, total / 1e6 / dt
-
-
 def disk_rate(node: Node) -> float:
     """MB/s reading the partition's segment files, 8 MiB at a time."""
     files = sorted((node.metadata_dir / "__cluster_metadata-0").glob("*.log"))
@@ -152,7 +109,7 @@ def catch_up(b: KafkaNode, timeout: float = 600) -> float:
     return time.perf_counter() - t0
 
 
-def measure(tmp: Path, node: Node, partitions: int) -> dict[str, float]:
+def measure(tmp: Path, node: Node, partitions: int, rule: Rule, seconds: float) -> dict[str, float]:
     out: dict[str, float] = {}
     node.format()
     node.start(wait=False)
@@ -162,10 +119,18 @@ def measure(tmp: Path, node: Node, partitions: int) -> dict[str, float]:
     try:
         out["broker start to topic writable (s)"] = writable(first)
         asyncio.run(register_placement_brokers(node))
-        out[f"CreateTopics to {partitions:,} partitions (s)"] = asyncio.run(create_partitions(node, partitions))
-        mb, _, rate = asyncio.run(serve_rate(node))
+        created = asyncio.run(create_partitions(node, partitions))
+        out[f"CreateTopics to {partitions:,} partitions, from a fresh start (s)"] = created.seconds
+        steady_rate, st = created.steady(rule)
+        out["CreateTopics, steady (partitions/s)"] = steady_rate
+        print(f"  {node.kind}, CreateTopics in windows: {st.summary()}; partitions/s by window: {st.trace()}",
+              flush=True)
+        size, st, windows = asyncio.run(serve_rate(node, rule, seconds))
+        rate = combined(windows).rate / 1e6
+        print(f"  {node.kind}, the log served: warm-up {st.summary()}; MB/s by window: "
+              f"{st.trace(1e-6, 1e6, 'µs/MB')}; load {load_average():.2f}", flush=True)
         disk = disk_rate(node)
-        out["log served to one observer (MB)"] = mb
+        out["log served to one observer (MB)"] = size / 1e6
         out["observer fetch rate (MB/s)"] = rate
         out["reading the same segments from disk (MB/s)"] = disk
         out["fetch / disk"] = rate / disk
@@ -181,13 +146,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", type=int, default=100_000)
     ap.add_argument("--kafka-heap", default="1G", help="the Kafka controller's -Xmx/-Xms (kafka-server-start.sh: 1G)")
+    ap.add_argument("--seconds", type=float, default=10.0, help="the observer's measurement after its warm-up")
+    ap.add_argument("--tolerance", type=float, default=0.05, help="steady: the last 3 windows within this")
+    ap.add_argument("--max-warmup", type=float, default=120.0, help="seconds of warm-up at most")
     args = ap.parse_args()
+    rule = Rule(tolerance=args.tolerance, cap_s=args.max_warmup)
+    print(f"{os.cpu_count()} cores, load average {load_average():.2f}; warm-up: {rule.describe()}", flush=True)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         nodes = controller_pair(tmp, CONFIG, args.kafka_heap)
         results = []
         for node in nodes:
-            results.append(measure(tmp, node, args.partitions))
+            results.append(measure(tmp, node, args.partitions, rule, args.seconds))
             print(f"{node.kind}: {results[-1]}", flush=True)
     print()
     print(f"| measure ({os.cpu_count()} cores) | kraftsim | Kafka 3.9 controller |")
