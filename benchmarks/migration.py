@@ -5,11 +5,12 @@ offset. Reports the seed's znodes/s and the copy's znodes/s and records/s (the c
 ``Completed migration`` line), and the end-to-end time; the seeding is not timed with the copy.
 
     .venv/bin/python benchmarks/migration.py [--topics 1000] [--partitions 100] [--kafka]
-        [--kafka-first] [--py-spy FILE] [--zk-heap 2g]
+        [--kafka-first] [--repeat N] [--py-spy FILE] [--zk-heap 2g]
 
 With ``--kafka``, the same shape is seeded under a second chroot before either copy starts and
 migrated by a real Kafka 3.9.2 KRaft controller (tests/kafka's harness), timed the same way;
-``--kafka-first`` runs Kafka's copy first (alternate the order on a noisy machine). Each copy
+``--kafka-first`` runs Kafka's copy first, and ``--repeat N`` copies N times each (the chroots
+reset in between), alternating which side goes first, and prints the medians. Each copy
 line carries the load average when it started. ``--py-spy FILE`` samples kraftsim's controller
 during its copy (py-spy on PATH or beside this Python: ``pip install py-spy``) and prints the
 functions where its time went. A million partitions needs ``--zk-heap 2g`` (two copies of
@@ -33,6 +34,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -70,8 +72,9 @@ def wait_copied(client: object, chroot: str, alive: object, timeout: float = 180
     return False
 
 
-def seed(zk: ZooKeeper, chroot: str, args: argparse.Namespace) -> None:
-    """``kraftsim zk seed`` under ``chroot`` (not part of any timed copy)."""
+def seed(zk: ZooKeeper, chroot: str, args: argparse.Namespace) -> bytes:
+    """``kraftsim zk seed`` under ``chroot`` (not part of any timed copy); returns the seeded
+    /controller, which ``reset`` puts back."""
     client = zk.client()
     try:
         client.ensure_path(chroot)  # type: ignore[attr-defined]
@@ -87,6 +90,25 @@ def seed(zk: ZooKeeper, chroot: str, args: argparse.Namespace) -> None:
         raise SystemExit(f"seed failed: {seeded.stderr}")
     znodes = int(re.search(r"(\d+) znodes", seeded.stdout).group(1))  # type: ignore[union-attr]
     print(f"seed {chroot}: {znodes} znodes in {seed_s:.1f} s ({znodes / seed_s:,.0f} znodes/s)", flush=True)
+    client = zk.client()
+    try:
+        return bytes(client.get(f"{chroot}/controller")[0])  # type: ignore[attr-defined]
+    finally:
+        client.stop()  # type: ignore[attr-defined]
+        client.close()  # type: ignore[attr-defined]
+
+
+def reset(zk: ZooKeeper, chroot: str, controller: bytes) -> None:
+    """A migrated chroot as seeded again, for another copy: no /migration, the ZooKeeper-mode
+    /controller back (a KRaft controller's would make the next one, in the same epoch, stop)."""
+    client = zk.client()
+    try:
+        client.delete(f"{chroot}/migration")  # type: ignore[attr-defined]
+        client.delete(f"{chroot}/controller")  # type: ignore[attr-defined]
+        client.create(f"{chroot}/controller", controller)  # type: ignore[attr-defined]
+    finally:
+        client.stop()  # type: ignore[attr-defined]
+        client.close()  # type: ignore[attr-defined]
 
 
 def load() -> str:
@@ -124,8 +146,10 @@ def top_functions(raw: Path, n: int = 25) -> None:
             print(f"    {100 * k / samples:5.1f}%  {f}")
 
 
-def run_kraftsim(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> None:
+def run_kraftsim(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> tuple[float, float]:
+    """One copy by a fresh kraftsim controller: (the copy's own time, end to end), seconds."""
     chroot = "/kraftsim"
+    tmpdir.mkdir(parents=True)
     port, http = harness.free_port(), harness.free_port()
     config = harness.write_config(tmpdir, port=port, http_port=http, zookeeper_connect=zk.connect + chroot,
                                   zookeeper_metadata_migration_enable="true")
@@ -137,7 +161,7 @@ def run_kraftsim(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> None:
         harness.wait_http(http)
         if args.py_spy:
             spy = subprocess.Popen([py_spy_binary(), "record", "--pid", str(proc.pid), "--format", "raw",
-                                    "--output", args.py_spy, "--rate", "200", "--nonblocking"],
+                                    "--output", args.py_spy, "--rate", "200", "--nonblocking", "--threads"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         print(f"kraftsim: {load()}", flush=True)
         t1 = time.monotonic()
@@ -162,6 +186,7 @@ def run_kraftsim(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> None:
               f"for {args.topics * args.partitions:,} partitions", flush=True)
         if spy is not None:
             top_functions(Path(args.py_spy))
+        return ms / 1000, copy_s
     finally:
         if spy is not None and spy.poll() is None:
             spy.kill()
@@ -171,7 +196,7 @@ def run_kraftsim(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> None:
         harness.stop(proc)
 
 
-def run_kafka(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> None:
+def run_kafka(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> tuple[float, float]:
     """The same shape, migrated by a Kafka 3.9.2 controller (-Xmx2g, or --kafka-heap)."""
     from tests.kafka.conftest import PAIR_CONFIG
     from tests.kafka.harness import KafkaNode, random_cluster_id
@@ -194,15 +219,15 @@ def run_kafka(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> None:
         client.stop()  # type: ignore[attr-defined]
         client.close()  # type: ignore[attr-defined]
     if not ok:
-        print("Kafka: the migration did not complete", file=sys.stderr)
-        return
+        raise SystemExit("Kafka: the migration did not complete")
     done = re.search(r"Completed migration of metadata from ZooKeeper to KRaft\. (\d+) records were generated in "
                      r"(\d+) ms across (\d+) batches", node.log_path.read_text(errors="replace"))
-    if done:
-        records, ms, batches = (int(g) for g in done.groups())
-        print(f"Kafka copy: {records} records in {batches} batches, {ms / 1000:.1f} s "
-              f"({records / (ms / 1000):,.0f} records/s)")
+    assert done is not None
+    records, ms, batches = (int(g) for g in done.groups())
+    print(f"Kafka copy: {records} records in {batches} batches, {ms / 1000:.1f} s "
+          f"({records / (ms / 1000):,.0f} records/s)")
     print(f"Kafka end to end (registration to /migration updated): {copy_s:.1f} s", flush=True)
+    return ms / 1000, copy_s
 
 
 def main() -> int:
@@ -213,7 +238,8 @@ def main() -> int:
     ap.add_argument("--kafka-first", action="store_true", help="with --kafka: Kafka's copy runs first")
     ap.add_argument("--kafka-heap", default="2g", help="the Kafka controller's -Xmx")
     ap.add_argument("--zk-heap", default="512m", help="ZooKeeper's -Xmx")
-    ap.add_argument("--py-spy", metavar="FILE", help="sample kraftsim's controller during its copy into FILE")
+    ap.add_argument("--py-spy", metavar="FILE", help="sample kraftsim's controller during its (first) copy into FILE")
+    ap.add_argument("--repeat", type=int, default=1, help="copies per side, alternating which goes first")
     args = ap.parse_args()
     why = missing()
     if why:
@@ -224,14 +250,33 @@ def main() -> int:
         zk = ZooKeeper(tmpdir / "zk", heap=args.zk_heap)
         zk.start()
         try:
-            seed(zk, "/kraftsim", args)
+            seeded = {"/kraftsim": seed(zk, "/kraftsim", args)}
             if args.kafka:
-                seed(zk, "/kafka", args)
-            runs = [lambda: run_kraftsim(zk, tmpdir, args)]
-            if args.kafka:
-                runs.insert(0 if args.kafka_first else 1, lambda: run_kafka(zk, tmpdir, args))
-            for run in runs:
-                run()
+                seeded["/kafka"] = seed(zk, "/kafka", args)
+            times: dict[str, list[tuple[float, float]]] = {"kraftsim": [], "Kafka": []}
+            for i in range(args.repeat):
+                sides = ["kraftsim", "Kafka"] if args.kafka else ["kraftsim"]
+                if args.kafka_first != (i % 2 == 1):
+                    sides.reverse()
+                for side in sides:
+                    chroot = "/kraftsim" if side == "kraftsim" else "/kafka"
+                    if i > 0:
+                        reset(zk, chroot, seeded[chroot])
+                    run = run_kraftsim if side == "kraftsim" else run_kafka
+                    times[side].append(run(zk, tmpdir / f"{side}-{i}", args))
+                    args.py_spy = None  # one profile
+            if args.repeat > 1 or args.kafka:
+                print(f"\n{args.topics * args.partitions:,} partitions, {args.repeat} run(s) each "
+                      f"(copy / end to end, seconds; median):")
+                for side, runs in times.items():
+                    if runs:
+                        copies = ", ".join(f"{c:.1f}/{e:.1f}" for c, e in runs)
+                        print(f"  {side:8} {copies}   median {median(c for c, _ in runs):.1f}/"
+                              f"{median(e for _, e in runs):.1f}")
+                if times["Kafka"]:
+                    k = median(e for _, e in times["Kafka"])
+                    ours = median(e for _, e in times["kraftsim"])
+                    print(f"  end to end, kraftsim / Kafka: {ours / k:.2f}")
         finally:
             zk.stop()
     return 0
