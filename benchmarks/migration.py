@@ -175,10 +175,12 @@ def run_kraftsim(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> tuple
             print("the migration did not complete", file=sys.stderr)
             print(harness.controller_output(config)[0][-3000:], file=sys.stderr)
             raise SystemExit(1)
-        out = harness.controller_output(config)[0]
-        done = re.search(r"Completed migration of metadata from ZooKeeper to KRaft in (\d+) ms: (\d+) znodes "
-                         r"read, (\d+) records in (\d+) batches", out)
-        assert done is not None, out[-2000:]
+        completed = re.compile(r"Completed migration of metadata from ZooKeeper to KRaft in (\d+) ms: (\d+) znodes "
+                               r"read, (\d+) records in (\d+) batches")
+        deadline = time.monotonic() + 30  # the controller logs the line just after it writes /migration
+        while (done := completed.search(out := harness.controller_output(config)[0])) is None:
+            assert time.monotonic() < deadline, out[-2000:]
+            time.sleep(0.05)
         ms, read, records, batches = (int(g) for g in done.groups())
         print(f"kraftsim copy: {read} znodes read, {records} records in {batches} batches, {ms / 1000:.1f} s "
               f"({read / (ms / 1000):,.0f} znodes/s, {records / (ms / 1000):,.0f} records/s)")
