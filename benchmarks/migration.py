@@ -124,8 +124,11 @@ def py_spy_binary() -> str:
 
 
 def top_functions(raw: Path, n: int = 25) -> None:
-    """py-spy's collapsed stacks as the functions holding the most samples, by themselves
-    (self) and with what they call (total), lines folded into their function."""
+    """py-spy's collapsed stacks (``--threads``: each led by its thread) as the threads' shares
+    and the functions holding the most samples, by themselves (self) and with what they call
+    (total), lines folded into their function. A sample is a thread not idle in a system call:
+    one waiting for the GIL counts where it waits."""
+    threads: Counter[str] = Counter()
     own: Counter[str] = Counter()
     total: Counter[str] = Counter()
     samples = 0
@@ -135,12 +138,14 @@ def top_functions(raw: Path, n: int = 25) -> None:
             continue
         k = int(count)
         samples += k
-        frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]
+        thread, *frames = stack.split(";")
+        threads[re.sub(r"^thread \(\d+\): ", "", thread)] += k
+        frames = [re.sub(r":\d+\)$", ")", f) for f in frames] or ["(no Python frame)"]
         own[frames[-1]] += k
         for f in set(frames):
             total[f] += k
     print(f"py-spy: {samples} samples of kraftsim's controller during the copy")
-    for title, table in (("self", own), ("total", total)):
+    for title, table in (("thread", threads), ("self", own), ("total", total)):
         print(f"  by {title}:")
         for f, k in table.most_common(n):
             print(f"    {100 * k / samples:5.1f}%  {f}")
