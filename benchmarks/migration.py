@@ -151,19 +151,39 @@ def top_functions(raw: Path, n: int = 25) -> None:
             print(f"    {100 * k / samples:5.1f}%  {f}")
 
 
+def start_controller(tmpdir: Path, connect: str) -> tuple[int, Path, str, subprocess.Popen[str]]:
+    """A formatted kraftsim controller with migration on, serving: (port, config, cluster id,
+    process). Other sessions on the machine hand out ports from the same range as
+    ``harness.free_port``: one already taken is tried again with others."""
+    for attempt in range(5):
+        directory = tmpdir / f"try-{attempt}"
+        directory.mkdir(parents=True)
+        port, http = harness.free_port(), harness.free_port()
+        config = harness.write_config(directory, port=port, http_port=http, zookeeper_connect=connect,
+                                      zookeeper_metadata_migration_enable="true")
+        cluster_id = harness.format_dir(config)
+        proc = harness.spawn_controller(config)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                harness.wait_http(http, timeout=0.5)
+                return port, config, cluster_id, proc
+            except AssertionError:
+                continue
+        harness.stop(proc)
+        err = harness.controller_output(config)[1]
+        if "address already in use" not in err:
+            raise SystemExit(f"the controller did not start: {err[-2000:]}")
+    raise SystemExit("no free ports for the controller")
+
+
 def run_kraftsim(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> tuple[float, float]:
     """One copy by a fresh kraftsim controller: (the copy's own time, end to end), seconds."""
     chroot = "/kraftsim"
-    tmpdir.mkdir(parents=True)
-    port, http = harness.free_port(), harness.free_port()
-    config = harness.write_config(tmpdir, port=port, http_port=http, zookeeper_connect=zk.connect + chroot,
-                                  zookeeper_metadata_migration_enable="true")
-    cluster_id = harness.format_dir(config)
-    proc = harness.spawn_controller(config)
+    port, config, cluster_id, proc = start_controller(tmpdir, zk.connect + chroot)
     client = zk.client()
     spy = None
     try:
-        harness.wait_http(http)
         if args.py_spy:
             spy = subprocess.Popen([py_spy_binary(), "record", "--pid", str(proc.pid), "--format", "raw",
                                     "--output", args.py_spy, "--rate", "200", "--nonblocking", "--threads"],
