@@ -13,6 +13,7 @@ nothing here writes anything. Names are visited in sorted order so that a copy i
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, Protocol
@@ -133,9 +134,9 @@ def _topic_batches(zk: ZkReader, topics: list[str], codec: PasswordCodec) -> Ite
         znodes = {t: L.TopicZNode.decode(t, g[0]) for t, g in zip(chunk, got[:len(chunk)], strict=True)
                   if g is not None}
         configs = dict(zip(chunk, got[len(chunk):], strict=True))
-        state_paths = [(t, p) for t in chunk if t in znodes for p in sorted(znodes[t].partitions)]
-        states = dict(zip(state_paths, get_many(zk, [L.partition_state_path(t, p) for t, p in state_paths]),
-                          strict=True))
+        # the states in the order the records take them: chunk's topics, each one's partitions sorted
+        state_paths = [L.partition_state_path(t, p) for t in chunk if t in znodes for p in sorted(znodes[t].partitions)]
+        states = iter(zip(state_paths, get_many(zk, state_paths), strict=True))
         for topic in chunk:
             t = znodes.get(topic)
             if t is None:
@@ -150,25 +151,24 @@ def _topic_batches(zk: ZkReader, topics: list[str], codec: PasswordCodec) -> Ite
                 batch.append((ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=key,
                                            value=value), 0))
             for p in sorted(t.partitions):
-                batch.append((_partition_record(topic, p, t, states[(topic, p)]), 0))
+                path, state = next(states)
+                batch.append((_partition_record(p, t.topic_id, t, path, state), 0))
             yield batch
 
 
-def _partition_record(topic: str, p: int, t: L.TopicZNode, state: tuple[bytes, int] | None) -> PartitionRecord:
+def _partition_record(p: int, topic_id: uuid.UUID, t: L.TopicZNode, path: str,
+                      state: tuple[bytes, int] | None) -> PartitionRecord:
     replicas = t.partitions[p]
-    assert t.topic_id is not None
-    record = PartitionRecord(partition_id=p, topic_id=t.topic_id, replicas=list(replicas),
-                             adding_replicas=list(t.adding.get(p, [])), removing_replicas=list(t.removing.get(p, [])))
     if state is None:
         # Kafka: no state znode means ISR = replicas, leader = the first, epochs 0.
-        record.isr, record.leader, record.leader_epoch, record.partition_epoch = list(replicas), replicas[0], 0, 0
-        record.leader_recovery_state = 0
+        isr, leader, leader_epoch, partition_epoch, recovery = list(replicas), replicas[0], 0, 0, 0
     else:
-        s = L.PartitionState.decode(L.partition_state_path(topic, p), state[0])
-        record.isr, record.leader, record.leader_epoch = list(s.isr), s.leader, s.leader_epoch
-        record.partition_epoch = state[1]  # the state znode's zkVersion
-        record.leader_recovery_state = s.leader_recovery_state
-    return record
+        leader, leader_epoch, _, isr, recovery = L.partition_state_fields(path, state[0])
+        partition_epoch = state[1]  # the state znode's zkVersion
+    return PartitionRecord(partition_id=p, topic_id=topic_id, replicas=list(replicas),
+                           removing_replicas=list(t.removing.get(p, ())), adding_replicas=list(t.adding.get(p, ())),
+                           isr=isr, leader=leader, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+                           leader_recovery_state=recovery)
 
 
 # ---- configs, quotas, SCRAM ----------------------------------------------------------------------

@@ -61,9 +61,23 @@ def dumps(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
+_DECODER: Final = json.JSONDecoder()
+_JSON_SPACE: Final = " \t\n\r"
+
+
 def loads(data: bytes | None, path: str) -> dict[str, Any]:
+    """A znode's JSON object. One that starts with ``{`` and no zero byte after it is UTF-8 (the
+    UTF-16 and UTF-32 that ``json.loads`` also detects start with a BOM or put zero bytes
+    around the brace) and is decoded without the detection and the regular expressions of
+    ``json.loads`` around its C scanner: half the cost, on a million partition states."""
     try:
-        value = json.loads(data or b"")
+        if data and data[0] == 0x7B and data[1:2] != b"\0":
+            text = data.decode()
+            value, end = _DECODER.raw_decode(text)
+            if end != len(text) and text[end:].strip(_JSON_SPACE):
+                raise json.JSONDecodeError("Extra data", text, end)
+        else:
+            value = json.loads(data or b"")
     except (ValueError, UnicodeDecodeError) as e:
         raise LayoutError(f"{path}: not JSON: {e}") from None
     if not isinstance(value, dict):
@@ -218,12 +232,18 @@ class PartitionState:
 
     @staticmethod
     def decode(path: str, data: bytes | None) -> PartitionState:
-        js = loads(data, path)
-        try:
-            return PartitionState(int(js["leader"]), int(js["leader_epoch"]), int(js["controller_epoch"]),
-                                  [int(b) for b in js["isr"]], int(js.get("leader_recovery_state", 0)))
-        except (KeyError, TypeError, ValueError):
-            raise LayoutError(f"{path}: not a partition state") from None
+        return PartitionState(*partition_state_fields(path, data))
+
+
+def partition_state_fields(path: str, data: bytes | None) -> tuple[int, int, int, list[int], int]:
+    """A partition state's (leader, leader_epoch, controller_epoch, isr, leader_recovery_state),
+    without building a PartitionState: the copy reads a million of them."""
+    js = loads(data, path)
+    try:
+        return (int(js["leader"]), int(js["leader_epoch"]), int(js["controller_epoch"]), [int(b) for b in js["isr"]],
+                int(js.get("leader_recovery_state", 0)))
+    except (KeyError, TypeError, ValueError):
+        raise LayoutError(f"{path}: not a partition state") from None
 
 
 def encode_config(config: dict[str, str]) -> bytes:

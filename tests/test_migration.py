@@ -94,6 +94,75 @@ async def test_a_cancelled_close_still_stops_the_zookeeper_client(zookeeper: Zoo
     assert session.client.state == "LOST"
 
 
+def zk_received(zookeeper: ZooKeeper) -> int:
+    """How many requests the ZooKeeper server has received (``srvr``'s Received line)."""
+    import socket
+
+    host, port = zookeeper.connect.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"srvr")
+        text = b""
+        while chunk := s.recv(4096):
+            text += chunk
+    return int(next(line for line in text.decode().splitlines() if line.startswith("Received:")).split()[1])
+
+
+async def test_the_copy_reads_zookeeper_in_a_few_multi_reads(zk_root: tuple[str, Any], zookeeper: ZooKeeper) -> None:
+    """The copy's znodes go in multiRead requests of many znodes each (a request per znode
+    made kazoo's I/O thread the copy's bottleneck), answering what one getData per znode does:
+    data and zkVersion, None for a missing znode."""
+    from kraftsim.migration import zk_copy
+    from kraftsim.migration.zk_client import ZkSession
+
+    connect, client = zk_root
+    spec = SeedSpec(brokers=3, topics=20, partitions=50, replication_factor=2, users=1)
+    seed(client, spec)
+    client.set("/brokers/topics/topic-3/partitions/7/state", b'{"controller_epoch":1,"leader":2,"version":1,'
+               b'"leader_epoch":4,"isr":[2]}')  # zkVersion 1
+    session = await asyncio.to_thread(ZkSession.connect, connect, 10_000)
+    try:
+        paths = [L.partition_state_path("topic-3", p) for p in range(spec.partitions)] + ["/brokers/topics/none"]
+        got = await asyncio.to_thread(session.get_many, paths)
+        expected = [client.get(p) for p in paths[:-1]]
+        assert got == [(data, stat.version) for data, stat in expected] + [None]
+        assert got[7] is not None and got[7][1] == 1
+
+        before = zk_received(zookeeper)
+        manifest = zk_copy.Manifest()
+        copied = await asyncio.to_thread(lambda: list(zk_copy.read_all_metadata(zk_copy.CountingReader(session,
+                                                                                                       manifest))))
+        requests = zk_received(zookeeper) - before - 1  # this srvr's own
+    finally:
+        await asyncio.to_thread(session.close)
+    assert sum(map(len, copied)) > spec.topics * spec.partitions
+    assert manifest.znodes > spec.topics * (spec.partitions + 2)
+    assert requests < manifest.znodes / 10, (requests, manifest.znodes)
+
+
+async def test_reads_fall_back_to_single_reads_when_zookeeper_has_no_multi_read(
+        zk_root: tuple[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """ZooKeeper before 3.6 has no multiRead: it answers UNIMPLEMENTED, as any server does to an
+    op code it does not know (an unknown one stands in for it here), and closes the connection.
+    The session survives it (kazoo reconnects), and the reads are answered all the same, with
+    single reads from then on."""
+    from kraftsim.migration import zk_client
+    from kraftsim.migration.zk_client import ZkSession
+
+    connect, client = zk_root
+    seed(client, SeedSpec(brokers=3, topics=2, partitions=5, replication_factor=2, users=1))
+    monkeypatch.setattr(zk_client.MultiRead, "type", 99)  # no ZooKeeper has op code 99
+    session = await asyncio.to_thread(ZkSession.connect, connect, 10_000)
+    try:
+        session_id = session.client.client_id[0]
+        paths = [L.partition_state_path("topic-1", p) for p in range(5)] + ["/brokers/topics/none"]
+        expected = [(data, stat.version) for data, stat in (client.get(p) for p in paths[:-1])] + [None]
+        assert await asyncio.to_thread(session.get_many, paths) == expected
+        assert await asyncio.to_thread(session.get_many, paths) == expected
+        assert session.client.client_id[0] == session_id
+    finally:
+        await asyncio.to_thread(session.close)
+
+
 def zk_json(client: Any, path: str) -> Any:
     data, _ = client.get(path)
     return json.loads(data)

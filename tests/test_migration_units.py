@@ -42,6 +42,23 @@ def test_partition_state_writes_the_recovery_state_only_when_not_recovered() -> 
     assert L.PartitionState.decode("p", r.encode()) == r
 
 
+@pytest.mark.parametrize("data", [
+    b'{"leader":1}', b'{"leader":1}  \n', b'{"leader":1} x', b'{"leader":1}{}', b'  {"leader":1}', b'{"leader":',
+    b'["leader"]', b"", b"{\xff}", '{"leader":1}'.encode("utf-16-le"), '{"leader":1}'.encode("utf-32-le"),
+    '{"leader":1}'.encode("utf-8-sig"), '{"name":"\u00e9"}'.encode()])
+def test_znode_json_is_read_as_json_loads_reads_it(data: bytes) -> None:
+    """The JSON reader's quick path for UTF-8 objects accepts and refuses what ``json.loads`` does."""
+    try:
+        expected = json.loads(data)
+    except ValueError:
+        expected = None
+    if not isinstance(expected, dict):
+        with pytest.raises(L.LayoutError):
+            L.loads(data, "/p")
+    else:
+        assert L.loads(data, "/p") == expected
+
+
 def test_controller_migration_and_producer_id_znodes() -> None:
     c = L.ControllerZNode(3000, 12, 5)
     assert json.loads(c.encode()) == {"version": 2, "brokerid": 3000, "timestamp": "12", "kraftControllerEpoch": 5}

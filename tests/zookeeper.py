@@ -41,8 +41,9 @@ def missing() -> str | None:
 class ZooKeeper:
     """A standalone ZooKeeper server process."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, heap: str = "256m") -> None:
         self.directory = directory
+        self.heap = heap  # -Xmx: the benchmarks' millions of znodes need more than the tests' few
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -58,7 +59,7 @@ class ZooKeeper:
                        f"clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n")
         log = open(self.directory / "zookeeper.log", "ab")  # noqa: SIM115 - owned by the child
         try:
-            self.proc = subprocess.Popen(["java", "-Xmx256m", "-cp", str(ZOOKEEPER_JAR), MAIN, str(cfg)],
+            self.proc = subprocess.Popen(["java", f"-Xmx{self.heap}", "-cp", str(ZOOKEEPER_JAR), MAIN, str(cfg)],
                                          stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         finally:
             log.close()
