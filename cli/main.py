@@ -155,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kraftsim.cli import fault as fault_cli
 
     fault_cli.register(sub)
+    from kraftsim.cli import scenario as scenario_cli
+
+    scenario_cli.register(sub)
     return p
 
 
