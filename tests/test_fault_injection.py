@@ -337,3 +337,50 @@ def test_kraftsim_fault_against_a_controller_process(tmp_path: Path) -> None:
     out, _ = harness.controller_output(config)
     warnings = [ln for ln in out.splitlines() if "This is an injected fault, not a real one." in ln]
     assert len(warnings) == 1 and " WARNING injected fault f1 on this controller: " in warnings[0]
+
+
+def non_loopback_address() -> str | None:
+    """An address of this machine that is not loopback (the default route's source), if any."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.123", 9))  # no packet is sent: this only picks the route
+            addr = str(s.getsockname()[0])
+    except OSError:
+        return None
+    return None if addr.startswith("127.") else addr
+
+
+async def test_from_another_address_the_fault_api_is_refused_unless_it_carries_the_token(tmp_path: Path) -> None:
+    from kraftsim.faults.http import is_loopback
+
+    assert [is_loopback(a) for a in ("127.0.0.1", "::1", "::ffff:127.0.0.1", "10.1.2.3", "::ffff:10.1.2.3", None)] \
+        == [True, True, True, False, False, False]
+    addr = non_loopback_address()
+    if addr is None:
+        pytest.skip("this machine has no address but loopback")
+    for sub, token in (("open", ""), ("token", "s3cret")):
+        (tmp_path / sub).mkdir()
+        port = harness.free_port()
+        c = Cluster(tmp_path / sub, kraftsim_faults_enable="true", kraftsim_faults_token=token)
+        c.config.write_text(c.config.read_text().replace("kraftsim.http.listen=127.0.0.1:0",
+                                                         f"kraftsim.http.listen=0.0.0.0:{port}"))
+        await c.start()
+        try:
+            remote = FaultClient(f"{addr}:{port}")
+            if not token:
+                with pytest.raises(FaultApiError, match="accepted from loopback only") as e:
+                    await asyncio.to_thread(remote.add, "stall", duration="10ms")
+                assert e.value.status == 403
+                assert await asyncio.to_thread(FaultClient(f"127.0.0.1:{port}").active) == []
+            else:
+                with pytest.raises(FaultApiError, match="needs its token") as e:
+                    await asyncio.to_thread(remote.active)
+                assert e.value.status == 401
+                with pytest.raises(FaultApiError, match="needs its token"):
+                    await asyncio.to_thread(FaultClient(f"{addr}:{port}", token="wrong").active)
+                fault = await asyncio.to_thread(FaultClient(f"{addr}:{port}", token=token).add, "resign")
+                assert fault["state"] == "done"
+        finally:
+            await c.stop()
