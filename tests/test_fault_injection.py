@@ -384,3 +384,26 @@ async def test_from_another_address_the_fault_api_is_refused_unless_it_carries_t
                 assert fault["state"] == "done"
         finally:
             await c.stop()
+
+
+async def test_a_partition_drops_one_direction_or_the_other(faulty: Faulty) -> None:
+    epoch, _ = await faulty.register(1)
+    await faulty.unfence(1, epoch)
+    tracker = faulty.controller.managers.cluster.heartbeats
+    for direction, reaches_the_controller in (("in", False), ("out", True)):
+        fault = await faulty.call("add", "network", partition=True, direction=direction)
+        client = await harness.connect(faulty.running)  # a new connection: taken as it is accepted
+        try:
+            before = tracker.get(1).last_contact_ms
+            await asyncio.sleep(0.01)
+            with pytest.raises(TimeoutError):  # no answer either way
+                await asyncio.wait_for(faulty.heartbeat(1, epoch, client), 0.5)
+            assert (tracker.get(1).last_contact_ms > before) is reaches_the_controller, direction
+        finally:
+            client.abort()
+        await faulty.call("remove", fault["id"])
+    fresh = await harness.connect(faulty.running)
+    try:
+        assert (await faulty.heartbeat(1, epoch, fresh)).error_code == ErrorCode.NONE
+    finally:
+        await fresh.close()

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from kraftsim.faults.client import FaultClient
-from kraftsim.faults.processes import Controller, Fleet, until
+from kraftsim.faults.processes import Controller, Fleet
 
 pytest_plugins = ["kraftsim.faults.pytest_plugin"]
 
@@ -27,10 +27,5 @@ def test_brokers_ride_out_refused_heartbeats(kraftsim_controller: Controller, kr
     timeline = kraftsim_faults.timeline()
     ended = [e for e in timeline if e["id"] == fault["id"] and e["event"] == "end"]
     assert ended and ended[0]["hits"] > 0  # the brokers did hear NOT_CONTROLLER
-
-    # Longer than the session: every broker is fenced, and unfenced again once the fault ends.
-    kraftsim_faults.add("request", api="BrokerHeartbeat", error="NOT_CONTROLLER", duration="8s")
-    until("every broker fenced", lambda: kraftsim_controller.brokers() == (0, 3), timeout=30)
-    kraftsim_fleet.wait_unfenced(timeout=60)
-    assert kraftsim_controller.metrics()['kraftsim_faults_injected_total{kind="request"}'] == 2
+    assert kraftsim_controller.metrics()['kraftsim_faults_injected_total{kind="request"}'] == 1
 # ---------------------------------------------------------------------------------------------------

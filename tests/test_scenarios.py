@@ -53,20 +53,20 @@ def test_each_story_passes_with_its_faults_on_the_timeline(tmp_path: Path, name:
 
 REPLAY = """
 name: replay
-duration: 3s
+duration: 1500ms
 brokers: {count: 6, heartbeat_interval: 300ms, session_timeout: 1s}
 steps:
   - at: 0s
     fault: {kind: silence, pick: 2, duration: 1s}
   - at: 0s
-    fault: {kind: lag, pick: 3, duration: 2s}
-  - at: 500ms
+    fault: {kind: lag, pick: 3, duration: 1s}
+  - at: 300ms
     fault: {kind: request, api: BrokerHeartbeat, error: NOT_CONTROLLER, fraction: 0.5, duration: 1s}
-  - at: 1s
+  - at: 600ms
     fault: {kind: restart, pick: 1}
 checks:
   - name: the controller is up
-    at: 3s
+    at: 1500ms
     expect: {active_controller: true}
 """
 
@@ -112,3 +112,18 @@ def test_a_scenario_that_cannot_run_is_one_line(tmp_path: Path) -> None:
     r = harness.kraftsim("scenario", "run", str(tmp_path / "missing.yaml"))
     assert (r.returncode, r.stderr) == (1, f"kraftsim scenario run: {tmp_path / 'missing.yaml'}: "
                                            f"No such file or directory\n")
+
+
+def test_a_failing_check_fails_the_run_and_says_what_was_seen(tmp_path: Path) -> None:
+    path = tmp_path / "fails.yaml"
+    path.write_text("brokers: {count: 2}\nchecks:\n  - name: five fenced brokers\n    at: 500ms\n"
+                    "    expect: {fenced: 5}\n  - name: the controller is up\n    at: 500ms\n"
+                    "    expect: {active_controller: true}\n")
+    r = harness.kraftsim("scenario", "run", str(path), "--workdir", str(tmp_path / "w"), "--seed", "4", timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert f"scenario fails ({path}), seed 4: FAILED, 1 of 2 checks passed" in lines
+    assert any(re.fullmatch(r"  FAIL  five fenced brokers \(at 0\.5 s\): at \d+\.\d s: fenced 0", ln) for ln in lines)
+    assert any(re.fullmatch(r"  PASS  the controller is up \(at 0\.5 s\): at \d+\.\d s: active_controller active", ln)
+               for ln in lines)
+    assert timeline(tmp_path / "w")[-1] == {**timeline(tmp_path / "w")[-1], "event": "end", "result": "fail"}

@@ -1,6 +1,7 @@
 """``kraftsim spark report`` beside a scenario's timeline: the injected faults as spans over the
 log's history, and per fault what the log records during it, held to the project's own
-single-process reader of the same log."""
+single-process reader of the same log. The report itself is made once, by the report test of
+test_image_report.py, with :func:`made_up_timeline`; :func:`check_faults_section` holds it to this."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from pyspark_kraft.report import TIMELINE, find_timeline, read_timeline, write_report
-from tests.spark.reference import read_log
+from pyspark_kraft.report import TIMELINE, find_timeline, read_timeline
 
 
 def fences_in(ref: list[Any], start: int, end: int) -> int:
@@ -20,10 +20,16 @@ def fences_in(ref: list[Any], start: int, end: int) -> int:
         or (r.record_type == "BrokerRegistrationChangeRecord" and r.msg.fenced == 1)))
 
 
-def test_the_faults_of_a_timeline_are_drawn_and_counted(spark: Any, small_log: Path, tmp_path: Path) -> None:
-    ref = [r for r in read_log(small_log) if not r.is_control]
+def spans_of(ref: list[Any]) -> tuple[int, int, int]:
     first, last = ref[0].timestamp, ref[-1].timestamp
-    a, b, c = first + (last - first) // 5, first + (last - first) // 2, first + 4 * (last - first) // 5
+    return first + (last - first) // 5, first + (last - first) // 2, first + 4 * (last - first) // 5
+
+
+def made_up_timeline(ref: list[Any], directory: Path) -> Path:
+    """A scenario's timeline over the log's own time: a silence from a to b, the controller down
+    from b to c, a resignation at c."""
+    first, last = ref[0].timestamp, ref[-1].timestamp
+    a, b, c = spans_of(ref)
     events = [
         {"event": "scenario", "wall_ms": first, "name": "made-up", "seed": 9, "file": None},
         {"event": "ready", "wall_ms": first},
@@ -36,14 +42,16 @@ def test_the_faults_of_a_timeline_are_drawn_and_counted(spark: Any, small_log: P
         {"event": "check", "wall_ms": last, "name": "x", "result": "pass"},
         {"event": "end", "wall_ms": last, "result": "pass"},
     ]
-    timeline = tmp_path / TIMELINE
-    timeline.write_text("".join(json.dumps(e) + "\n" for e in events))
-    tl = read_timeline(timeline)
+    path = directory / TIMELINE
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    tl = read_timeline(path)
     assert [(s["label"], s["start_ms"], s["end_ms"]) for s in tl.spans] == [
         ("f1 silence", a, b), ("controller down", b, c), ("f2 resign", c, c)]
+    return path
 
-    out = tmp_path / "report"
-    page = write_report(spark, str(small_log), out, timeline=timeline).read_text()
+
+def check_faults_section(ref: list[Any], out: Path, page: str) -> None:
+    a, b, c = spans_of(ref)
     assert "<h2 id='s5'>Injected faults</h2>" in page and "Scenario made-up (seed 9, inline)" in page
     assert (out / "faults_timeline.png").stat().st_size > 10_000
     rows = pq.read_table(out / "tables" / "injected_faults.parquet").to_pylist()
