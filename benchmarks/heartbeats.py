@@ -6,13 +6,17 @@ each for a few seconds. In the same run, a bare asyncio server (its own process)
 same frames, which is the ceiling of this client and of Python sockets on this machine. Then a
 paced run at 5,000 heartbeats/s (10,000 brokers at the default 2 s interval) measures latency.
 
-    .venv/bin/python benchmarks/heartbeats.py [--seconds 5]
+    .venv/bin/python benchmarks/heartbeats.py [--seconds 5] [--override K=V]... [--fault JSON]
+
+``--fault`` injects a fault (kraftsim.faults; it turns fault injection on) before the runs: the
+cost of a fault that is active, on the heartbeat or on another API, against the same runs without.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import struct
@@ -259,12 +263,18 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--py-spy", metavar="FILE", help="sample the controller with py-spy (installed by hand) during "
                     "the pipelined run and write its top functions to FILE")
+    ap.add_argument("--override", action="append", default=[], metavar="K=V", help="a controller config line")
+    ap.add_argument("--fault", metavar="JSON", help="a fault to inject before the runs (docs/faults.md)")
     args = ap.parse_args()
+    overrides = dict(o.split("=", 1) for o in args.override)
+    if args.fault:
+        overrides["kraftsim.faults.enable"] = "true"
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         port, http_port, echo_port = harness.free_port(), harness.free_port(), harness.free_port()
         cfg = harness.write_config(tmp, port=port, http_port=http_port, **{
-            "metadata_max_idle_interval_ms": "500", "broker_session_timeout_ms": "600000"})
+            "metadata_max_idle_interval_ms": "500", "broker_session_timeout_ms": "600000",
+            **{k.replace(".", "_"): v for k, v in overrides.items()}})
         cid = harness.format_dir(cfg)
         ctl = harness.spawn_controller(cfg)
         echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(echo_port)], stdout=subprocess.PIPE, text=True)
@@ -273,6 +283,11 @@ def main() -> None:
             assert echo.stdout is not None and echo.stdout.readline().strip() == "ready"
             reg_s: list[float] = []
             hb_frames = asyncio.run(setup_brokers(port, cid, reg_s))
+            if args.fault:
+                from kraftsim.faults.client import FaultClient
+
+                fault = FaultClient(f"127.0.0.1:{http_port}").add(json.loads(args.fault))
+                print(f"with fault {fault['id']}: {fault['description']}")
             spy = None
             if args.py_spy:
                 spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(ctl.pid),

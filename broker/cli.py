@@ -18,6 +18,8 @@ from kraftsim.cli.common import CommandError, UsageError
 
 PROG = "kraftsim brokers"
 OVERRIDES = {"broker.heartbeat.interval.ms": "heartbeat_interval_ms", "broker.session.timeout.ms": "session_timeout_ms"}
+# The fleet's HTTP listener and fault injection, keyed as the controller's (docs/faults.md).
+PROJECT_OVERRIDES = ("kraftsim.http.listen", "kraftsim.faults.enable", "kraftsim.faults.token")
 _FEATURE = re.compile(r"([A-Za-z0-9._-]+)=(-?[0-9]+)-(-?[0-9]+)")
 
 
@@ -43,7 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--advertised-host", metavar="HOST", help="the host the brokers advertise (default: --listen's)")
     p.add_argument("--cluster-id", metavar="ID", help="default: asked of the controller (DescribeCluster)")
     p.add_argument("--override", action="append", default=[], metavar="K=V",
-                   help="broker.heartbeat.interval.ms (2000) or broker.session.timeout.ms (9000)")
+                   help="broker.heartbeat.interval.ms (2000), broker.session.timeout.ms (9000), "
+                        "kraftsim.http.listen (HOST:PORT: /healthz, /metrics, /faults; none by default), "
+                        "kraftsim.faults.enable (false), kraftsim.faults.token")
     p.add_argument("--status-interval", type=float, default=10.0, metavar="SECONDS",
                    help="seconds between status log lines when not on a terminal (default 10)")
     p.add_argument("--start-rate", type=float, default=200.0, metavar="N",
@@ -84,13 +88,27 @@ def options_from(args: argparse.Namespace) -> object:
             raise UsageError(f"{PROG}: invalid --features {text!r} (expected name=min-max, 0 <= min <= max)")
         features[m.group(1)] = (int(m.group(2)), int(m.group(3)))
     timings: dict[str, int] = {}
+    http_listen: tuple[str, int] | None = None
+    faults_enable, faults_token = False, ""
     for text in args.override:
         key, sep, value = text.partition("=")
-        if not sep or key.strip() not in OVERRIDES:
-            raise UsageError(f"{PROG}: unknown --override {text!r} (known: {', '.join(OVERRIDES)})")
-        if not value.strip().isdigit() or int(value) < 1:
-            raise UsageError(f"{PROG}: invalid value {value!r} for {key.strip()}")
-        timings[OVERRIDES[key.strip()]] = int(value)
+        key, value = key.strip(), value.strip()
+        if sep and key == "kraftsim.http.listen":
+            http_listen = _host_port(key, value)
+            continue
+        if sep and key == "kraftsim.faults.enable":
+            if value.lower() not in ("true", "false"):
+                raise UsageError(f"{PROG}: invalid value {value!r} for {key} (expected true or false)")
+            faults_enable = value.lower() == "true"
+            continue
+        if sep and key == "kraftsim.faults.token":
+            faults_token = value
+            continue
+        if not sep or key not in OVERRIDES:
+            raise UsageError(f"{PROG}: unknown --override {text!r} (known: {', '.join((*OVERRIDES, *PROJECT_OVERRIDES))})")
+        if not value.isdigit() or int(value) < 1:
+            raise UsageError(f"{PROG}: invalid value {value!r} for {key}")
+        timings[OVERRIDES[key]] = int(value)
     listen = None
     per_broker = False
     if args.listen:
@@ -110,10 +128,18 @@ def options_from(args: argparse.Namespace) -> object:
                         flap_period_s=args.flap, listen=listen[0] if listen else None, listen_per_broker=per_broker,
                         advertised_host=args.advertised_host, cluster_id=args.cluster_id,
                         status_interval_s=args.status_interval, start_rate=args.start_rate, seed=args.seed,
-                        tty=sys.stdout.isatty(), zookeeper=args.zookeeper if args.zk_mode else None, **timings)
+                        tty=sys.stdout.isatty(), zookeeper=args.zookeeper if args.zk_mode else None,
+                        http_listen=http_listen, faults_enable=faults_enable, faults_token=faults_token, **timings)
     if opts.session_timeout_ms <= opts.heartbeat_interval_ms:
         raise UsageError(f"{PROG}: broker.session.timeout.ms must be greater than broker.heartbeat.interval.ms")
     return opts
+
+
+def _host_port(key: str, value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"{PROG}: invalid value {value!r} for {key} (expected HOST:PORT)")
+    return host.strip("[]"), int(port)
 
 
 def setup_logging() -> None:

@@ -10,6 +10,7 @@ were let go by the controller; a broker not yet registered just stops.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 import random
@@ -33,7 +34,10 @@ from kraftsim.rpc.messages import DescribeClusterRequest
 from kraftsim.rpc.security import SecurityProtocol
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from kraftsim.broker.listener import ClientListeners
+    from kraftsim.faults.registry import FaultRegistry
     from kraftsim.migration.zk_client import ZkSession
 
 log = logging.getLogger("kraftsim.broker")
@@ -71,6 +75,9 @@ class FleetOptions:
     seed: int | None = None
     tty: bool = False
     zookeeper: str | None = None  # --zk-mode: ZooKeeper-mode brokers, registered in this ZooKeeper
+    http_listen: Address | None = None  # kraftsim.http.listen: /healthz, /metrics, /faults (none by default)
+    faults_enable: bool = False  # kraftsim.faults.enable: /faults takes faults (docs/faults.md)
+    faults_token: str = ""  # kraftsim.faults.token
 
 
 def log_dir_ids(cluster_id: str, broker_id: int, n: int) -> list[uuid.UUID]:
@@ -108,6 +115,8 @@ class Fleet:
         self._tasks: list[asyncio.Task[None]] = []
         self.zk: ZkSession | None = None  # the --zk-mode ZooKeeper session holding the brokers' /brokers/ids znodes
         self.zk_control: dict[int, ZkControlState] = {}  # --zk-mode: what each broker's controller told it
+        self.faults: FaultRegistry | None = None  # kraftsim.faults.enable
+        self.http: web.AppRunner | None = None  # kraftsim.http.listen
 
     @property
     def ids(self) -> range:
@@ -149,6 +158,23 @@ class Fleet:
             self._tasks.append(asyncio.create_task(self._kill_later(), name="fleet-kill"))
         if o.flap_period_s:
             self._tasks.append(asyncio.create_task(self._flap(o.flap_period_s), name="fleet-flap"))
+        if o.faults_enable:
+            from kraftsim.faults.fleet import fleet_faults
+
+            self.faults = fleet_faults(self)
+        if o.http_listen is not None:
+            from kraftsim.broker.http import start_http
+
+            try:
+                self.http = await start_http(self, *o.http_listen)
+            except OSError as e:
+                raise FleetError(f"cannot listen for HTTP on {o.http_listen[0]}:{o.http_listen[1]}: "
+                                 f"{e.strerror or e}") from e
+            host, port = self.http.addresses[0][:2]
+            log.info("HTTP on %s:%d (/healthz, /metrics, /faults)", host, port)
+        if self.faults is not None:
+            log.warning("fault injection is on (kraftsim.faults.enable): /faults %s", "with its token"
+                        if o.faults_token else "from loopback only")
 
     def spec(self, broker_id: int) -> BrokerSpec:
         o = self.options
@@ -247,13 +273,26 @@ class Fleet:
 
     async def _come_back(self, broker_id: int, after: float) -> None:
         await asyncio.sleep(after)
+        broker = self.restart(broker_id)
+        if broker is not None:
+            log.info("flap: broker %d is back as incarnation %s", broker_id, broker.incarnation_id)
+
+    def restart(self, broker_id: int, features: dict[str, tuple[int, int]] | None = None) -> BrokerLifecycle | None:
+        """The broker's process starts again, as a new incarnation (killed first if it runs),
+        registering ``features`` instead of the fleet's when given; None once the fleet stops."""
         if self._stop.is_set() or self.shared is None:
-            return
-        broker = BrokerLifecycle(self.spec(broker_id), self.shared)
+            return None
+        old = self.brokers.get(broker_id)
+        if old is not None:
+            old.kill()
+        spec = self.spec(broker_id)
+        if features is not None:
+            spec = dataclasses.replace(spec, features=dict(features))
+        broker = BrokerLifecycle(spec, self.shared)
         self.brokers[broker_id] = broker
         broker.start()
         self.shared.count("restarts")
-        log.info("flap: broker %d is back as incarnation %s", broker_id, broker.incarnation_id)
+        return broker
 
     # ---- stop ----------------------------------------------------------------------------
 
@@ -275,6 +314,8 @@ class Fleet:
 
     async def shutdown(self, timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> dict[str, Any]:
         began = time.monotonic()
+        if self.faults is not None:
+            self.faults.clear()  # silenced brokers speak again, and shut down through the controller
         for t in self._tasks:
             if t.get_name() != "fleet-status":
                 t.cancel()
@@ -303,6 +344,8 @@ class Fleet:
             await zk.close_async()
         if self.shared is not None:
             self.shared.sweeper.stop()
+        if self.http is not None:
+            await self.http.cleanup()
         p50, p99 = self.latencies.percentiles_ms(50, 99)
         counters = dict(self.shared.counters) if self.shared else {}
         return {"brokers": len(self.brokers), "shut_down": len(live), "controlled": controlled,

@@ -97,6 +97,11 @@ class Shared:
     counters: dict[str, int] = field(default_factory=dict)
     sweeper: TimeoutSweeper = field(default_factory=TimeoutSweeper)
     clock: Clock | None = None  # None: the event loop's own time
+    # Injected faults (kraftsim.faults.fleet), by broker id, whatever its incarnation: a silenced
+    # broker sends nothing (a hung process); a lagging one reports this metadata offset, whatever
+    # the fleet has applied (its replay has stopped).
+    silenced: set[int] = field(default_factory=set)
+    lagging: dict[int, int] = field(default_factory=dict)
 
     def loop_future(self) -> asyncio.Future[None]:
         return asyncio.get_running_loop().create_future()
@@ -172,6 +177,10 @@ class BrokerLifecycle:
         if not self.done.done():
             self.done.set_result(None)
 
+    def wake(self) -> None:
+        """The next communication goes now (a silenced broker spoken again: kraftsim.faults)."""
+        self._wake_now()
+
     def _wake_now(self) -> None:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
@@ -214,6 +223,9 @@ class BrokerLifecycle:
                 await self._sleep(delay)
                 if self.state in (BrokerState.SHUTTING_DOWN, BrokerState.KILLED):
                     break
+                if self.spec.broker_id in self.shared.silenced:
+                    delay = self.shared.heartbeat_interval_ms
+                    continue
                 reconnected = self.channel.peer_losses != self._losses_seen
                 if (self.registered and reconnected
                         and self.state not in (BrokerState.STARTING, BrokerState.PENDING_CONTROLLED_SHUTDOWN)):
@@ -299,8 +311,11 @@ class BrokerLifecycle:
 
     async def _heartbeat(self) -> float:
         sent_state = self.state
+        offset = self.shared.lagging.get(self.spec.broker_id)
+        if offset is None:
+            offset = self.shared.applied_offset()
         req = BrokerHeartbeatRequest(broker_id=self.spec.broker_id, broker_epoch=self.broker_epoch,
-                                     current_metadata_offset=self.shared.applied_offset(),
+                                     current_metadata_offset=offset,
                                      want_fence=not self.ready_to_unfence,
                                      want_shut_down=sent_state == BrokerState.PENDING_CONTROLLED_SHUTDOWN)
         t0 = time.perf_counter()

@@ -152,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     from kraftsim.raft.sim import cli as simulate_cli  # imports no simulator until it runs
 
     simulate_cli.register(sub)
+    from kraftsim.cli import fault as fault_cli
+
+    fault_cli.register(sub)
+    from kraftsim.cli import scenario as scenario_cli
+
+    scenario_cli.register(sub)
     return p
 
 

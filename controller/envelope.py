@@ -40,7 +40,7 @@ from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, 
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.codec_errors import CodecError
-from kraftsim.rpc.dispatch import Dispatcher, RequestContext, Route
+from kraftsim.rpc.dispatch import CloseConnection, Dispatcher, RequestContext, Route
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.error_response import error_response
 from kraftsim.rpc.forwardable import FORWARDABLE
@@ -156,6 +156,8 @@ class EnvelopeHandler:
             return EnvelopeResponse(error_code=int(e.code))
         try:
             result = route.handler(inner_ctx, body)
+        except CloseConnection:
+            raise  # the broker's connection closes, as the inner route asked
         except Exception as e:  # noqa: BLE001 - a handler bug becomes the inner error response
             result = self._inner_failure(inner_ctx, body, e)
         if isinstance(result, Message):

@@ -708,6 +708,16 @@ class QuorumController:
                   type(e).__name__, self.epoch, e)
         self._renounce()
 
+    def resign(self) -> bool:
+        """Give up leadership now (an injected fault, ``kraftsim.faults``' resign), as after a
+        fault in an event: with one voter, this node wins the next election at once. False when
+        it is not the active controller."""
+        if not self.active or self.fatal is not None:
+            return False
+        log.warning("resigning as the active controller in epoch %d, as asked", self.epoch)
+        self._renounce()
+        return True
+
     def _renounce(self) -> None:
         """Resign: drop the soft state and the timers, then (one voter) win the next election
         and activate again. What this epoch appended stays in the image: it is in the log, and

@@ -9,11 +9,17 @@ leadership and ISRs moved, how feature levels and the ZooKeeper migration state 
 Partition history is a window over each partition's records in offset order: the leader after a
 record is the record's leader unless it says "unchanged" (-2), and the same for the ISR; a
 partition's history ends when its topic is removed.
+
+Beside a log that ``kraftsim scenario run`` wrote, its timeline (``kraftsim-timeline.jsonl``, in
+the metadata.log.dir or up to two directories above it) adds a section: the injected faults as
+shaded spans over the brokers' fences, the controller's elections and the leadership moves, and
+a table of what happened in the log during each fault.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +34,11 @@ BROKER_TYPES = ["RegisterBrokerRecord", "UnregisterBrokerRecord", "FenceBrokerRe
 OTHER_TYPES = ["FeatureLevelRecord", "ZkMigrationStateRecord"]
 MIGRATION_STATES = {s.value: s.name for s in ZkMigrationState}
 STATE_COLORS = {"unfenced": "#2e7d32", "fenced": "#c62828", "controlled_shutdown": "#ef6c00"}
+TIMELINE = "kraftsim-timeline.jsonl"  # written by kraftsim scenario run (kraftsim.faults.scenario)
+FAULT_COLORS = {"request": "#1565c0", "network": "#6a1b9a", "stall": "#424242", "resign": "#00838f",
+                "disk": "#8d6e63", "clock-jump": "#f9a825", "voter-partition": "#ad1457", "silence": "#e65100",
+                "flap": "#d84315", "restart": "#5d4037", "lag": "#558b2f", "features": "#283593",
+                "controller down": "#9e9e9e"}
 
 
 class ReportError(Exception):
@@ -68,7 +79,8 @@ def _load(spark: Any, directory: str) -> tuple[Any, dict[str, Any]]:
         snap = usable[0]
         reader = reader.option("snapshot", snap.file_name)
     df = reader.load(directory)
-    cols = ["offset", "timestamp", "record_type", *BROKER_TYPES, *PARTITION_TYPES, *OTHER_TYPES]
+    cols = ["offset", "timestamp", "partition_leader_epoch", "record_type", *BROKER_TYPES, *PARTITION_TYPES,
+            *OTHER_TYPES]
     base = df.select(*cols).cache()
     facts = {"directory": str(part), "log_start": start, "snapshot": snap.file_name if snap else None,
              "segments": len(layout.segments(part))}
@@ -86,10 +98,72 @@ def _to_arrow(frame: Any) -> Any:
     return frame.toArrow()
 
 
+@dataclass
+class Timeline:
+    """A scenario's timeline (``kraftsim.faults.scenario``), as spans in epoch milliseconds."""
+
+    path: Path
+    scenario: dict[str, Any]
+    spans: list[dict[str, Any]]  # faults, and the controller's outages (killed until started again)
+    checks: list[dict[str, Any]]
+    start_ms: int | None  # the scenario's t = 0
+    end_ms: int | None
+
+
+def find_timeline(directory: str) -> Path | None:
+    """A scenario's timeline beside the log: in the metadata.log.dir, or one or two levels above it."""
+    from pyspark_kraft import layout
+
+    part = layout.partition_dir(directory)
+    for d in (part.parent, part.parent.parent, part.parent.parent.parent):
+        if (d / TIMELINE).is_file():
+            return d / TIMELINE
+    return None
+
+
+def read_timeline(path: Path) -> Timeline:
+    """The spans of a scenario's timeline: each fault from its start to its end (an instant one,
+    such as a resignation, is a moment), and each time the controller was killed, until it was
+    started again. ReportError if the file is not a timeline."""
+    try:
+        events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as err:
+        raise ReportError(f"{path}: not a scenario timeline ({err})") from None
+    if not events or not all(isinstance(e, dict) and "event" in e for e in events):
+        raise ReportError(f"{path}: not a scenario timeline")
+    scenario: dict[str, Any] = next((e for e in events if e["event"] == "scenario"), {})
+    spans: list[dict[str, Any]] = []
+    ended = {(e["process"], e["id"]) for e in events if e["event"] == "fault"}
+    for e in events:
+        if e["event"] == "fault":
+            spans.append({"label": f"{e['id']} {e['kind']}", "kind": e["kind"], "process": e["process"],
+                          "description": e["description"], "start_ms": e["start_wall_ms"],
+                          "end_ms": e["end_wall_ms"], "hits": e.get("hits", 0), "reason": e.get("reason", "")})
+        elif e["event"] == "fault-start" and (e["process"], e["id"]) not in ended:  # a run cut short
+            spans.append({"label": f"{e['id']} {e['kind']}", "kind": e["kind"], "process": e["process"],
+                          "description": e["description"], "start_ms": e["wall_ms"], "end_ms": None, "hits": 0,
+                          "reason": "unknown"})
+    down: int | None = None
+    for e in events:
+        if e["event"] == "controller-killed":
+            down = e["wall_ms"]
+        elif e["event"] == "controller-started" and down is not None:
+            spans.append({"label": "controller down", "kind": "controller down", "process": "controller",
+                          "description": "the controller process killed, until it was started again",
+                          "start_ms": down, "end_ms": e["wall_ms"], "hits": 0, "reason": "restarted"})
+            down = None
+    spans.sort(key=lambda sp: sp["start_ms"])
+    checks = [e for e in events if e["event"] == "check"]
+    ready = next((e["wall_ms"] for e in events if e["event"] == "ready"), None)
+    end = next((e["wall_ms"] for e in events if e["event"] == "end"), None)
+    return Timeline(path, scenario, spans, checks, ready, end)
+
+
 def write_report(spark: Any, directory: str, out: Path, *,
-                 progress: Callable[[str], None] = lambda _m: None) -> Path:
+                 progress: Callable[[str], None] = lambda _m: None, timeline: Path | None = None) -> Path:
     """Compute every table, write ``out/tables/*.parquet``, ``out/*.png`` and ``out/index.html``;
-    returns the HTML page's path."""
+    returns the HTML page's path. ``timeline``: a scenario's, drawn beside the log's history (by
+    default the one :func:`find_timeline` finds, if any)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on a server
@@ -98,9 +172,11 @@ def write_report(spark: Any, directory: str, out: Path, *,
     from pyspark.sql import functions as F
 
     t0 = time.monotonic()
+    tl_path = timeline if timeline is not None else find_timeline(directory)
+    tl = read_timeline(tl_path) if tl_path is not None else None
     out.mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(exist_ok=True)
-    steps = 8
+    steps = 9 if tl is not None else 8
 
     def step(i: int, what: str) -> None:
         progress(f"kraftsim spark report: [{i}/{steps}] {what} ({time.monotonic() - t0:.1f}s)")
@@ -141,12 +217,17 @@ def write_report(spark: Any, directory: str, out: Path, *,
 
     # 2. broker timeline ------------------------------------------------------------------------
     step(3, "broker timeline")
-    def ev(rtype: str, bid: str, event: Any, epoch: Any) -> Any:
+    def ev(rtype: str, bid: str, event: Any, epoch: Any, registered_as: Any = None) -> Any:
         return (base.where(F.col("record_type") == rtype)
                 .select("offset", "timestamp", F.col(f"{rtype}.{bid}").alias("broker_id"),
-                        event.alias("event"), epoch.alias("broker_epoch")))
+                        event.alias("event"), epoch.alias("broker_epoch"),
+                        (F.lit(None).cast("string") if registered_as is None else registered_as).alias("registered_as")))
     change = "BrokerRegistrationChangeRecord"
-    brk = (ev("RegisterBrokerRecord", "brokerId", F.lit("registered"), F.col("RegisterBrokerRecord.brokerEpoch"))
+    # A registration is fenced, but one of the same incarnation again (after a controller restart)
+    # keeps the state the broker had: the record says which.
+    registered_as = F.when(F.col("RegisterBrokerRecord.fenced") == F.lit(False), "unfenced").otherwise("fenced")
+    brk = (ev("RegisterBrokerRecord", "brokerId", F.lit("registered"), F.col("RegisterBrokerRecord.brokerEpoch"),
+              registered_as)
            .unionByName(ev("FenceBrokerRecord", "id", F.lit("fenced"), F.col("FenceBrokerRecord.epoch")))
            .unionByName(ev("UnfenceBrokerRecord", "id", F.lit("unfenced"), F.col("UnfenceBrokerRecord.epoch")))
            .unionByName(ev(change, "brokerId", F.when(F.col(f"{change}.fenced") == 1, "fenced")
@@ -229,7 +310,7 @@ def write_report(spark: Any, directory: str, out: Path, *,
     step(5, "leadership moves")
     moves = leader_moves.where(~F.col("created")).select(
         "offset", "timestamp", "topic", "partition", "prev_leader", "leader")
-    save("leadership_moves", moves.orderBy("offset"))
+    moves_t = save("leadership_moves", moves.orderBy("offset"))
     per_broker = save("leadership_by_broker", moves.where(F.col("leader") != -1)
                       .groupBy(F.col("leader").alias("broker_id")).agg(F.count("*").alias("gained"))
                       .join(moves.where(F.col("prev_leader") != -1).groupBy(F.col("prev_leader").alias("broker_id"))
@@ -265,10 +346,13 @@ def write_report(spark: Any, directory: str, out: Path, *,
                             "A broker leaving (shrink) or joining (expand) a partition's ISR, per time bucket; "
                             "the table counts them per broker.", "isr_changes_by_broker", "isr_changes.png",
                             isr_broker.to_pylist()))
+    if tl is not None:
+        step(7, f"the scenario's faults ({tl.path.name})")
+        sections.append(_faults_section(spark, tl, base, brk, moves, broker_events, moves_t, save, out))
     hist.unpersist()
 
     # 6. feature levels, 7. migration ------------------------------------------------------------
-    step(7, "feature levels and the ZooKeeper migration")
+    step(steps - 1, "feature levels and the ZooKeeper migration")
     feats = save("feature_levels", base.where(F.col("record_type") == "FeatureLevelRecord").select(
         "offset", "timestamp", F.col("FeatureLevelRecord.name").alias("feature"),
         F.col("FeatureLevelRecord.featureLevel").alias("level")).orderBy("offset"))
@@ -286,10 +370,129 @@ def write_report(spark: Any, directory: str, out: Path, *,
                             mig.to_pylist()))
     base.unpersist()
 
-    step(8, "writing the HTML page")
+    step(steps, "writing the HTML page")
     index = out / "index.html"
     index.write_text(_html(facts, sections, time.monotonic() - t0))
     return index
+
+
+def _faults_section(spark: Any, tl: Timeline, base: Any, brk: Any, moves: Any, broker_events: Any, moves_t: Any,
+                    save: Callable[[str, Any], Any], out: Path) -> Section:
+    """The scenario's faults beside the log: per fault (and controller outage), what the log
+    records during it, computed in Spark by joining the spans to the log's events; and the plot."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    # A controller's elections: the first record of each leader epoch (each epoch starts with one).
+    elections = base.groupBy(F.col("partition_leader_epoch").alias("epoch")).agg(
+        F.min("timestamp").alias("timestamp"), F.min("offset").alias("offset"))
+    elections_t = save("controller_elections", elections.orderBy("epoch"))
+    last_ms = F.max(F.unix_millis("timestamp"))
+    horizon = base.agg(last_ms.alias("m")).collect()[0]["m"]
+    rows = [(i, sp["label"], sp["kind"], sp["process"], sp["description"], int(sp["start_ms"]),
+             int(sp["end_ms"] if sp["end_ms"] is not None else horizon), int(sp["hits"]), sp["reason"])
+            for i, sp in enumerate(tl.spans)]
+    schema = T.StructType([T.StructField(n, t) for n, t in (
+        ("span", T.IntegerType()), ("fault", T.StringType()), ("kind", T.StringType()), ("process", T.StringType()),
+        ("description", T.StringType()), ("start_ms", T.LongType()), ("end_ms", T.LongType()),
+        ("acted", T.LongType()), ("ended", T.StringType()))])
+    spans = F.broadcast(spark.createDataFrame(rows, schema))
+
+    def during(events: Any, name: str, where: Any = None) -> Any:
+        e = events if where is None else events.where(where)
+        ms = F.unix_millis("timestamp")
+        # An instant fault (a resignation) counts what its moment led to: the second after it.
+        hit = e.join(spans, (ms >= F.col("start_ms"))
+                     & (ms < F.greatest(F.col("end_ms"), F.col("start_ms") + F.lit(1000))))
+        return hit.groupBy("span").agg(F.count("*").alias(name))
+
+    table = spans
+    for counts in (during(brk, "fences", F.col("event") == "fenced"),
+                   during(brk, "unfences", F.col("event") == "unfenced"),
+                   during(brk, "registrations", F.col("event") == "registered"),
+                   during(elections, "elections"),
+                   during(moves, "leadership_moves"),
+                   during(moves, "leaders_lost", F.col("leader") == -1)):
+        table = table.join(counts, "span", "left")
+    table = (table.fillna(0).withColumn("start", F.timestamp_millis("start_ms"))
+             .withColumn("end", F.timestamp_millis("end_ms"))
+             .withColumn("seconds", (F.col("end_ms") - F.col("start_ms")) / 1000.0)
+             .drop("start_ms", "end_ms").orderBy("span"))
+    faults_t = save("injected_faults", table)
+    _plot_faults(tl, broker_events, moves_t, elections_t, out / "faults_timeline.png")
+    sc = tl.scenario
+    passed = sum(1 for c in tl.checks if c.get("result") == "pass")
+    text = (f"Scenario {sc.get('name', '?')} (seed {sc.get('seed', '?')}, {sc.get('file') or 'inline'}): "
+            f"{len([s for s in tl.spans if s['kind'] != 'controller down'])} injected fault(s), "
+            f"{passed} of {len(tl.checks)} checks passed. The faults (and the controller's outages, grey) as "
+            f"shaded spans over the brokers' states and the leadership moves, the controller's elections as "
+            f"vertical lines; the table counts what the log records during each span (an instant fault: in the "
+            f"second after it).")
+    return Section("Injected faults", text, "injected_faults", "faults_timeline.png", faults_t.to_pylist())
+
+
+def _plot_faults(tl: Timeline, broker_events: Any, moves_t: Any, elections: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+    from matplotlib import dates
+    from matplotlib.patches import Patch
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.4), dpi=100, sharex=True,
+                                      gridspec_kw={"height_ratios": [3, 2]})
+    top.set_title("Injected faults over the brokers' states, elections and leadership moves")
+    for ax in (top, bottom):
+        ax.grid(True, alpha=0.3)
+    ev = _rows(broker_events)
+    times = [r["timestamp"] for r in ev] + ([_utc(tl.end_ms)] if tl.end_ms else [])
+    t_end = max(times) if times else _utc(0)
+    brokers = sorted({r["broker_id"] for r in ev})
+    end = dates.date2num(_naive(t_end))
+    for lane, b in enumerate(brokers):
+        state: str | None = None
+        since = 0.0
+        for r in (x for x in ev if x["broker_id"] == b):
+            ts = dates.date2num(_naive(r["timestamp"]))
+            if state is not None:
+                top.broken_barh([(since, ts - since)], (lane - 0.35, 0.7), color=STATE_COLORS[state])
+            e = r["event"]
+            state = None if e == "unregistered" else (r.get("registered_as") or "fenced" if e == "registered" else e)
+            since = ts
+        if state is not None and end > since:
+            top.broken_barh([(since, end - since)], (lane - 0.35, 0.7), color=STATE_COLORS[state])
+    top.set_yticks(range(len(brokers)), [str(b) for b in brokers])
+    top.set_ylabel("broker")
+    mv = _rows(moves_t)
+    if mv:
+        xs = [r["timestamp"] for r in mv]
+        bottom.plot(xs, range(1, len(xs) + 1), drawstyle="steps-post", color="#1565c0", label="leadership moves")
+    bottom.set_ylabel("leadership moves (cumulative)")
+    for r in _rows(elections):
+        for ax in (top, bottom):
+            ax.axvline(r["timestamp"], color="#00838f", linestyle="--", linewidth=0.8)
+        bottom.annotate(f"epoch {r['epoch']}", (dates.date2num(_naive(r["timestamp"])), 0), xytext=(2, 2),
+                        textcoords="offset points", fontsize=7, color="#00838f", rotation=90, va="bottom")
+    kinds: dict[str, str] = {}
+    for sp in tl.spans:
+        color = FAULT_COLORS.get(sp["kind"], "#757575")
+        kinds[sp["kind"]] = color
+        start = dates.date2num(_naive(_utc(sp["start_ms"])))
+        stop = dates.date2num(_naive(_utc(sp["end_ms"]))) if sp["end_ms"] is not None else end
+        width = max(stop - start, 0.2 / 86400)  # an instant fault: a sliver, to be seen
+        for ax in (top, bottom):
+            ax.axvspan(start, start + width, color=color, alpha=0.18, hatch="//" if sp["kind"] == "controller down"
+                       else None, linewidth=0)
+        top.annotate(sp["label"], (start, 1.0), xycoords=("data", "axes fraction"), xytext=(1, -2),
+                     textcoords="offset points", fontsize=7, color=color, rotation=90, va="top")
+    if tl.start_ms is not None:
+        lo = dates.date2num(_naive(_utc(tl.start_ms - 1000)))
+        hi = dates.date2num(_naive(_utc((tl.end_ms or tl.start_ms) + 1000)))
+        bottom.set_xlim(lo, hi)
+    bottom.xaxis_date()
+    handles = [Patch(color=c, alpha=0.35, label=k) for k, c in kinds.items()]
+    handles += [Patch(color=STATE_COLORS[k], label=k) for k in ("unfenced", "fenced")]
+    top.legend(handles=handles, fontsize=7, loc="lower right", ncol=4)
+    if not brokers and not mv:
+        _empty(top, "no broker or leadership records")
+    _done(fig, path)
 
 
 # ---- plots -----------------------------------------------------------------------------------------
@@ -361,7 +564,7 @@ def _plot_brokers(t: Any, path: Path, t_last: Any) -> None:
             e = r["event"]
             if e == "registered":
                 ax.plot([ts], [lane], marker="^", color="black", markersize=5)
-                state, since = "fenced", ts
+                state, since = r.get("registered_as") or "fenced", ts
             elif e == "unregistered":
                 ax.plot([ts], [lane], marker="x", color="black", markersize=6)
                 state = None

@@ -22,6 +22,7 @@ import struct
 import termios
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from kraftsim.rpc import apiversions
@@ -116,6 +117,8 @@ class Connection(asyncio.Protocol):
         refusal = self.server.admit(self)
         if refusal is not None:
             self.close(refusal, quiet=refusal is NO_DESCRIPTOR)  # those are counted, not logged one by one
+        elif self.server.on_accept is not None:
+            self.server.on_accept(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -489,6 +492,8 @@ class KafkaServer:
         self._server: asyncio.base_events.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._all_closed: asyncio.Event | None = None  # set by release() once draining is done
+        # Told of each connection admitted (kraftsim.faults: a network fault takes new ones too).
+        self.on_accept: Callable[[Connection], None] | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

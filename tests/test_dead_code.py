@@ -16,7 +16,7 @@ import pytest
 vulture = pytest.importorskip("vulture", reason="vulture comes with the test extra: pip install -e '.[test]'")
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ["rpc", "metadata", "raft", "controller", "broker", "migration", "cli", "pyspark_kraft",
+PACKAGES = ["rpc", "metadata", "raft", "controller", "broker", "migration", "cli", "faults", "pyspark_kraft",
             "kraftsim/__init__.py"]
 KINDS = {"function", "method", "class", "property", "import"}
 
@@ -33,18 +33,19 @@ USED_WITHOUT_A_NAME: dict[tuple[str, str], str] = {
     **{(f"pyspark_kraft/{f}.py", n): "Spark's Python data source API calls it"
        for f, only_here in (("source", ("streamReader", "reportLatestOffset")), ("network", ()))
        for n in (*only_here, "initialOffset", "getDefaultReadLimit", "prepareForTriggerAvailableNow", "latestOffset")},
-    **{("rpc/client.py", n): "asyncio's protocol callback" for n in ("connection_made", "buffer_updated",
-                                                                      "connection_lost")},
-    **{("rpc/server.py", n): "asyncio's protocol callback" for n in ("connection_made", "connection_lost",
-                                                                      "pause_writing", "resume_writing",
-                                                                      "data_received")},
+    **{("rpc/client.py", n): "asyncio's protocol callback" for n in ("connection_made", "buffer_updated")},
+    ("rpc/server.py", "connection_made"): "asyncio's protocol callback",
+    ("faults/network.py", "writelines"): "asyncio's transport API, which the shaped transport provides",
+    ("faults/client.py", "inject"): "the fault client's context manager, for users' tests (docs/faults.md)",
+    **{("faults/pytest_plugin.py", n): "pytest calls it: a hook or fixture of kraftsim's pytest plugin"
+       for n in ("pytest_configure", "kraftsim_fleet", "kraftsim_faults")},
     ("rpc/clock.py", "ManualClock"): "the virtual clock of the simulated fleet's --virtual-time and of users' tests",
     ("rpc/clock.py", "sleeping_until"): "the virtual clock's: whether a timer is armed, before a test advances past it",
     ("metadata/log.py", "write_snapshot"): "the log as a library (docs/apis.md): a snapshot of an image in one call",
     ("metadata/log.py", "wait_flushed"): "the log as a library (docs/apis.md): wait for an offset's fsync",
     ("raft/sim/runner.py", "simulate"): "the simulator's one-call entry point (docs/raft-simulator.md, benchmarks)",
     **{(f, n): "the Raft core's API for the quorum's driver on the controller; the simulator and tests drive it"
-       for f, n in [("raft/core/node.py", "resign"), ("raft/core/state_store.py", "FileQuorumStateStore"),
+       for f, n in [("raft/core/state_store.py", "FileQuorumStateStore"),
                     ("raft/core/voters.py", "overlapping_majority")]},
     ("rpc/frames.py", "decode_request"): "the codec's entry point for a whole request frame (docs/apis.md)",
     ("rpc/frames.py", "decode_request_header"): "the codec's entry point for a request header (docs/apis.md)",

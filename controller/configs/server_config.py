@@ -203,6 +203,10 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     Key("delegation.token.master.key", _str, ""),  # the deprecated alias of delegation.token.secret.key
     Key("offsets.topic.replication.factor", _int(1, 32767), "3"),
     Key("kraftsim.http.listen", _host_port, "127.0.0.1:9464"),
+    # Fault injection (kraftsim.faults, docs/faults.md): /faults on the HTTP listener, loopback only
+    # unless a token is set.
+    Key("kraftsim.faults.enable", _bool, "false"),
+    Key("kraftsim.faults.token", _str, ""),
 ]}
 PASSTHROUGH_PREFIXES = ("ssl.", "listener.name.", "sasl.", "log4j.", "metric.reporters", "kraftsim.")
 

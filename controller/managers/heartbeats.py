@@ -142,6 +142,15 @@ class BrokerHeartbeatManager:
         else:
             self.unfenced.move_to_end(broker_id)
 
+    def jump(self, ms: int) -> int:
+        """Every session as though the clock had jumped ``ms`` forward since each broker's last
+        contact (an injected fault, ``kraftsim.faults``' clock-jump): the next session check
+        fences whoever that leaves silent too long. The contact order is kept. Returns how many
+        brokers are tracked."""
+        for st in self.brokers.values():
+            st.last_contact_ms -= ms
+        return len(self.brokers)
+
     # ----- queries -----------------------------------------------------------------------
 
     def get(self, broker_id: int) -> BrokerHeartbeatState | None:

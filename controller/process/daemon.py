@@ -21,6 +21,8 @@ from kraftsim.controller.controller_apis import ControllerApis
 from kraftsim.controller.process.gc_tuning import tune_collector
 from kraftsim.controller.process.http import start_http
 from kraftsim.controller.quorum_controller import QuorumController
+from kraftsim.faults.controller import controller_faults
+from kraftsim.faults.registry import FaultRegistry
 from kraftsim.metadata.authorizer.authorizer import AllowAll
 from kraftsim.metadata.files import StorageError
 from kraftsim.metadata.loader import LoadError
@@ -60,8 +62,11 @@ class RunningController:
     controller: QuorumController
     server: KafkaServer
     http: object
+    faults: FaultRegistry | None = None  # kraftsim.faults.enable
 
     async def stop(self) -> None:
+        if self.faults is not None:
+            self.faults.clear()  # what a fault replaced (the disk's system calls) is put back
         await self.server.stop()
         await self.http.cleanup()  # type: ignore[attr-defined]
         await self.controller.stop()
@@ -106,18 +111,22 @@ async def start(config: Config, clock: Clock | None = None) -> RunningController
                          max_connections_per_ip=config.get("max.connections.per.ip"),
                          max_connections_per_ip_overrides=config.get("max.connections.per.ip.overrides"),
                          clock=clock)
+    faults = controller_faults(controller, dispatcher, server) if config.get("kraftsim.faults.enable") else None
     try:
         await server.start()
         controller.set_listeners([(name, host, server.port, config.get("listener.security.protocol.map")[name])])
         hhost, hport = config.get("kraftsim.http.listen")
-        http = await start_http(controller, hhost, hport)
+        http = await start_http(controller, hhost, hport, faults, config.get("kraftsim.faults.token"))
     except OSError as e:
         await server.stop()
         await controller.stop()
         raise StartupError(f"cannot listen: {e.strerror or e}") from e
     log.info("kraftsim controller %d is serving %s on %s:%d and HTTP on %s:%d (%s)", config.node_id, name, host,
              server.port, hhost, hport, build_description())
-    return RunningController(controller, server, http)
+    if faults is not None:
+        log.warning("fault injection is on (kraftsim.faults.enable): /faults on HTTP %s:%d, %s", hhost, hport,
+                    "with its token" if config.get("kraftsim.faults.token") else "from loopback only")
+    return RunningController(controller, server, http, faults)
 
 
 async def run(config: Config) -> int:

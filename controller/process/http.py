@@ -1,5 +1,6 @@
-"""The HTTP side (``kraftsim.http.listen``): Prometheus ``/metrics``, ``/healthz``, and
-``/migration`` (the ZooKeeper migration driver's state, for ``kraftsim migration status``)."""
+"""The HTTP side (``kraftsim.http.listen``): Prometheus ``/metrics``, ``/healthz``,
+``/migration`` (the ZooKeeper migration driver's state, for ``kraftsim migration status``), and
+``/faults`` (injected faults, ``kraftsim.faults.http``: off unless ``kraftsim.faults.enable``)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from kraftsim.controller.quorum_controller import QuorumController
+from kraftsim.faults.http import add_routes as add_fault_routes
+from kraftsim.faults.registry import FaultRegistry
 
 
-def make_app(controller: QuorumController) -> web.Application:
+def make_app(controller: QuorumController, faults: FaultRegistry | None = None,
+             faults_token: str = "") -> web.Application:
     async def metrics(request: web.Request) -> web.Response:
         body = controller.metrics.render()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -27,6 +31,8 @@ def make_app(controller: QuorumController) -> web.Application:
         }
         if controller.fatal is not None:
             doc["reason"] = controller.fault_reason
+        if faults is not None:  # so that nobody takes an injected fault for a real one
+            doc["injectedFaults"] = faults.health()
         return web.Response(text=json.dumps(doc), status=200 if controller.active else 503,
                             content_type="application/json")
 
@@ -44,11 +50,13 @@ def make_app(controller: QuorumController) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/migration", migration)
+    add_fault_routes(app, faults, faults_token)
     return app
 
 
-async def start_http(controller: QuorumController, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(make_app(controller), access_log=None)
+async def start_http(controller: QuorumController, host: str, port: int, faults: FaultRegistry | None = None,
+                     faults_token: str = "") -> web.AppRunner:
+    runner = web.AppRunner(make_app(controller, faults, faults_token), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()

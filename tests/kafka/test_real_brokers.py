@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from kraftsim.faults.client import FaultClient
 from tests.kafka.harness import (
     KafkaNode,
     KraftsimNode,
@@ -49,6 +50,7 @@ CONTROLLER_CONFIG = {
     # The leader balancer checks every 2 s (Kafka's default is 300 s), so a broker that rejoins
     # gets its preferred leaderships back within the test.
     "leader.imbalance.check.interval.seconds": "2",
+    "kraftsim.faults.enable": "true",  # the injected faults the brokers ride out (kraftsim.faults)
 }
 IMBALANCE = "kafka_controller_kafkacontroller_preferredreplicaimbalancecount"
 BROKER_CONFIG = {
@@ -67,11 +69,13 @@ def until(what: str, probe: Callable[[], T | None], timeout: float = 90, every: 
     last: Any = None
     while True:
         try:
-            last = probe()
+            got = probe()
         except Exception as e:  # noqa: BLE001 - a tool or client may fail while the cluster moves
-            last = e
-        if last:
-            return last
+            last = e  # (and is asked again: an exception is no answer)
+        else:
+            if got:
+                return got
+            last = got
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
         time.sleep(every)
@@ -304,6 +308,47 @@ def test_a_controller_restart_loses_no_acknowledged_message(cluster: Cluster) ->
                  "--partitions", "1", "--replication-factor", "3").check()  # forwarding works again
     seen = consume(c, "restart", "restart-readers", len(acked))
     assert set(seen) == acked and len(acked) == 4_000
+
+
+def faults(c: Cluster) -> FaultClient:
+    return FaultClient(f"127.0.0.1:{c.controller.http_port}")
+
+
+def test_heartbeats_refused_for_half_a_session_make_the_brokers_retry_and_fence_nobody(cluster: Cluster) -> None:
+    """NOT_CONTROLLER for every heartbeat, for half the session timeout: the brokers' channel
+    drops the connection, finds the controller again and retries until the fault ends; no broker
+    is fenced (one fenced meanwhile would stay fenced until the fault ends: every heartbeat that
+    could unfence it is refused too, so sampling through the fault sees it)."""
+    c = cluster
+    until("every broker unfenced", c.all_unfenced, 60)
+    api = faults(c)
+    fault = api.add("request", api="BrokerHeartbeat", error="NOT_CONTROLLER", duration_ms=SESSION_TIMEOUT_MS // 2)
+    while any(f["id"] == fault["id"] for f in api.active()):
+        assert c.broker_counts() == (3, 0)
+        time.sleep(0.2)
+    end = next(e for e in api.timeline() if e["id"] == fault["id"] and e["event"] == "end")
+    assert end["reason"] == "expired" and end["hits"] >= len(BROKER_IDS)  # each broker heard it, and retried
+    assert c.broker_counts() == (3, 0)
+    acked = produce(c, "orders", 200, "after-refusals")  # the cluster works on as before
+    assert len(acked) == 200
+
+
+def test_a_partitioned_broker_is_fenced_alone_and_rejoins_when_it_heals(cluster: Cluster) -> None:
+    """Broker 2's connections to the controller (its heartbeat and Raft channels, known by their
+    client ids) stop carrying anything, both ways: it alone is fenced when its session runs out,
+    and once the partition heals it reconnects and is unfenced again, without a restart."""
+    c = cluster
+    until("every broker unfenced", c.all_unfenced, 60)
+    api = faults(c)
+    fault = api.add("network", partition=True, brokers=[2], duration_ms=SESSION_TIMEOUT_MS + 4000)
+    until("broker 2 fenced, alone", lambda: c.broker_counts() == (2, 1), SESSION_TIMEOUT_MS / 1000 + 10)
+    brokers = json.loads(urllib.request.urlopen(  # noqa: S310 - the controller's own loopback listener
+        f"http://127.0.0.1:{c.controller.http_port}/faults", timeout=5).read())["faults"]
+    assert [(f["id"], f["hits"] >= 1) for f in brokers] == [(fault["id"], True)]  # its connections were cut
+    until("the partition healed", lambda: not api.active(), SESSION_TIMEOUT_MS / 1000 + 10)
+    until("broker 2 unfenced again", c.all_unfenced, 60)
+    acked = produce(c, "orders", 200, "after-partition")
+    assert len(acked) == 200
 
 
 def test_a_late_broker_catches_up_through_a_snapshot(cluster: Cluster) -> None:

@@ -18,6 +18,7 @@ from pyspark_kraft.image import image_at
 from pyspark_kraft.report import write_report
 from tests import harness
 from tests.spark.reference import python_image, read_log
+from tests.spark.test_fault_report import check_faults_section, made_up_timeline
 
 
 def _normalise(img: dict[str, Any]) -> dict[str, Any]:
@@ -70,13 +71,15 @@ def test_render_image_text_lists_every_slice(spark: Any, small_log: Path) -> Non
 
 
 def test_the_report_renders_and_its_figures_agree_with_the_log(spark: Any, small_log: Path, tmp_path: Path) -> None:
+    ref = [r for r in read_log(small_log) if not r.is_control]
     out = tmp_path / "report"
-    index = write_report(spark, str(small_log), out)
+    # With a scenario's timeline beside it: the faults' section is checked by test_fault_report.py.
+    index = write_report(spark, str(small_log), out, timeline=made_up_timeline(ref, tmp_path))
     page = index.read_text()
     for png in ("records_per_type", "broker_timeline", "leaderless_partitions", "leadership_moves", "isr_changes",
                 "feature_levels", "migration_timeline"):
         assert (out / f"{png}.png").stat().st_size > 5000 and f"src='{png}.png'" in page
-    ref = [r for r in read_log(small_log) if not r.is_control]
+    check_faults_section(ref, out, page)
 
     def table(name: str) -> list[dict[str, Any]]:
         return pq.read_table(out / "tables" / f"{name}.parquet").to_pylist()
