@@ -106,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("format", help="format the metadata log directory (kafka-storage.sh format)")
     f.add_argument("-t", "--cluster-id", required=True, help="the cluster id (kraftsim random-uuid)")
     f.add_argument("-c", "--config", required=True, help="the controller's server.properties")
-    f.add_argument("-r", "--release-version", default="3.9", help="3.3 to 3.9 (default 3.9)")
+    f.add_argument("-r", "--release-version", default=None,
+                   help="a metadata.version (3.9-IV0) or a release (3.9) of those kraftsim.release knows "
+                        "(default: its latest production level)")
     f.add_argument("-g", "--ignore-formatted", action="store_true",
                    help="skip directories that are already formatted")
     f.add_argument("--override", action="append", metavar="K=V", help="a config line overriding the file")
