@@ -51,6 +51,15 @@ def bootstrap_records(metadata_dir: Path) -> list[tuple[Any, int]]:
         raise files.StorageError(f"cannot read {path}: {e}") from e
 
 
+def _level_name(level: int) -> str:
+    """A level by the name the releases that know it give it."""
+    for line in reversed(versions.release_lines()):
+        r = versions.release(line)
+        if r.is_known(level):
+            return f"{r.name(level)} (level {level})"
+    return f"level {level}"
+
+
 def _migration_record(state: ZkMigrationState) -> RecordAndVersion:
     return ZkMigrationStateRecord(zk_migration_state=int(state)), 0
 
@@ -66,6 +75,12 @@ def activation_records(image: MetadataImage, metadata_dir: Path, migration_enabl
         boot = bootstrap_records(metadata_dir)
         mv = next((r.feature_level for r, _ in boot if type(r).__name__ == "FeatureLevelRecord"
                    and r.name == versions.FEATURE_NAME), release.minimum_bootstrap)
+        lo, hi = image.supported_features.get(versions.FEATURE_NAME, (release.minimum, release.latest_production))
+        if not lo <= mv <= hi or not release.is_known(mv):
+            # A directory formatted for another release (a 4.4 format started as 3.9, say).
+            raise files.StorageError(
+                f"Cannot run the bootstrap metadata.version {_level_name(mv)} of {bootstrap_path(metadata_dir)}: "
+                f"a Kafka {release} controller runs {release.name(lo)} to {release.name(hi)}")
         txn = release.metadata_transactions_supported(mv)
         if txn_open and txn:
             out.append((AbortTransactionRecord(reason="Controller failover"), 0))
