@@ -160,24 +160,54 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError(f"You must specify at least one feature to {cmd}")
             return updates
 
-        # A bad value is refused before connecting: the chosen release's words, or (the
-        # controller's release not known yet) 3.9's for a value no release takes.
-        for candidate in [chosen] if chosen is not None else [versions.release(x) for x in versions.release_lines()]:
+        # A bad value is refused before connecting when every release refuses it alike (a
+        # malformed feature=level) or the release is given; one only some releases know is
+        # judged by the controller's release, in its words (3.9's if it cannot be reached).
+        unreachable_error = _refusal_before_connecting(updates_for, chosen)
+
+        def checked(release: versions.Release) -> dict[str, int]:
             try:
-                updates_for(candidate)
-                break
-            except CommandError:
-                if candidate is chosen or candidate.line == versions.release_lines()[-1]:
-                    updates_for(chosen or versions.release())
-                    raise
-        updates, outcome = asyncio.run(_on_any(addresses, lambda c: update_features(
-            c, updates_for, upgrade_type, bool(args.dry_run), chosen)))
+                return updates_for(release)
+            except CommandError as e:
+                raise _Refused(str(e)) from None
+
+        try:
+            updates, outcome = asyncio.run(_on_any(addresses, lambda c: update_features(
+                c, checked, upgrade_type, bool(args.dry_run), chosen)))
+        except _Refused:
+            raise
+        except CommandError:
+            if unreachable_error is not None:
+                raise unreachable_error from None
+            raise
         return _print_outcome(cmd, updates, outcome, bool(args.dry_run))
     except CommandError as e:
         print(str(e), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+class _Refused(CommandError):
+    """A value the controller's release refuses (not a connection failure)."""
+
+
+def _refusal_before_connecting(updates_for: Callable[[versions.Release], dict[str, int]],
+                               chosen: versions.Release | None) -> CommandError | None:
+    """Raise now what every candidate release refuses alike (or the chosen one refuses); else
+    the default release's refusal to report if the controller cannot be asked, or None when
+    some release takes the value."""
+    candidates = [chosen] if chosen is not None else [versions.release(x) for x in versions.release_lines()]
+    refusals: list[CommandError] = []
+    for candidate in candidates:
+        try:
+            updates_for(candidate)
+            return None
+        except CommandError as e:
+            refusals.append(e)
+    if chosen is not None or len({str(e) for e in refusals}) == 1:
+        raise refusals[0]
+    return refusals[0]  # the default release's (3.9, the first)
 
 
 def _check_readable(path: str) -> None:
