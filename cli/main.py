@@ -97,7 +97,8 @@ class _VersionAction(argparse._VersionAction):
 def build_parser() -> argparse.ArgumentParser:
     from kraftsim import __version__
 
-    p = Parser(prog="kraftsim", description="A simulated Apache Kafka 3.9 KRaft controller")
+    p = Parser(prog="kraftsim", description="A simulated Apache Kafka KRaft controller of release 3.9 or 4.0 to 4.4 "
+                                            "(kraftsim.release)")
     p.add_argument("--version", action=_VersionAction, version=__version__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     r = sub.add_parser("random-uuid", help="print a new base64 cluster id")

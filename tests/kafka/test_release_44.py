@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -191,20 +192,22 @@ async def test_rolling_upgrade_from_39(pair_factory: Callable[..., PairNodes]) -
     assert "FinalizedVersionLevel: 4.4-IV2" in after[0].stdout and after[1].returncode == 1
 
 
-async def test_format_writes_what_44_writes(pair_factory: Callable[..., PairNodes]) -> None:
-    """Both sides formatted at 4.0 by their own tools: the bootstrap checkpoint in the metadata
-    partition, its records, and the log each controller starts with."""
+def test_format_writes_what_44_writes(tmp_path: Path) -> None:
+    """Both formatted at 4.0 by their own tools (nothing started): the bootstrap checkpoint in
+    the metadata partition, and the records in it."""
+    from tests.kafka.harness import KafkaNode, KraftsimNode, random_cluster_id
+    from tests.kafka.provision import RELEASES
     from tests.kafka.releases import read_bootstrap
 
-    nodes = pair_factory("format-44", release="4.0", kafka_release="4.4")
-    a, b = (read_bootstrap(n.data_dir) for n in nodes.nodes)
+    cid = random_cluster_id()
+    nodes = (KafkaNode(tmp_path / "kafka", cluster_id=cid, release_version="4.0", kafka_version=RELEASES["4.4"]),
+             KraftsimNode(tmp_path / "kraftsim", cluster_id=cid, release_version="4.0",
+                          overrides={"kraftsim.release": "4.4"}))
+    outputs = [n.format().stdout.replace(str(n.data_dir), "<dir>").strip().splitlines()[-1] for n in nodes]
+    assert outputs[0] == outputs[1] == "Formatting metadata directory <dir> with metadata.version 4.0-IV3."
+    a, b = (read_bootstrap(n.data_dir) for n in nodes)
     assert a == b and a["files"] == ["__cluster_metadata-0/00000000000000000000-0000000000.checkpoint"]
     assert a["levels"] == {MV: 25, "group.version": 1, "transaction.version": 2}
-    pair = await connect(nodes)
-    try:
-        await d.check(pair, [Call("ApiVersions", d.api_versions(), 5), d.Files("files")])
-    finally:
-        await close(pair)
 
 
 @pytest.mark.xfail(strict=True, reason="divergence: a 4.x controller's broker config definitions are Kafka "
