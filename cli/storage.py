@@ -56,6 +56,9 @@ def bootstrap_levels(release: versions.Release, name: str | None, unstable: bool
 
 
 def _level(release: versions.Release, name: str, unstable: bool) -> int:
+    """The level ``name`` means in ``release``, or its tool's refusal: 3.9, 4.0 and 4.1 tell an
+    unstable level ("is not yet stable") from an unknown name (3.9 also a level below the
+    bootstrap minimum); from 4.2 every refusal lists the names it would take."""
     top = release.latest_testing if unstable else release.latest_production
     try:
         level = release.from_name(name)
