@@ -28,17 +28,17 @@ def rss_bytes() -> int:
 
 def build(topics: int, partitions: int, brokers: int, rf: int) -> tuple[list[bytes], list[bytes]]:
     """(setup records, partition records), all framed at the versions 3.9-IV0 writes."""
-    mv = versions.LATEST_PRODUCTION
+    mv = versions.release().latest_production
     setup: list[bytes] = [frame(by_name("FeatureLevelRecord")(name="metadata.version", feature_level=mv), 0)]
     reg = by_name("RegisterBrokerRecord")
     dirs = [uuid.UUID(int=(b + 1) << 64 | 7) for b in range(brokers)]
     for b in range(brokers):
         setup.append(frame(reg(broker_id=b, incarnation_id=uuid.uuid4(), broker_epoch=b + 1, fenced=False,
                                end_points=[reg.BrokerEndpoint(name="PLAINTEXT", host=f"b{b}", port=9092)],
-                               log_dirs=[dirs[b]]), versions.register_broker_record_version(mv)))
+                               log_dirs=[dirs[b]]), versions.release().register_broker_record_version(mv)))
     topic_rec = by_name("TopicRecord")
     part_rec = by_name("PartitionRecord")
-    pv = versions.partition_record_version(mv)
+    pv = versions.release().partition_record_version(mv)
     parts: list[bytes] = []
     for t in range(topics):
         tid = uuid.uuid4()

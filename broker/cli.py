@@ -15,6 +15,7 @@ import re
 import sys
 
 from kraftsim.cli.common import CommandError, UsageError
+from kraftsim.metadata import versions
 
 PROG = "kraftsim brokers"
 OVERRIDES = {"broker.heartbeat.interval.ms": "heartbeat_interval_ms", "broker.session.timeout.ms": "session_timeout_ms"}
@@ -32,8 +33,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--count", required=True, type=int, metavar="N", help="how many brokers")
     p.add_argument("--first-id", type=int, default=1, metavar="ID", help="the first broker id (default 1)")
     p.add_argument("--racks", metavar="R1,R2,...", help="racks, given to the brokers in turn")
+    p.add_argument("--release", choices=versions.release_lines(), default=None,
+                   help="the Kafka release the brokers are (default: the controller's, from its ApiVersions)")
     p.add_argument("--features", action="append", default=[], metavar="NAME=MIN-MAX",
-                   help="a supported feature range the brokers register (default: Kafka 3.9's)")
+                   help="a supported feature range the brokers register (default: their release's)")
     p.add_argument("--log-dirs", type=int, default=1, metavar="N", help="log directories per broker (default 1)")
     p.add_argument("--kill", type=int, default=0, metavar="K",
                    help="K random brokers stop heartbeating, --kill-after seconds after all are running (or on SIGUSR1)")
@@ -129,7 +132,8 @@ def options_from(args: argparse.Namespace) -> object:
                         advertised_host=args.advertised_host, cluster_id=args.cluster_id,
                         status_interval_s=args.status_interval, start_rate=args.start_rate, seed=args.seed,
                         tty=sys.stdout.isatty(), zookeeper=args.zookeeper if args.zk_mode else None,
-                        http_listen=http_listen, faults_enable=faults_enable, faults_token=faults_token, **timings)
+                        http_listen=http_listen, faults_enable=faults_enable, faults_token=faults_token,
+                        release=args.release, **timings)
     if opts.session_timeout_ms <= opts.heartbeat_interval_ms:
         raise UsageError(f"{PROG}: broker.session.timeout.ms must be greater than broker.heartbeat.interval.ms")
     return opts

@@ -19,8 +19,8 @@ from kraftsim.metadata.config_defs.topic import (
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
-    TOPIC_CONFIGS,
     TopicConfigKey,
+    topic_configs,
 )
 from kraftsim.metadata.image.configs import BROKER, BROKER_LOGGER, TOPIC
 from kraftsim.metadata.image.image import MetadataImage
@@ -88,7 +88,7 @@ def _describe(image: MetadataImage, broker_id: int, fleet_ids: range, version: i
         node = configs.get(BROKER, str(broker_id))
         cluster = configs.get(BROKER, "")
         entries = [_topic_entry(key, topic, node, cluster, version, synonyms)
-                   for n, key in sorted(TOPIC_CONFIGS.items()) if _wanted(res, n)]
+                   for n, key in sorted(topic_configs(image.release.line).items()) if _wanted(res, n)]
         return R.DescribeConfigsResult(error_code=ErrorCode.NONE, configs=entries)
     if rtype == BROKER:
         if not name:

@@ -78,6 +78,7 @@ class FleetOptions:
     http_listen: Address | None = None  # kraftsim.http.listen: /healthz, /metrics, /faults (none by default)
     faults_enable: bool = False  # kraftsim.faults.enable: /faults takes faults (docs/faults.md)
     faults_token: str = ""  # kraftsim.faults.token
+    release: str | None = None  # the Kafka release the brokers are; None: the controller's
 
 
 def log_dir_ids(cluster_id: str, broker_id: int, n: int) -> list[uuid.UUID]:
@@ -86,9 +87,10 @@ def log_dir_ids(cluster_id: str, broker_id: int, n: int) -> list[uuid.UUID]:
     return [uuid.uuid5(DIRECTORY_NAMESPACE, f"{cluster_id}/{broker_id}/{i}") for i in range(n)]
 
 
-def default_features() -> dict[str, tuple[int, int]]:
-    """What a Kafka 3.9 broker registers (BrokerFeatures.defaultSupportedFeatures)."""
-    return versions.supported_features()
+def default_features(release: versions.Release | None = None) -> dict[str, tuple[int, int]]:
+    """What a broker of ``release`` (3.9 unless given) registers (BrokerFeatures
+    .defaultSupportedFeatures)."""
+    return (release or versions.release()).supported_features()
 
 
 class Fleet:
@@ -101,7 +103,8 @@ class Fleet:
         self.brokers: dict[int, BrokerLifecycle] = {}
         self.killed: set[int] = set()
         self.latencies = LatencyRecorder()
-        self.features = {**default_features(), **options.features}
+        self.release = versions.release(options.release) if options.release else versions.release()
+        self.features = {**default_features(self.release), **options.features}
         self.cluster_id = options.cluster_id or ""
         self.observer: MetadataObserver | None = None
         self.shared: Shared | None = None
@@ -133,11 +136,17 @@ class Fleet:
 
     async def start(self) -> None:
         o = self.options
-        if not self.cluster_id:
-            self.cluster_id = await discover_cluster_id(o.bootstrap)
+        if not self.cluster_id or o.release is None:
+            cluster_id, release = await discover_controller(o.bootstrap, need_cluster_id=not self.cluster_id)
+            self.cluster_id = self.cluster_id or cluster_id
+            if o.release is None:  # brokers of the controller's release, as in a real cluster
+                self.release = release
+                self.features = {**default_features(release), **o.features}
+        log.info("brokers of Kafka %s", self.release)
         first = o.first_id
         self.observer = MetadataObserver(o.bootstrap, self.cluster_id, first,
-                                         log_dir_ids(self.cluster_id, first, 1)[0], self.features)
+                                         log_dir_ids(self.cluster_id, first, 1)[0], self.features,
+                                         release=self.release)
         self.observer.start()
         self.shared = Shared(self.cluster_id, o.heartbeat_interval_ms, o.session_timeout_ms,
                              lambda: self.observer.applied_offset if self.observer else -1,
@@ -354,8 +363,9 @@ class Fleet:
                 "applied_offset": self.observer.applied_offset if self.observer else -1, **counters}
 
 
-async def discover_cluster_id(bootstrap: list[Address]) -> str:
-    """DescribeCluster on the controller listener (KIP-919) when the controller serves it."""
+async def discover_controller(bootstrap: list[Address], need_cluster_id: bool = True) -> tuple[str, versions.Release]:
+    """The cluster id (DescribeCluster on the controller listener, KIP-919, when
+    ``need_cluster_id``) and the release the controller is (its ApiVersions' SupportedFeatures)."""
     last = "no address tried"
     for host, port in bootstrap:
         try:
@@ -364,7 +374,11 @@ async def discover_cluster_id(bootstrap: list[Address]) -> str:
             last = f"cannot connect to {host}:{port}: {e.strerror if isinstance(e, OSError) and e.strerror else e}"
             continue
         try:
-            await asyncio.wait_for(client.negotiate(), 10)
+            hello = await asyncio.wait_for(client.negotiate(), 10)
+            release = versions.release_advertising(
+                {f.name: (f.min_version, f.max_version) for f in hello.supported_features or []})
+            if not need_cluster_id:
+                return "", release
             if ApiKey.DESCRIBE_CLUSTER not in client.versions:
                 raise FleetError(f"the controller at {host}:{port} does not serve DescribeCluster: "
                                  f"pass --cluster-id")
@@ -374,7 +388,7 @@ async def discover_cluster_id(bootstrap: list[Address]) -> str:
             if resp.error_code != ErrorCode.NONE:
                 last = f"DescribeCluster at {host}:{port} answered {resp.error_code}: {resp.error_message}"
                 continue
-            return str(resp.cluster_id)
+            return str(resp.cluster_id), release
         except (OSError, TimeoutError) as e:
             last = f"{host}:{port}: {e}"
         finally:

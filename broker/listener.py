@@ -90,7 +90,7 @@ class ClientListeners:
 
     def dispatcher(self, broker_id: int, shared: bool = False) -> Dispatcher:
         fleet = self.fleet
-        d = Dispatcher(features=FleetFeatures(fleet))
+        d = Dispatcher(features=FleetFeatures(fleet), ranges=fleet.release.apis)
 
         def image() -> MetadataImage:
             observer = fleet.observer

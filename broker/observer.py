@@ -76,6 +76,7 @@ class MetadataObserver:
     replica_id: int
     directory_id: uuid.UUID
     supported_features: dict[str, tuple[int, int]] = field(default_factory=dict)
+    release: versions.Release = field(default_factory=versions.release)  # the brokers' release
     image: MetadataImage = field(init=False)
     applied_offset: int = -1
     high_watermark: int = 0
@@ -99,13 +100,14 @@ class MetadataObserver:
         self._waiters = OffsetWaiters()
 
     def _new_image(self) -> MetadataImage:
-        # Accept whatever a 3.9 controller may finalize, and the fleet's own ranges: the image is
-        # a reader here, the controller already checked the levels against the brokers.
-        features = versions.supported_features(enable_unstable=True)
+        # Accept whatever a controller of the brokers' release may finalize, and the fleet's own
+        # ranges: the image is a reader here, the controller already checked the levels against
+        # the brokers.
+        features = self.release.supported_features(enable_unstable=True)
         for name, (lo, hi) in self.supported_features.items():
             old = features.get(name, (lo, hi))
             features[name] = (min(lo, old[0]), max(hi, old[1]))
-        return MetadataImage(features)
+        return MetadataImage(features, self.release)
 
     # ---- lifecycle -----------------------------------------------------------------------
 

@@ -1,8 +1,11 @@
-"""``kraftsim features``: Kafka 3.9's ``kafka-features.sh`` against a kraftsim controller.
+"""``kraftsim features``: ``kafka-features.sh`` against a kraftsim controller.
 
 It speaks only the Kafka protocol (ApiVersions v4 for ``describe``, UpdateFeatures for the rest)
-so it works against any node that answers those APIs, and prints exactly what
-``FeatureCommand`` prints: scripts written for Kafka's tool parse our output unchanged.
+so it works against any node that answers those APIs, and prints exactly what the
+``FeatureCommand`` of the controller's release prints (``--release`` names another; by default
+the controller's ApiVersions tells which): scripts written for Kafka's tool parse our output
+unchanged. From 4.0 ``--release-version`` sets every production feature to its default at that
+metadata.version, as Kafka's 4.x tool does.
 
 Exit status: 0 on success; 1 when a feature update failed, the controller cannot be reached or a
 flag value is bad, with exactly one line on stderr (never a traceback). Kafka's tool also exits
@@ -44,6 +47,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
     """Kafka's FeatureCommand flags. The bootstrap flags are also accepted after the
     sub-command, a convenience Kafka lacks; neither position changes their meaning."""
     _bootstrap_flags(p, argparse.SUPPRESS)
+    p.add_argument("--release", choices=versions.release_lines(), default=None,
+                   help="the Kafka release whose tool to be (default: the controller's, from its ApiVersions)")
     p.add_argument("--command-config", metavar="FILE",
                    help="accepted for kafka-features.sh parity; the file must be readable, its "
                         "contents are not used (kraftsim speaks PLAINTEXT only)")
@@ -91,8 +96,11 @@ def _metadata_flags(p: argparse.ArgumentParser, op: str, example: str) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--metadata", metavar="VERSION",
                    help=f"The level to which we should {op} the metadata. For example, {example}.")
-    # Kafka 4.0's name for the same thing; accepted so scripts written for either work.
-    g.add_argument("--release-version", dest="metadata", metavar="VERSION", help="Same as --metadata.")
+    # Kafka 4.0's name: in 3.9 the same as --metadata, from 4.0 it also sets every production
+    # feature to its default at that level.
+    g.add_argument("--release-version", metavar="VERSION",
+                   help=f"The release to which we should {op} the cluster's features (from 4.0 every feature; "
+                        "in 3.9 the same as --metadata).")
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -129,28 +137,77 @@ def run(args: argparse.Namespace) -> int:
         if args.command_config:
             _check_readable(args.command_config)
         cmd = args.features_command
+        chosen = versions.release(args.release) if args.release else None
         if cmd == "describe":
-            lines = asyncio.run(_on_any(addresses, describe))
+            lines = asyncio.run(_on_any(addresses, lambda c: describe(c, chosen)))
             for line in lines:
                 print(line)
             return 0
         if cmd == "disable":
             upgrade_type = UNSAFE_DOWNGRADE if args.unsafe else SAFE_DOWNGRADE
-            updates = _disable_updates(args.feature or [])
         else:
             upgrade_type = UPGRADE if cmd == "upgrade" else (
                 UNSAFE_DOWNGRADE if args.unsafe else SAFE_DOWNGRADE)
-            updates = _level_updates(args.metadata, args.feature or [])
-        if not updates:
-            raise CommandError(f"You must specify at least one feature to {cmd}")
-        outcome = asyncio.run(_on_any(addresses, lambda c: update_features(
-            c, updates, upgrade_type, bool(args.dry_run))))
+
+        def updates_for(release: versions.Release) -> dict[str, int]:
+            if cmd == "disable":
+                updates = _disable_updates(args.feature or [])
+            else:
+                given = getattr(args, "release_version", None)
+                updates = _level_updates(args.metadata if given is None else given, args.feature or [], release,
+                                         from_release_version=given is not None)
+            if not updates:
+                raise CommandError(f"You must specify at least one feature to {cmd}")
+            return updates
+
+        # A bad value is refused before connecting when every release refuses it alike (a
+        # malformed feature=level) or the release is given; one only some releases know is
+        # judged by the controller's release, in its words (3.9's if it cannot be reached).
+        unreachable_error = _refusal_before_connecting(updates_for, chosen)
+
+        def checked(release: versions.Release) -> dict[str, int]:
+            try:
+                return updates_for(release)
+            except CommandError as e:
+                raise _Refused(str(e)) from None
+
+        try:
+            updates, outcome = asyncio.run(_on_any(addresses, lambda c: update_features(
+                c, checked, upgrade_type, bool(args.dry_run), chosen)))
+        except _Refused:
+            raise
+        except CommandError:
+            if unreachable_error is not None:
+                raise unreachable_error from None
+            raise
         return _print_outcome(cmd, updates, outcome, bool(args.dry_run))
     except CommandError as e:
         print(str(e), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+class _Refused(CommandError):
+    """A value the controller's release refuses (not a connection failure)."""
+
+
+def _refusal_before_connecting(updates_for: Callable[[versions.Release], dict[str, int]],
+                               chosen: versions.Release | None) -> CommandError | None:
+    """Raise now what every candidate release refuses alike (or the chosen one refuses); else
+    the default release's refusal to report if the controller cannot be asked, or None when
+    some release takes the value."""
+    candidates = [chosen] if chosen is not None else [versions.release(x) for x in versions.release_lines()]
+    refusals: list[CommandError] = []
+    for candidate in candidates:
+        try:
+            updates_for(candidate)
+            return None
+        except CommandError as e:
+            refusals.append(e)
+    if chosen is not None or len({str(e) for e in refusals}) == 1:
+        raise refusals[0]
+    return refusals[0]  # the default release's (3.9, the first)
 
 
 def _check_readable(path: str) -> None:
@@ -194,25 +251,37 @@ def parse_name_and_level(text: str) -> tuple[str, int]:
     return name, int(level)
 
 
-def parse_metadata_version(text: str) -> int:
+def parse_metadata_version(text: str, release: versions.Release | None = None) -> int:
     """MetadataVersion.fromVersionString: "3.9-IV0", "3.9" (latest production level of that
-    release) or "3.9.1" (patch ignored); otherwise Kafka's "Unsupported metadata.version"."""
+    release) or "3.9.1" (patch ignored); otherwise the release's tool's refusal."""
+    release = release or versions.release()
     segments = text.split(".")
     key = text if len(segments) <= 2 else ".".join(segments[:2])
     try:
-        level = versions.from_name(key)
+        return release.from_name(key)
     except KeyError:
-        supported = ", ".join(versions.name(lv) for lv in range(versions.MINIMUM_BOOTSTRAP,
-                                                                versions.LATEST_PRODUCTION + 1))
+        pass
+    if release.is_3x:
+        supported = ", ".join(release.name(lv) for lv in range(release.minimum_bootstrap,
+                                                               release.latest_production + 1))
         raise CommandError(f"Unsupported metadata.version {text}. Supported metadata.version "
-                            f"are {supported}") from None
-    return level
+                           f"are {supported}") from None
+    if release.line in ("4.0", "4.1"):
+        supported = ", ".join(v.name for v in release.versions if v.level <= release.latest_production)
+        raise CommandError(f"Unknown metadata.version {text}. Supported metadata.version are {supported}") from None
+    supported = ", ".join(v.name for v in release.versions)
+    raise CommandError(f"Unknown metadata.version '{text}'. Supported metadata.version are: {supported}") from None
 
 
-def _level_updates(metadata: str | None, features: list[str]) -> dict[str, int]:
+def _level_updates(metadata: str | None, features: list[str], release: versions.Release | None = None, *,
+                   from_release_version: bool = False) -> dict[str, int]:
+    release = release or versions.release()
     updates: dict[str, int] = {}
     if metadata is not None:
-        updates[versions.FEATURE_NAME] = parse_metadata_version(metadata)
+        level = updates[versions.FEATURE_NAME] = parse_metadata_version(metadata, release)
+        if from_release_version and not release.is_3x:
+            for name in release.production_features:
+                updates[name] = release.default_level(name, level)
     for item in features:
         name, level = parse_name_and_level(item)
         if name in updates:
@@ -236,44 +305,61 @@ async def _on_any(addresses: list[tuple[str, int]], action: Callable[[KafkaClien
     return await tool_client.on_any(addresses, action, "kraftsim-features")
 
 
-def level_to_string(feature: str, level: int) -> str:
+def level_to_string(feature: str, level: int, release: versions.Release | None = None) -> str:
     """FeatureCommand.levelToString: metadata.version levels by name, others as numbers."""
+    release = release or versions.release()
     if feature == versions.FEATURE_NAME:
-        return versions.name(level) if versions.is_known(level) else f"UNKNOWN {level}"
+        return release.name(level) if release.is_known(level) else f"UNKNOWN {level}"
     return str(level)
 
 
-def format_describe(resp: ApiVersionsResponse) -> list[str]:
-    """One line per *supported* feature, sorted by name, exactly as FeatureCommand prints."""
+def format_describe(resp: ApiVersionsResponse, release: versions.Release | None = None) -> list[str]:
+    """One line per *supported* feature, sorted by name, exactly as FeatureCommand prints: its
+    fields tab-separated, from 4.3 in padded columns."""
+    release = release or versions.release()
+    padded = not release.is_3x and release.line not in ("4.0", "4.1", "4.2")
     finalized = {f.name: f.max_version_level for f in getattr(resp, "finalized_features", None) or []}
     epoch = getattr(resp, "finalized_features_epoch", -1)
     epoch_text = str(epoch) if epoch is not None and epoch >= 0 else "-"
     lines = []
     for f in sorted(getattr(resp, "supported_features", None) or [], key=lambda f: f.name):
-        lines.append(f"Feature: {f.name}\tSupportedMinVersion: {level_to_string(f.name, f.min_version)}\t"
-                     f"SupportedMaxVersion: {level_to_string(f.name, f.max_version)}\t"
-                     f"FinalizedVersionLevel: {level_to_string(f.name, finalized.get(f.name, 0))}\t"
-                     f"Epoch: {epoch_text}")
+        lo, hi = level_to_string(f.name, f.min_version, release), level_to_string(f.name, f.max_version, release)
+        fin = level_to_string(f.name, finalized.get(f.name, 0), release)
+        if padded:
+            lines.append(f"Feature: {f.name:<40}  SupportedMinVersion: {lo:<15}  SupportedMaxVersion: {hi:<15}  "
+                         f"FinalizedVersionLevel: {fin:<15}  Epoch: {epoch_text}")
+        else:
+            lines.append(f"Feature: {f.name}\tSupportedMinVersion: {lo}\tSupportedMaxVersion: {hi}\t"
+                         f"FinalizedVersionLevel: {fin}\tEpoch: {epoch_text}")
     return lines
 
 
-async def describe(client: KafkaClient) -> list[str]:
+def supported_of(resp: ApiVersionsResponse) -> dict[str, tuple[int, int]]:
+    return {f.name: (f.min_version, f.max_version) for f in getattr(resp, "supported_features", None) or []}
+
+
+async def describe(client: KafkaClient, release: versions.Release | None = None) -> list[str]:
     """ApiVersions at v4 (the client's ``negotiate``) carries both supported and finalized
     features; that is all the admin client's describeFeatures reads."""
     resp = await asyncio.wait_for(client.negotiate(), REQUEST_TIMEOUT_S)
     if resp.error_code != 0:
         raise CommandError(_error_text(resp.error_code, None))
-    return format_describe(resp)
+    return format_describe(resp, release or versions.release_advertising(supported_of(resp)))
 
 
 Outcome = dict[str, str | None]
 """Per feature: None on success, else the error text the admin client's exception carries."""
 
 
-async def update_features(client: KafkaClient, updates: dict[str, int], upgrade_type: int,
-                          dry_run: bool) -> Outcome:
-    """One UpdateFeatures request at the highest version both sides speak."""
-    await asyncio.wait_for(client.negotiate(), REQUEST_TIMEOUT_S)
+async def update_features(client: KafkaClient, updates_for: Callable[[versions.Release], dict[str, int]],
+                          upgrade_type: int, dry_run: bool,
+                          release: versions.Release | None = None) -> tuple[dict[str, int], Outcome]:
+    """One UpdateFeatures request at the highest version both sides speak, with the updates
+    ``updates_for`` gives for the release (``release``, else the controller's)."""
+    hello = await asyncio.wait_for(client.negotiate(), REQUEST_TIMEOUT_S)
+    release = release or versions.release_advertising(supported_of(hello))
+    client.speaks = release.apis  # the tool of that release
+    updates = updates_for(release)
     req_cls = messages.UpdateFeaturesRequest  # compiled here, when first needed
     if UPDATE_FEATURES not in client.versions:
         raise CommandError("The controller does not support UpdateFeatures.")
@@ -301,7 +387,9 @@ async def update_features(client: KafkaClient, updates: dict[str, int], upgrade_
         raise tool_client.NotController(_error_text(top, resp.error_message))
     if top != 0:
         text = _error_text(top, resp.error_message)
-        return {name: text for name in updates}
+        return updates, {name: text for name in updates}
+    if version >= 2:  # no per-feature results: the top-level answer is every feature's
+        return updates, dict.fromkeys(updates)
     outcome: Outcome = {}
     for r in getattr(resp, "results", None) or []:
         if r.feature in updates:
@@ -309,7 +397,7 @@ async def update_features(client: KafkaClient, updates: dict[str, int], upgrade_
     for name in updates:
         if name not in outcome:
             outcome[name] = f"The controller response did not contain a result for feature {name}"
-    return outcome
+    return updates, outcome
 
 
 def _error_text(code: int, message: str | None) -> str:

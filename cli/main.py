@@ -97,7 +97,8 @@ class _VersionAction(argparse._VersionAction):
 def build_parser() -> argparse.ArgumentParser:
     from kraftsim import __version__
 
-    p = Parser(prog="kraftsim", description="A simulated Apache Kafka 3.9 KRaft controller")
+    p = Parser(prog="kraftsim", description="A simulated Apache Kafka KRaft controller of release 3.9 or 4.0 to 4.4 "
+                                            "(kraftsim.release)")
     p.add_argument("--version", action=_VersionAction, version=__version__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     r = sub.add_parser("random-uuid", help="print a new base64 cluster id")
@@ -106,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("format", help="format the metadata log directory (kafka-storage.sh format)")
     f.add_argument("-t", "--cluster-id", required=True, help="the cluster id (kraftsim random-uuid)")
     f.add_argument("-c", "--config", required=True, help="the controller's server.properties")
-    f.add_argument("-r", "--release-version", default="3.9", help="3.3 to 3.9 (default 3.9)")
+    f.add_argument("-r", "--release-version", default=None,
+                   help="a metadata.version (3.9-IV0) or a release (3.9) of those kraftsim.release knows "
+                        "(default: its latest production level)")
     f.add_argument("-g", "--ignore-formatted", action="store_true",
                    help="skip directories that are already formatted")
     f.add_argument("--override", action="append", metavar="K=V", help="a config line overriding the file")

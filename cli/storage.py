@@ -1,7 +1,10 @@
 """``kraftsim format``: what ``kafka-storage.sh format`` writes for a KRaft controller.
 
-``meta.properties`` in every log directory and ``bootstrap.checkpoint`` (the metadata.version
-FeatureLevelRecord of the chosen release) in the metadata log directory. Each directory is
+``meta.properties`` in every log directory, and the bootstrap records (the FeatureLevelRecords
+of the chosen metadata.version and of each feature's default at it) in the metadata log
+directory: in ``bootstrap.checkpoint``, or from 4.4 in the metadata partition's first checkpoint.
+What ``--release-version`` may name, the levels written and where, and the words of a refusal
+are those of the Kafka release the configuration names (``kraftsim.release``). Each directory is
 locked (``metadata.dirlock``) before it is read or written, so a directory a controller (kraftsim
 or Kafka) is using is refused with one line, whatever ``--ignore-formatted`` says.
 """
@@ -24,29 +27,75 @@ class FormatError(Exception):
     """A reason not to format (one line for the user)."""
 
 
-def bootstrap_records(level: int) -> list[tuple[object, int]]:
-    """The records ``format`` puts in bootstrap.checkpoint for a metadata.version level."""
+def bootstrap_records(levels: dict[str, int]) -> list[tuple[object, int]]:
+    """The bootstrap records for ``levels``: metadata.version first (a reader needs it to read
+    what follows), then the other features by name."""
     feature = recs.by_name("FeatureLevelRecord")
-    return [(feature(name="metadata.version", feature_level=level), 0)]
+    mv = levels[versions.FEATURE_NAME]
+    return [(feature(name=versions.FEATURE_NAME, feature_level=mv), 0),
+            *((feature(name=n, feature_level=lvl), 0) for n, lvl in sorted(levels.items()) if n != versions.FEATURE_NAME)]
 
 
-def format_storage(config_path: Path, cluster_id: str, release: str, ignore_formatted: bool,
+def bootstrap_levels(release: versions.Release, name: str | None, unstable: bool) -> dict[str, int]:
+    """The feature levels ``format --release-version name`` writes in ``release`` (None: its
+    latest production metadata.version), with ``unstable.feature.versions.enable`` or not;
+    FormatError with the release's own words for a name it refuses.
+
+    Each production feature gets its default at the chosen level, left out at 0; kraft.version
+    too, except that a static quorum (``controller.quorum.voters``, all kraftsim formats) does
+    not finalize it."""
+    level = release.latest_production if name is None else _level(release, name, unstable)
+    out = {versions.FEATURE_NAME: level}
+    for feature in release.production_features:
+        if feature == versions.KRAFT_VERSION:
+            continue
+        default = release.default_level(feature, level)
+        if default > 0:
+            out[feature] = default
+    return out
+
+
+def _level(release: versions.Release, name: str, unstable: bool) -> int:
+    """The level ``name`` means in ``release``, or its tool's refusal: 3.9, 4.0 and 4.1 tell an
+    unstable level ("is not yet stable") from an unknown name (3.9 also a level below the
+    bootstrap minimum); from 4.2 every refusal lists the names it would take."""
+    top = release.latest_testing if unstable else release.latest_production
+    try:
+        level = release.from_name(name)
+    except KeyError:
+        level = None
+    if release.line in ("3.9", "4.0", "4.1"):
+        if level is None or level < release.minimum_bootstrap:
+            if release.is_3x:
+                if level is not None:
+                    raise FormatError(f"Bootstrap metadata.version before {release.name(release.minimum_bootstrap)} "
+                                      f"are not supported. Can't load metadata from format command")
+                raise FormatError(f"Version {name} is not a valid version")
+            raise FormatError(f"Version {name} is not a valid version. The minimum version is "
+                              f"{release.name(release.minimum)} and the maximum version is "
+                              f"{release.name(release.latest_testing)}")
+        if level > top:
+            raise FormatError(f"metadata.version {release.name(level)} is not yet stable.")
+        return level
+    if level is None or level < release.minimum_bootstrap or level > top:
+        supported = ", ".join(v.name for v in release.versions if release.minimum_bootstrap <= v.level <= top)
+        raise FormatError(f"Unknown metadata.version '{name}'. Supported metadata.version are: {supported}")
+    return level
+
+
+def format_storage(config_path: Path, cluster_id: str, release_version: str | None, ignore_formatted: bool,
                    overrides: Iterable[str] = ()) -> list[str]:
     try:
         uuids.from_str(cluster_id)
     except ValueError as e:
         raise FormatError(f"Cluster ID string {cluster_id} does not appear to be a valid UUID: {e}") from e
     try:
-        level = versions.from_name(release)
-    except (KeyError, ValueError):
-        level = -1
-    if not (versions.MINIMUM_BOOTSTRAP <= level <= versions.LATEST_PRODUCTION) or not versions.get(level).production:
-        raise FormatError(f"Unsupported --release-version {release!r}: use a release from 3.3 to 3.9 "
-                          f"(or a metadata.version such as 3.9-IV0)")
-    try:
         cfg = load(config_path, overrides)
     except ConfigError as e:
         raise FormatError(str(e)) from e
+    release = cfg.release
+    levels = bootstrap_levels(release, release_version, bool(cfg.get("unstable.feature.versions.enable")))
+    level = levels[versions.FEATURE_NAME]
     meta_dir = cfg.metadata_log_dir
     dirs = list(dict.fromkeys([meta_dir, *cfg.log_dirs]))
     locks: list[DirectoryLock] = []
@@ -74,15 +123,20 @@ def format_storage(config_path: Path, cluster_id: str, release: str, ignore_form
         for d in todo:
             try:
                 if d == meta_dir:
-                    write_snapshot_file(d / files.BOOTSTRAP_CHECKPOINT, bootstrap_records(level),  # type: ignore[arg-type]
+                    if release.bootstrap_in_log:
+                        target = d / files.METADATA_TOPIC_DIR / files.BOOTSTRAP_SNAPSHOT
+                        target.parent.mkdir(exist_ok=True)
+                    else:
+                        target = d / files.BOOTSTRAP_CHECKPOINT
+                    write_snapshot_file(target, bootstrap_records(levels),  # type: ignore[arg-type]
                                         epoch=0, timestamp=int(time.time() * 1000), last_contained_timestamp=0)
                 files.MetaProperties(cluster_id, cfg.node_id, files.new_directory_id()).write(d / files.META_PROPERTIES)
             except OSError as e:
                 raise FormatError(f"cannot format {d}: {e.strerror or e}") from e
             if d == meta_dir:
-                out.append(f"Formatting metadata directory {d} with metadata.version {versions.name(level)}.")
+                out.append(f"Formatting metadata directory {d} with metadata.version {release.name(level)}.")
             else:
-                out.append(f"Formatting data directory {d} with metadata.version {versions.name(level)}.")
+                out.append(f"Formatting data directory {d} with metadata.version {release.name(level)}.")
         return out
     finally:
         release_all(locks)

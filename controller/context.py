@@ -11,8 +11,11 @@ from dataclasses import dataclass, field
 
 from kraftsim.controller.configs.server_config import Config
 from kraftsim.metadata.authorizer.authorizer import AllowAll, Authorizer
+from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.metadata.image.image import MetadataImage
+from kraftsim.metadata.versions import Release
 from kraftsim.rpc.clock import Clock
+from kraftsim.rpc.message import Message
 
 
 @dataclass(slots=True)
@@ -28,3 +31,15 @@ class ControllerContext:
     voters: list[int] = field(default_factory=list)
     # Who may do what (no authorizer configured: everyone may do everything, as in Kafka).
     authorizer: Authorizer = field(default_factory=AllowAll)
+    # The finalized kraft.version the Raft layer has (its KRaftVersionRecord; 0 for a static quorum).
+    kraft_version: Callable[[], int] = field(default=lambda: 0)
+    # An upgrade of kraft.version (4.1+): the control records the Raft layer writes for it, and
+    # what it has once they are appended.
+    kraft_upgrade_records: Callable[[int], list[tuple[ControlRecordType, Message]]] = field(default=lambda _: [])
+    set_kraft_version: Callable[[int], None] = field(default=lambda _: None)
+
+    @property
+    def release(self) -> Release:
+        """The Kafka release this controller is (``kraftsim.release``), whose gates decide what
+        a metadata.version level allows: the image's, built from the configuration."""
+        return self.image.release

@@ -37,8 +37,10 @@ from kraftsim.controller.quorum_controller import (
 )
 from kraftsim.controller.routes import ErrorBuilder, Route
 from kraftsim.metadata.authorizer.authorizer import AllowAll, authorize_cluster
+from kraftsim.metadata.versions import Release
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
+from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import Dispatcher, Handler, Lane, LaterAnswer, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
@@ -48,6 +50,34 @@ from kraftsim.rpc.message import Message
 _pack_corr = struct.Struct(">i").pack_into  # the correlation id, after a response's size prefix
 
 log = logging.getLogger("kraftsim.apis")
+
+
+# Where kraftsim serves less of an API than some release's controller does: the highest version
+# it serves, or None for an API it does not serve. Each is its own work (docs/differences.md).
+NOT_SERVED: dict[int, int | None] = {
+    ApiKey.FETCH: 17,  # v18, the follower's high watermark (4.1+)
+    ApiKey.VOTE: 1,  # v2, pre-vote (4.0+)
+    ApiKey.DESCRIBE_CLUSTER: 1,  # v2, fenced brokers (4.0+)
+    ApiKey.BROKER_HEARTBEAT: 1,  # v2, cordoned log directories (4.3+)
+    80: None,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: the dynamic quorum's voter changes
+    81: None,
+    82: None,
+    ApiKey.UNREGISTER_CONTROLLER: None,  # 4.4
+}
+
+
+def served_ranges(release: Release) -> dict[int, tuple[int, int]]:
+    """The API keys a controller of ``release`` serves with their versions, as far as kraftsim
+    serves them (NOT_SERVED)."""
+    out: dict[int, tuple[int, int]] = {}
+    for key, (lo, hi) in release.controller_apis.items():
+        if key in NOT_SERVED:
+            top = NOT_SERVED[key]
+            if top is None or top < lo:
+                continue
+            hi = min(hi, top)
+        out[key] = (lo, hi)
+    return out
 
 
 class ControllerApis:
@@ -60,6 +90,9 @@ class ControllerApis:
         DescribeUserScramCredentials (api 50), DescribeDelegationToken (api 41) and
         ControlledShutdown (api 7), which a Kafka controller lists but always fails; and the two SASL APIs (``sasl.py``)."""
         dispatcher.features = self.controller  # ApiVersions: supported/finalized features
+        # Every API at the versions this controller's release serves (those it lacks are not
+        # registered): the routes below and whatever is installed after them (the Raft APIs).
+        dispatcher.ranges = served_ranges(self.controller.release)
         for route in self.controller.managers.routes():
             dispatcher.register(route.api_key, self.handler(route), check=route.check, lane=self.lane(route))
             registry.request_class(route.api_key)  # compile the codecs now, not on the first request

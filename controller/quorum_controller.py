@@ -40,8 +40,9 @@ from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.snapshotter import Frozen, Snapshotter
 from kraftsim.controller.state_change_log import log_state_changes
 from kraftsim.controller.write_path import EmptyAppendError, ReplayFailedError, WritePath
-from kraftsim.metadata import files, versions
+from kraftsim.metadata import files
 from kraftsim.metadata.authorizer.standard_authorizer import StandardAuthorizer
+from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.metadata.dirlock import DirectoryLock, lock_directory
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.image.migration import ZkMigrationState
@@ -128,7 +129,9 @@ class QuorumController:
         self.clock: Clock = clock or SystemClock()
         self.node_id = config.node_id
         self.voters = [v[0] for v in config.get("controller.quorum.voters")] or [self.node_id]
-        self.image = MetadataImage()
+        self.release = config.release  # the Kafka release this controller is
+        self.image = MetadataImage(release=self.release)
+        self.kraft_version = 0  # the log's KRaftVersionRecord (0 for a static quorum that never upgraded)
         self.mlog: MetadataLog | None = None
         self.dir_lock: DirectoryLock | None = None
         self.raft: RaftLeader | None = None
@@ -211,9 +214,11 @@ class QuorumController:
         # An open metadata transaction is kept (journaled): activation aborts it, as Kafka's does.
         # Replay refuses a FeatureLevelRecord outside this node's QuorumFeatures, as Kafka's does:
         # the ranges unstable.feature.versions.enable gives, not what ApiVersions advertises.
-        quorum_features = versions.supported_features(bool(cfg.get("unstable.feature.versions.enable")))
-        image, result = load_image(mlog, lambda: MetadataImage(quorum_features), open_transaction="keep")
+        release = self.release
+        quorum_features = release.supported_features(bool(cfg.get("unstable.feature.versions.enable")))
+        image, result = load_image(mlog, lambda: MetadataImage(quorum_features, release), open_transaction="keep")
         self.image = image
+        self.kraft_version = result.kraft_version
         log.info("loaded the metadata log: snapshot %s, %d records replayed, last offset %d",
                  result.snapshot.file_name if result.snapshot else "none", result.records_replayed,
                  result.last_offset)
@@ -248,12 +253,34 @@ class QuorumController:
         assert raft is not None
         self.ctx = ControllerContext(image=self.image, config=self.config, clock=self.clock, node_id=self.node_id,
                                      cluster_id=self.cluster_id, next_offset=lambda: raft.end_offset,
-                                     voters=list(self.voters))
+                                     voters=list(self.voters), kraft_version=lambda: self.kraft_version,
+                                     kraft_upgrade_records=self._kraft_upgrade_records,
+                                     set_kraft_version=self._set_kraft_version)
         if self.config.get("authorizer.class.name").strip() == STANDARD_AUTHORIZER:
             ctx = self.ctx
             self.ctx.authorizer = StandardAuthorizer(lambda: ctx.image.acls, self.config.get("super.users"),
                                                      self.config.get("allow.everyone.if.no.acl.found"))
         self._managers = ControlManagers.build(self.ctx, self.zk_migration_ready())
+
+    def _kraft_upgrade_records(self, level: int) -> list[tuple[ControlRecordType, Message]]:
+        """What Kafka's Raft client writes when kraft.version is upgraded (4.1+): the new level,
+        then the voter set, until now static, as a VotersRecord (this voter: its directory id,
+        its listeners, the kraft.version range its software supports)."""
+        from kraftsim.metadata.messages import KRaftVersionRecord, VotersRecord
+        from kraftsim.rpc import uuids
+
+        lo, hi = self.release.supported_features().get("kraft.version", (0, 0))
+        voter = VotersRecord.Voter(
+            voter_id=self.node_id,
+            voter_directory_id=uuids.from_str(self.directory_id) if self.directory_id else uuids.ZERO,
+            endpoints=[VotersRecord.Endpoint(name=e.name, host=e.host, port=e.port)
+                       for e in self.managers.controllers.local.listeners],
+            kraft_version_feature=VotersRecord.KRaftVersionFeature(min_supported_version=lo, max_supported_version=hi))
+        return [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=level)),
+                (ControlRecordType.KRAFT_VOTERS, VotersRecord(version=0, voters=[voter]))]
+
+    def _set_kraft_version(self, level: int) -> None:
+        self.kraft_version = level
 
     @property
     def managers(self) -> ControlManagers:
@@ -385,7 +412,7 @@ class QuorumController:
     async def _noop_tick(self) -> None:
         """Kafka's maybeScheduleNextWriteNoOpRecord: the log moves even when idle, so brokers
         see the high watermark advance."""
-        if versions.is_noop_supported(self.image.metadata_version):
+        if self.image.release.is_noop_supported(self.image.metadata_version):
             await self.write("writeNoOpRecord", lambda: ControllerResult([(NoOpRecord(), 0)], None))
 
     async def _token_sweeps(self) -> None:
@@ -785,7 +812,7 @@ class QuorumController:
         from ``unstable.api.versions.enable`` (BrokerFeatures.defaultSupportedFeatures), while what
         it accepts in UpdateFeatures and replay, and registers itself with, follows
         ``unstable.feature.versions.enable`` (QuorumFeatures): the two flags widen different ranges."""
-        return java_supported_order(versions.supported_features(bool(self.config.get("unstable.api.versions.enable"))))
+        return java_supported_order(self.release.supported_features(bool(self.config.get("unstable.api.versions.enable"))))
 
     def zk_migration_ready(self) -> bool:
         return bool(self.config.get("zookeeper.metadata.migration.enable"))

@@ -15,12 +15,14 @@ from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from kraftsim.controller.result import ControllerResult
+from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.metadata.image.fast_replay import replay_at_append
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.records import FramedRecord, RecordAndVersion, frame
 from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.clock import Clock
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.message import Message
 
 # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: an atomic operation writing more records
 # than this fails whole, before anything is written.
@@ -48,6 +50,8 @@ class Appender(Protocol):
     def end_offset(self) -> int: ...
 
     def append(self, values: Sequence[bytes], timestamp: int) -> int: ...
+
+    def append_control(self, messages: Sequence[tuple[ControlRecordType, Message]], timestamp: int) -> int: ...
 
 
 class EmptyAppendError(Exception):
@@ -92,10 +96,13 @@ class WritePath:
         records = result.records
         if result.atomic:
             check_record_count(len(records))
+        # Control records the Raft layer writes itself before the result's records (an upgrade
+        # of kraft.version: KRaftVersionRecord, VotersRecord); only a FeaturesResult has them.
+        control: Sequence[tuple[ControlRecordType, Message]] = getattr(result, "control", ())
         values = [r.value if isinstance(r, FramedRecord) else frame(r, v) for r, v in records]
         image = self.image
         before = image.offset
-        base = self.appender.end_offset
+        base = self.appender.end_offset + len(control)
         now = self.clock.wall_ms()
         image.mark(before)  # revertible until committed
         try:
@@ -105,6 +112,8 @@ class WritePath:
             image.revert_to(before)
             raise ReplayFailedError(failed, e) from e
         try:
+            if control:
+                self.appender.append_control(control, now)
             for start in range(0, len(values), MAX_RECORDS_PER_BATCH):
                 last = self.appender.append(values[start:start + MAX_RECORDS_PER_BATCH], now)
         except BaseException:

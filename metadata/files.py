@@ -25,6 +25,9 @@ METADATA_TOPIC_ID = uuids.ONE
 METADATA_TOPIC_DIR = f"{METADATA_TOPIC}-{METADATA_PARTITION}"
 META_PROPERTIES = "meta.properties"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+BOOTSTRAP_SNAPSHOT = "00000000000000000000-0000000000.checkpoint"
+"""Where a 4.4 format writes the bootstrap records instead (inside METADATA_TOPIC_DIR): a
+checkpoint that ends at offset 0 and so holds no log state."""
 QUORUM_STATE = "quorum-state"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # kraftsim's own: Kafka's metadata log keeps no recovery point (it recovers from 0 after an

@@ -38,6 +38,7 @@ class LoadResult:
     last_offset: int  # last replayed offset, -1 for an empty log
     records_replayed: int
     leader_changes: list[tuple[int, int, int]] = field(default_factory=list)  # (offset, epoch, leader)
+    kraft_version: int = 0  # of the last KRaftVersionRecord read (control records are not replayed)
     last_timestamp: int = 0
 
 
@@ -53,6 +54,10 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], ImageT], *, legacy: bo
     image = new_image()
     chosen: SnapshotId | None = None
     for sid in reversed(mlog.snapshots()):
+        if sid.end_offset == 0:
+            # Ends before the log's first offset: no log state. Kafka 4.4's format keeps the
+            # bootstrap records there, which activation appends to the log (controller/activation.py).
+            continue
         candidate = new_image()
         try:
             _load_snapshot(candidate, mlog.snapshot_path(sid), sid.end_offset - 1, legacy)
@@ -112,6 +117,8 @@ def _replay_log(image: object, mlog: MetadataLog, start: int, result: LoadResult
                     msg = ctl[1]
                     result.leader_changes.append((rec.offset, batch.partition_leader_epoch,
                                                   msg.leader_id))  # type: ignore[attr-defined]
+                elif ctl is not None and ctl[0] == ControlRecordType.KRAFT_VERSION:
+                    result.kraft_version = ctl[1].kraft_version  # type: ignore[attr-defined]
             result.last_offset = batch.last_offset
             continue
         ts = batch.max_timestamp

@@ -32,7 +32,12 @@ class BrokerRegistrationChangeRecord(Message):
     fenced: int
     in_controlled_shutdown: int
     log_dirs: list[uuid.UUID]
-    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., fenced: int = ..., in_controlled_shutdown: int = ..., log_dirs: list[uuid.UUID] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    cordoned_log_dirs: list[uuid.UUID] | None
+    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., fenced: int = ..., in_controlled_shutdown: int = ..., log_dirs: list[uuid.UUID] = ..., cordoned_log_dirs: list[uuid.UUID] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class ClearElrRecord(Message):
+    topic_name: str
+    def __init__(self, *, topic_name: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class ClientQuotaRecord(Message):
     entity: list[ClientQuotaRecord.EntityData]
@@ -154,7 +159,8 @@ class RegisterBrokerRecord(Message):
     fenced: bool
     in_controlled_shutdown: bool
     log_dirs: list[uuid.UUID]
-    def __init__(self, *, broker_id: int = ..., is_migrating_zk_broker: bool = ..., incarnation_id: uuid.UUID = ..., broker_epoch: int = ..., end_points: list[RegisterBrokerRecord.BrokerEndpoint] = ..., features: list[RegisterBrokerRecord.BrokerFeature] = ..., rack: str | None = ..., fenced: bool = ..., in_controlled_shutdown: bool = ..., log_dirs: list[uuid.UUID] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    cordoned_log_dirs: list[uuid.UUID] | None
+    def __init__(self, *, broker_id: int = ..., is_migrating_zk_broker: bool = ..., incarnation_id: uuid.UUID = ..., broker_epoch: int = ..., end_points: list[RegisterBrokerRecord.BrokerEndpoint] = ..., features: list[RegisterBrokerRecord.BrokerFeature] = ..., rack: str | None = ..., fenced: bool = ..., in_controlled_shutdown: bool = ..., log_dirs: list[uuid.UUID] = ..., cordoned_log_dirs: list[uuid.UUID] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class BrokerEndpoint(Struct):
         name: str
         host: str
@@ -226,6 +232,10 @@ class UnregisterBrokerRecord(Message):
     broker_id: int
     broker_epoch: int
     def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class UnregisterControllerRecord(Message):
+    controller_id: int
+    def __init__(self, *, controller_id: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class UserScramCredentialRecord(Message):
     name: str

@@ -31,6 +31,8 @@ class RecordType(IntEnum):
     ABORT_TRANSACTION_RECORD = 25
     REMOVE_DELEGATION_TOKEN_RECORD = 26
     REGISTER_CONTROLLER_RECORD = 27
+    CLEAR_ELR_RECORD = 28
+    UNREGISTER_CONTROLLER_RECORD = 29
 
 
 # record type -> schema (and class) name
@@ -60,4 +62,6 @@ SCHEMA_NAMES: dict[int, str] = {
     25: 'AbortTransactionRecord',
     26: 'RemoveDelegationTokenRecord',
     27: 'RegisterControllerRecord',
+    28: 'ClearElrRecord',
+    29: 'UnregisterControllerRecord',
 }

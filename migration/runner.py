@@ -373,7 +373,7 @@ class MigrationRunner:
         registration says ZkMigrationReady."""
         image = self.controller.image
         mv = image.metadata_version
-        if not versions.is_migration_supported(mv):
+        if not image.release.is_migration_supported(mv):
             return False
         if mv < versions.IBP_3_7_IV0:
             return True
@@ -431,7 +431,7 @@ class MigrationRunner:
         zk = await self._session()
         controller = self.controller
         mv = controller.image.metadata_version
-        txn = versions.metadata_transactions_supported(mv)
+        txn = controller.image.release.metadata_transactions_supported(mv)
         manifest = self.manifest = zk_copy.Manifest()
         started = time.monotonic()
         log.info("Starting ZK migration")

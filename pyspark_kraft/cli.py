@@ -108,7 +108,8 @@ def render_image(img: dict[str, Any]) -> str:
     if mv is not None:
         from kraftsim.metadata import versions
 
-        mv_text = f"{mv} ({versions.name(mv)})" if versions.is_known(mv) else str(mv)
+        names = {v.level: v.name for line in versions.release_lines() for v in versions.release(line).versions}
+        mv_text = f"{mv} ({names[mv]})" if mv in names else str(mv)
     else:
         mv_text = "unset"
     out.append(f"Metadata image at offset {img['offset']}: metadata.version {mv_text}, "

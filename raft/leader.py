@@ -21,10 +21,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.offset_waiters import OffsetWaiters
 from kraftsim.metadata.segments import LogFailedError
 from kraftsim.rpc.clock import Clock
+from kraftsim.rpc.message import Message
 
 OBSERVER_SESSION_TIMEOUT_MS = 300_000  # LeaderState.OBSERVER_SESSION_TIMEOUT_MS
 NO_DIRECTORY_ID = uuid.UUID(int=0)  # ReplicaKey.NO_DIRECTORY_ID
@@ -92,6 +94,11 @@ class RaftLeader:
         """Append framed records in this leader's epoch; returns the last offset.
         LogFailedError when storage refuses (nothing appended)."""
         return self.mlog.append_values(values, epoch=self.epoch, timestamp=timestamp)[1]
+
+    def append_control(self, messages: Sequence[tuple[ControlRecordType, Message]], timestamp: int) -> int:
+        """Append one control batch (KRaftVersionRecord and VotersRecord when kraft.version is
+        upgraded) in this leader's epoch; returns its last offset."""
+        return self.mlog.append_control(messages, epoch=self.epoch, timestamp=timestamp)
 
     async def wait_committed(self, offset: int) -> None:
         """Return once ``offset`` is committed; LogFailedError if it never can be."""

@@ -116,6 +116,8 @@ from kraftsim.rpc.messages import (
     SyncGroupResponse,
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
+    UnregisterControllerRequest,
+    UnregisterControllerResponse,
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
     UpdateMetadataRequest,
@@ -190,3 +192,4 @@ class Api:
     ALLOCATE_PRODUCER_IDS: ClassVar[TypedApiKey[AllocateProducerIdsRequest, AllocateProducerIdsResponse]]
     CONTROLLER_REGISTRATION: ClassVar[TypedApiKey[ControllerRegistrationRequest, ControllerRegistrationResponse]]
     ASSIGN_REPLICAS_TO_DIRS: ClassVar[TypedApiKey[AssignReplicasToDirsRequest, AssignReplicasToDirsResponse]]
+    UNREGISTER_CONTROLLER: ClassVar[TypedApiKey[UnregisterControllerRequest, UnregisterControllerResponse]]

@@ -16,7 +16,7 @@ from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.dispatch import Dispatcher
 from kraftsim.rpc.error_codes import ErrorCode
 
-API_VERSIONS_RANGE = (0, 4)
+API_VERSIONS_RANGE = (0, 4)  # a 3.9 process's; a dispatcher has its release's (Dispatcher.api_versions_range)
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 _I32 = struct.Struct(">i")
 
@@ -25,12 +25,13 @@ def response_class() -> Any:
     return registry.response_class(ApiKey.API_VERSIONS)
 
 
-def unsupported_version_response(correlation_id: int) -> bytes:
-    """The whole frame Kafka sends for an ApiVersions request at a version above 4."""
+def unsupported_version_response(correlation_id: int, own: tuple[int, int] = API_VERSIONS_RANGE) -> bytes:
+    """The whole frame Kafka sends for an ApiVersions request at a version above its own
+    (``own``: ApiVersions' range, 0-4 in 3.9, 0-5 in 4.4)."""
     resp_cls = response_class()
     body = resp_cls(error_code=ErrorCode.UNSUPPORTED_VERSION,
-                    api_keys=[resp_cls.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=API_VERSIONS_RANGE[0],
-                                                  max_version=API_VERSIONS_RANGE[1])])
+                    api_keys=[resp_cls.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=own[0],
+                                                  max_version=own[1])])
     out = bytearray(b"\0\0\0\0")
     out += _I32.pack(correlation_id)  # response header v0
     body.encode_into(out, 0)
@@ -41,12 +42,15 @@ def unsupported_version_response(correlation_id: int) -> bytes:
 def advertised(dispatcher: Dispatcher) -> list[tuple[int, int, int]]:
     """(api key, min, max) for ApiVersions: every routed API plus ApiVersions itself."""
     rows = {k: (k, r.min_version, r.max_version) for k, r in dispatcher.routes.items()}
-    rows[ApiKey.API_VERSIONS] = (ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)
+    rows[ApiKey.API_VERSIONS] = (ApiKey.API_VERSIONS, *dispatcher.api_versions_range)
     return [rows[k] for k in sorted(rows)]
 
 
 def build_response(dispatcher: Dispatcher, version: int, request: Any) -> Any:
     resp_cls = response_class()
+    if version >= 5 and (request.cluster_id is None) != (request.node_id == -1):
+        # ApiVersionsRequest.isValid (4.4): ClusterId and NodeId come together or not at all.
+        return resp_cls(error_code=ErrorCode.INVALID_REQUEST)
     if version >= 3:
         name = request.client_software_name
         ver = request.client_software_version

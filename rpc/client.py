@@ -85,12 +85,21 @@ class _ClientProtocol(asyncio.BufferedProtocol):
             self.closed.set_result(None)
 
 
+def _default_speaks() -> dict[int, tuple[int, int]]:
+    from kraftsim.metadata import versions
+
+    return versions.release().apis
+
+
 class KafkaClient:
     def __init__(self, protocol: _ClientProtocol, client_id: str) -> None:
         self._p = protocol
         self.client_id = client_id
         self._corr = itertools.count(1)
         self.versions: dict[int, tuple[int, int]] = {}
+        # The versions this client speaks per API key: a Kafka release's (3.9's unless set), as a
+        # Kafka client of that release would; an API none lists, every version our schemas have.
+        self.speaks: dict[int, tuple[int, int]] = _default_speaks()
 
     @classmethod
     async def connect(cls, host: str, port: int, client_id: str = "kraftsim-client",
@@ -156,7 +165,7 @@ class KafkaClient:
 
     def pick_version(self, api_key: int, cls: type[Message]) -> int:
         """The highest version both sides speak (after :meth:`negotiate`), else our highest."""
-        ours = (cls.lowest_version(), cls.highest_version())
+        ours = self.speaks.get(api_key) or (cls.lowest_version(), cls.highest_version())
         theirs = self.versions.get(api_key)
         if theirs is None:
             return ours[1]

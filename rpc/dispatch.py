@@ -115,11 +115,26 @@ class NoFeatures:
         return False
 
 
+def _default_ranges() -> dict[int, tuple[int, int]]:
+    from kraftsim.metadata import versions
+
+    return versions.release().apis
+
+
 @dataclass
 class Dispatcher:
+    """``ranges``: the versions of each API key this process speaks (those of the Kafka release
+    it is: a controller's, or a broker's); by default Kafka 3.9's."""
+
     routes: dict[int, Route] = field(default_factory=dict)
     features: FeatureSource = field(default_factory=NoFeatures)
+    ranges: dict[int, tuple[int, int]] = field(default_factory=_default_ranges)
     _caches: list[dict] = field(default_factory=list)  # servers' route caches, cleared on change
+
+    @property
+    def api_versions_range(self) -> tuple[int, int]:
+        """ApiVersions' own versions, which the server answers itself."""
+        return self.ranges.get(18, (0, 4))
 
     # Two forms for mypy. Under ``Api.<NAME>`` (rpc/api_types.py) the handler must take that
     # API's request class and answer its response class; under a key known only at run time (an
@@ -141,10 +156,17 @@ class Dispatcher:
                  min_version: int | None = None, max_version: int | None = None,
                  check: Callable[[Req, int], None] | None = None, lane: Lane | None = None) -> None:
         """Serve ``api_key`` with ``handler`` (and ``lane`` first, if given: see :data:`Lane`);
-        versions default to every version Kafka 3.9 defines."""
+        versions default to those in :attr:`ranges`, and a key it lacks (an API the release does
+        not have, such as ControlledShutdown from 4.0) is not served at all."""
         cls = registry.request_class(api_key)
-        lo = cls.lowest_version() if min_version is None else min_version
-        hi = cls.highest_version() if max_version is None else max_version
+        if min_version is None or max_version is None:
+            default = self.ranges.get(api_key)
+            if default is None:
+                return
+            lo = default[0] if min_version is None else min_version
+            hi = default[1] if max_version is None else max_version
+        else:
+            lo, hi = min_version, max_version
         if lo < cls.lowest_version() or hi > cls.highest_version() or lo > hi:
             raise ValueError(f"api {api_key}: versions {lo}-{hi} outside the schema's range")
         if lane is not None and check is not None:

@@ -127,10 +127,11 @@ class AlterPartitionRequest(Request[AlterPartitionResponse]):
 
 class AlterPartitionReassignmentsResponse(Message):
     throttle_time_ms: int
+    allow_replication_factor_change: bool
     error_code: int
     error_message: str | None
     responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse]
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    def __init__(self, *, throttle_time_ms: int = ..., allow_replication_factor_change: bool = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class ReassignablePartitionResponse(Struct):
         partition_index: int
         error_code: int
@@ -143,8 +144,9 @@ class AlterPartitionReassignmentsResponse(Message):
 
 class AlterPartitionReassignmentsRequest(Request[AlterPartitionReassignmentsResponse]):
     timeout_ms: int
+    allow_replication_factor_change: bool
     topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
-    def __init__(self, *, timeout_ms: int = ..., topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    def __init__(self, *, timeout_ms: int = ..., allow_replication_factor_change: bool = ..., topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class ReassignablePartition(Struct):
         partition_index: int
         replicas: list[int] | None
@@ -208,7 +210,9 @@ class ApiVersionsResponse(Message):
 class ApiVersionsRequest(Request[ApiVersionsResponse]):
     client_software_name: str
     client_software_version: str
-    def __init__(self, *, client_software_name: str = ..., client_software_version: str = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    cluster_id: str | None
+    node_id: int
+    def __init__(self, *, client_software_name: str = ..., client_software_version: str = ..., cluster_id: str | None = ..., node_id: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class AssignReplicasToDirsResponse(Message):
     throttle_time_ms: int
@@ -303,7 +307,8 @@ class BrokerHeartbeatRequest(Request[BrokerHeartbeatResponse]):
     want_fence: bool
     want_shut_down: bool
     offline_log_dirs: list[uuid.UUID]
-    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., current_metadata_offset: int = ..., want_fence: bool = ..., want_shut_down: bool = ..., offline_log_dirs: list[uuid.UUID] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    cordoned_log_dirs: list[uuid.UUID] | None
+    def __init__(self, *, broker_id: int = ..., broker_epoch: int = ..., current_metadata_offset: int = ..., want_fence: bool = ..., want_shut_down: bool = ..., offline_log_dirs: list[uuid.UUID] = ..., cordoned_log_dirs: list[uuid.UUID] | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class BrokerRegistrationResponse(Message):
     throttle_time_ms: int
@@ -534,7 +539,8 @@ class DeleteGroupsResponse(Message):
     class DeletableGroupResult(Struct):
         group_id: str
         error_code: int
-        def __init__(self, *, group_id: str = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        error_message: str | None
+        def __init__(self, *, group_id: str = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DeleteGroupsRequest(Request[DeleteGroupsResponse]):
     groups_names: list[str]
@@ -634,12 +640,14 @@ class DescribeClusterResponse(Message):
         host: str
         port: int
         rack: str | None
-        def __init__(self, *, broker_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        is_fenced: bool
+        def __init__(self, *, broker_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ..., is_fenced: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DescribeClusterRequest(Request[DescribeClusterResponse]):
     include_cluster_authorized_operations: bool
     endpoint_type: int
-    def __init__(self, *, include_cluster_authorized_operations: bool = ..., endpoint_type: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    include_fenced_brokers: bool
+    def __init__(self, *, include_cluster_authorized_operations: bool = ..., endpoint_type: int = ..., include_fenced_brokers: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class DescribeConfigsResponse(Message):
     throttle_time_ms: int
@@ -716,13 +724,14 @@ class DescribeGroupsResponse(Message):
     def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribeGroupsResponse.DescribedGroup] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class DescribedGroup(Struct):
         error_code: int
+        error_message: str | None
         group_id: str
         group_state: str
         protocol_type: str
         protocol_data: str
         members: list[DescribeGroupsResponse.DescribedGroupMember]
         authorized_operations: int
-        def __init__(self, *, error_code: int = ..., group_id: str = ..., group_state: str = ..., protocol_type: str = ..., protocol_data: str = ..., members: list[DescribeGroupsResponse.DescribedGroupMember] = ..., authorized_operations: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., protocol_type: str = ..., protocol_data: str = ..., members: list[DescribeGroupsResponse.DescribedGroupMember] = ..., authorized_operations: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class DescribedGroupMember(Struct):
         member_id: str
         group_instance_id: str | None
@@ -973,7 +982,8 @@ class FetchRequest(Request[FetchResponse]):
         log_start_offset: int
         partition_max_bytes: int
         replica_directory_id: uuid.UUID
-        def __init__(self, *, partition: int = ..., current_leader_epoch: int = ..., fetch_offset: int = ..., last_fetched_epoch: int = ..., log_start_offset: int = ..., partition_max_bytes: int = ..., replica_directory_id: uuid.UUID = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        high_watermark: int
+        def __init__(self, *, partition: int = ..., current_leader_epoch: int = ..., fetch_offset: int = ..., last_fetched_epoch: int = ..., log_start_offset: int = ..., partition_max_bytes: int = ..., replica_directory_id: uuid.UUID = ..., high_watermark: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class FetchTopic(Struct):
         topic: str
         topic_id: uuid.UUID
@@ -1111,14 +1121,18 @@ class InitProducerIdResponse(Message):
     error_code: int
     producer_id: int
     producer_epoch: int
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., producer_id: int = ..., producer_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    ongoing_txn_producer_id: int
+    ongoing_txn_producer_epoch: int
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., producer_id: int = ..., producer_epoch: int = ..., ongoing_txn_producer_id: int = ..., ongoing_txn_producer_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class InitProducerIdRequest(Request[InitProducerIdResponse]):
     transactional_id: str | None
     transaction_timeout_ms: int
     producer_id: int
     producer_epoch: int
-    def __init__(self, *, transactional_id: str | None = ..., transaction_timeout_ms: int = ..., producer_id: int = ..., producer_epoch: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    enable2_pc: bool
+    keep_prepared_txn: bool
+    def __init__(self, *, transactional_id: str | None = ..., transaction_timeout_ms: int = ..., producer_id: int = ..., producer_epoch: int = ..., enable2_pc: bool = ..., keep_prepared_txn: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class JoinGroupResponse(Message):
     throttle_time_ms: int
@@ -1262,7 +1276,8 @@ class ListOffsetsRequest(Request[ListOffsetsResponse]):
     replica_id: int
     isolation_level: int
     topics: list[ListOffsetsRequest.ListOffsetsTopic]
-    def __init__(self, *, replica_id: int = ..., isolation_level: int = ..., topics: list[ListOffsetsRequest.ListOffsetsTopic] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    timeout_ms: int
+    def __init__(self, *, replica_id: int = ..., isolation_level: int = ..., topics: list[ListOffsetsRequest.ListOffsetsTopic] = ..., timeout_ms: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class ListOffsetsPartition(Struct):
         partition_index: int
         current_leader_epoch: int
@@ -1307,7 +1322,8 @@ class MetadataResponse(Message):
     controller_id: int
     topics: list[MetadataResponse.MetadataResponseTopic]
     cluster_authorized_operations: int
-    def __init__(self, *, throttle_time_ms: int = ..., brokers: list[MetadataResponse.MetadataResponseBroker] = ..., cluster_id: str | None = ..., controller_id: int = ..., topics: list[MetadataResponse.MetadataResponseTopic] = ..., cluster_authorized_operations: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    error_code: int
+    def __init__(self, *, throttle_time_ms: int = ..., brokers: list[MetadataResponse.MetadataResponseBroker] = ..., cluster_id: str | None = ..., controller_id: int = ..., topics: list[MetadataResponse.MetadataResponseTopic] = ..., cluster_authorized_operations: int = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class MetadataResponseBroker(Struct):
         node_id: int
         host: str
@@ -1353,8 +1369,9 @@ class OffsetCommitResponse(Message):
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class OffsetCommitResponseTopic(Struct):
         name: str
+        topic_id: uuid.UUID
         partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition]
-        def __init__(self, *, name: str = ..., partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        def __init__(self, *, name: str = ..., topic_id: uuid.UUID = ..., partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class OffsetCommitRequest(Request[OffsetCommitResponse]):
     group_id: str
@@ -1373,8 +1390,9 @@ class OffsetCommitRequest(Request[OffsetCommitResponse]):
         def __init__(self, *, partition_index: int = ..., committed_offset: int = ..., committed_leader_epoch: int = ..., commit_timestamp: int = ..., committed_metadata: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class OffsetCommitRequestTopic(Struct):
         name: str
+        topic_id: uuid.UUID
         partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition]
-        def __init__(self, *, name: str = ..., partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        def __init__(self, *, name: str = ..., topic_id: uuid.UUID = ..., partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class OffsetDeleteResponse(Message):
     error_code: int
@@ -1433,8 +1451,9 @@ class OffsetFetchResponse(Message):
         def __init__(self, *, name: str = ..., partitions: list[OffsetFetchResponse.OffsetFetchResponsePartition] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class OffsetFetchResponseTopics(Struct):
         name: str
+        topic_id: uuid.UUID
         partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions]
-        def __init__(self, *, name: str = ..., partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        def __init__(self, *, name: str = ..., topic_id: uuid.UUID = ..., partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class OffsetFetchRequest(Request[OffsetFetchResponse]):
     group_id: str
@@ -1454,8 +1473,9 @@ class OffsetFetchRequest(Request[OffsetFetchResponse]):
         def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class OffsetFetchRequestTopics(Struct):
         name: str
+        topic_id: uuid.UUID
         partition_indexes: list[int]
-        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        def __init__(self, *, name: str = ..., topic_id: uuid.UUID = ..., partition_indexes: list[int] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class ProduceResponse(Message):
     responses: list[ProduceResponse.TopicProduceResponse]
@@ -1488,8 +1508,9 @@ class ProduceResponse(Message):
         def __init__(self, *, index: int = ..., error_code: int = ..., base_offset: int = ..., log_append_time_ms: int = ..., log_start_offset: int = ..., record_errors: list[ProduceResponse.BatchIndexAndErrorMessage] = ..., error_message: str | None = ..., current_leader: ProduceResponse.LeaderIdAndEpoch = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class TopicProduceResponse(Struct):
         name: str
+        topic_id: uuid.UUID
         partition_responses: list[ProduceResponse.PartitionProduceResponse]
-        def __init__(self, *, name: str = ..., partition_responses: list[ProduceResponse.PartitionProduceResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        def __init__(self, *, name: str = ..., topic_id: uuid.UUID = ..., partition_responses: list[ProduceResponse.PartitionProduceResponse] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class ProduceRequest(Request[ProduceResponse]):
     transactional_id: str | None
@@ -1503,8 +1524,9 @@ class ProduceRequest(Request[ProduceResponse]):
         def __init__(self, *, index: int = ..., records: bytes | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class TopicProduceData(Struct):
         name: str
+        topic_id: uuid.UUID
         partition_data: list[ProduceRequest.PartitionProduceData]
-        def __init__(self, *, name: str = ..., partition_data: list[ProduceRequest.PartitionProduceData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        def __init__(self, *, name: str = ..., topic_id: uuid.UUID = ..., partition_data: list[ProduceRequest.PartitionProduceData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class RenewDelegationTokenResponse(Message):
     error_code: int
@@ -1618,6 +1640,16 @@ class UnregisterBrokerRequest(Request[UnregisterBrokerResponse]):
     broker_id: int
     def __init__(self, *, broker_id: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
+class UnregisterControllerResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class UnregisterControllerRequest(Request[UnregisterControllerResponse]):
+    controller_id: int
+    def __init__(self, *, controller_id: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
 class UpdateFeaturesResponse(Message):
     throttle_time_ms: int
     error_code: int
@@ -1721,7 +1753,8 @@ class VoteRequest(Request[VoteResponse]):
         voter_directory_id: uuid.UUID
         last_offset_epoch: int
         last_offset: int
-        def __init__(self, *, partition_index: int = ..., candidate_epoch: int = ..., candidate_id: int = ..., candidate_directory_id: uuid.UUID = ..., voter_directory_id: uuid.UUID = ..., last_offset_epoch: int = ..., last_offset: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+        pre_vote: bool
+        def __init__(self, *, partition_index: int = ..., candidate_epoch: int = ..., candidate_id: int = ..., candidate_directory_id: uuid.UUID = ..., voter_directory_id: uuid.UUID = ..., last_offset_epoch: int = ..., last_offset: int = ..., pre_vote: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class TopicData(Struct):
         topic_name: str
         partitions: list[VoteRequest.PartitionData]

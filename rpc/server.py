@@ -381,8 +381,9 @@ class Connection(asyncio.Protocol):
             transport.write(b"".join(run))
 
     def _api_versions(self, frame: bytes, version: int, correlation_id: int) -> None:
-        if not (apiversions.API_VERSIONS_RANGE[0] <= version <= apiversions.API_VERSIONS_RANGE[1]):
-            self._send(apiversions.unsupported_version_response(correlation_id))
+        own = self.server.dispatcher.api_versions_range
+        if not (own[0] <= version <= own[1]):
+            self._send(apiversions.unsupported_version_response(correlation_id, own))
             return
         codec = api_codec(ApiKey.API_VERSIONS, version)
         try:

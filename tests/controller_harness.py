@@ -16,6 +16,7 @@ from kraftsim.controller.configs.server_config import Config
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.write_path import WritePath
+from kraftsim.metadata import versions
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.messages import FeatureLevelRecord
@@ -85,5 +86,7 @@ class WriteHarness:
 
 
 def _version(record: Any) -> int:
-    """The highest version a record class has (fixtures are written at the latest)."""
-    return int(record.highest_version())
+    """The highest version of the record's type Kafka 3.9 defines (fixtures are written at the
+    latest the harness's controller reads)."""
+    span = versions.release().data.records.get(record.api_key())
+    return int(record.highest_version()) if span is None else span[1]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftsim.broker.observer import MetadataObserver
+from kraftsim.metadata import versions
 from kraftsim.metadata.image.image import MetadataImage
 
 VIEW_REPLICA_ID = 9999
@@ -88,10 +89,11 @@ class FleetProcess:
 class ClusterView:
     """The controller's metadata as one more observer replays it."""
 
-    def __init__(self, bootstrap: str, cluster_id: str) -> None:
+    def __init__(self, bootstrap: str, cluster_id: str, release: versions.Release | None = None) -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.observer = MetadataObserver([(host, int(port))], cluster_id, VIEW_REPLICA_ID,
-                                         uuid.uuid5(uuid.NAMESPACE_OID, "kraftsim-test-view"))
+                                         uuid.uuid5(uuid.NAMESPACE_OID, "kraftsim-test-view"),
+                                         release=release or versions.release())
 
     def start(self) -> ClusterView:
         self.observer.start()

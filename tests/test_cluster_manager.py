@@ -64,10 +64,10 @@ class Harness(WriteHarness):
         features = kw.pop("features", None)
         if features is None:
             features = [RegReq.Feature(name="metadata.version", min_supported_version=1,
-                                       max_supported_version=versions.LATEST_PRODUCTION)]
+                                       max_supported_version=versions.release().latest_production)]
         listeners = kw.pop("listeners", None) or [RegReq.Listener(name="PLAINTEXT", host="localhost",
                                                                   port=9092 + bid, security_protocol=0)]
-        if "log_dirs" not in kw and versions.directory_assignment_supported(self.mv):
+        if "log_dirs" not in kw and versions.release().directory_assignment_supported(self.mv):
             kw["log_dirs"] = dirs_of(bid)
         return RegReq(broker_id=bid, cluster_id=kw.pop("cluster_id", CLUSTER),
                       incarnation_id=inc(bid if incarnation is None else incarnation),

@@ -61,7 +61,7 @@ def roundtrip(img: MetadataImage) -> MetadataImage:
 # ----- features -----------------------------------------------------------------------------
 
 def test_feature_level_zero_removes_and_mv_is_tracked() -> None:
-    img = MetadataImage(versions.supported_features(enable_unstable=True))
+    img = MetadataImage(versions.release().supported_features(enable_unstable=True))
     img.replay(mv(21), 0)
     img.replay(R("FeatureLevelRecord")(name="transaction.version", feature_level=2), 1)
     assert img.features.finalized == {"transaction.version": 2}
@@ -412,7 +412,7 @@ def test_unhandled_record_type() -> None:
 
 def test_records_order_and_versions() -> None:
     cfg = R("ConfigRecord")(resource_type=2, resource_name="foo", name="x", value="y")
-    img = MetadataImage(versions.supported_features(enable_unstable=True))
+    img = MetadataImage(versions.release().supported_features(enable_unstable=True))
     img.replay(mv(17), 0)
     img.replay(R("FeatureLevelRecord")(name="transaction.version", feature_level=1), 1)
     for i, r in enumerate([broker(1, log_dirs=[D[0]]), topic(), part(0, directories=D[:3]), cfg,

@@ -341,12 +341,12 @@ def test_snapshot_records_frame_partitions_as_the_general_encoder_does(level: in
     from kraftsim.metadata import versions
     from kraftsim.metadata.image.topics import _TAILS_MAX
 
-    img = MetadataImage(versions.supported_features(True))
+    img = MetadataImage(versions.release().supported_features(True))
     img.replay(by_name("FeatureLevelRecord")(name="metadata.version", feature_level=level), 0)
     tids = [uuid.UUID(int=(i + 1) << 70) for i in range(3)]
     for i, tid in enumerate(tids):
         img.replay(by_name("TopicRecord")(name=f"t{i}", topic_id=tid), 1 + i)
-    version = versions.partition_record_version(level)
+    version = versions.release().partition_record_version(level)
     shared = [frame(by_name("PartitionRecord")(
         partition_id=p, topic_id=tids[p % 2], replicas=[p % 3, 3], isr=[3] if p % 5 else [p % 3, 3], leader=3,
         leader_epoch=p % 2, partition_epoch=0, directories=[DIRS[p % 3], DIRS[3]] if version else []), version)

@@ -21,8 +21,8 @@ from kraftsim.metadata.records import by_name, frame, unframe
 from kraftsim.rpc.message import Message
 
 R = by_name
-SUPPORTED = versions.supported_features(enable_unstable=True)
-SUPPORTED[versions.FEATURE_NAME] = (1, versions.LATEST_PRODUCTION)
+SUPPORTED = versions.release().supported_features(enable_unstable=True)
+SUPPORTED[versions.FEATURE_NAME] = (1, versions.release().latest_production)
 DIRS = [uuid.UUID(int=(i + 1) << 64 | 3) for i in range(6)]
 NAMES = ["a", "b", "a.b", "a_b", "c.d", "x_y", "z"]
 
@@ -76,15 +76,15 @@ def _step(draw: st.DrawFn, m: Model, offset: int) -> list[tuple[Message, int]]:
         ops += ["brc", "brc", "unregister"]
     if m.topics:
         ops += ["remove_topic", "partition_add"]
-    if versions.is_scram_supported(mv):
+    if versions.release().is_scram_supported(mv):
         ops.append("scram")
-    if versions.delegation_tokens_supported(mv):
+    if versions.release().delegation_tokens_supported(mv):
         ops.append("token")
-    if versions.controller_registration_supported(mv):
+    if versions.release().controller_registration_supported(mv):
         ops.append("controller")
-    if versions.is_migration_supported(mv):
+    if versions.release().is_migration_supported(mv):
         ops.append("zk")
-    if versions.metadata_transactions_supported(mv):
+    if versions.release().metadata_transactions_supported(mv):
         ops.append("txn")
     op = draw(st.sampled_from(ops))
 
@@ -95,7 +95,7 @@ def _step(draw: st.DrawFn, m: Model, offset: int) -> list[tuple[Message, int]]:
             epoch, inc = prev  # same incarnation: amended registration, epoch kept
         else:
             epoch, inc = offset, m.new_uuid()
-        v = versions.register_broker_record_version(mv)
+        v = versions.release().register_broker_record_version(mv)
         rec = R("RegisterBrokerRecord")(
             broker_id=bid, broker_epoch=epoch, incarnation_id=inc, fenced=draw(st.booleans()),
             rack=draw(st.sampled_from([None, "", "r1"])),
@@ -114,18 +114,18 @@ def _step(draw: st.DrawFn, m: Model, offset: int) -> list[tuple[Message, int]]:
     if op == "brc":
         bid = draw(st.sampled_from(sorted(m.brokers)))
         epoch = m.brokers[bid][0]
-        if not versions.is_broker_registration_change_record_supported(mv):
+        if not versions.release().is_broker_registration_change_record_supported(mv):
             cls = R("FenceBrokerRecord") if draw(st.booleans()) else R("UnfenceBrokerRecord")
             return [(cls(id=bid, epoch=epoch), 0)]
         rec = R("BrokerRegistrationChangeRecord")(broker_id=bid, broker_epoch=epoch,
                                                   fenced=draw(st.sampled_from([-1, 0, 1])))
-        ics = versions.is_in_controlled_shutdown_supported(mv) and draw(st.booleans())
-        dirs = versions.directory_assignment_supported(mv) and draw(st.booleans())
+        ics = versions.release().is_in_controlled_shutdown_supported(mv) and draw(st.booleans())
+        dirs = versions.release().directory_assignment_supported(mv) and draw(st.booleans())
         if ics:
             rec.in_controlled_shutdown = 1
         if dirs:
             rec.log_dirs = draw(st.lists(st.sampled_from(DIRS), min_size=1, max_size=3, unique=True))
-        return [(rec, versions.broker_registration_change_record_version(in_controlled_shutdown=ics, log_dirs=dirs))]
+        return [(rec, versions.release().broker_registration_change_record_version(in_controlled_shutdown=ics, log_dirs=dirs))]
     if op == "unregister":
         bid = draw(st.sampled_from(sorted(m.brokers)))
         epoch, _ = m.brokers.pop(bid)
@@ -154,7 +154,7 @@ def _step(draw: st.DrawFn, m: Model, offset: int) -> list[tuple[Message, int]]:
             return []
         tid, pid = draw(st.sampled_from(cands))
         replicas, real_dirs = m.topics[tid][1][pid]
-        v = versions.partition_change_record_version(mv)
+        v = versions.release().partition_change_record_version(mv)
         rec = R("PartitionChangeRecord")(topic_id=tid, partition_id=pid)
         if draw(st.booleans()):
             new = draw(st.lists(st.integers(0, 6), min_size=1, max_size=4, unique=True))
@@ -235,8 +235,8 @@ def _step(draw: st.DrawFn, m: Model, offset: int) -> list[tuple[Message, int]]:
         m.in_txn = True
         return [(R("BeginTransactionRecord")(name=draw(st.sampled_from([None, "Bootstrap records"]))), 0)]
     if op == "feature":
-        if draw(st.booleans()) and m.mv < versions.LATEST_PRODUCTION:
-            m.mv = draw(st.integers(m.mv, versions.LATEST_PRODUCTION))  # upgrades only
+        if draw(st.booleans()) and m.mv < versions.release().latest_production:
+            m.mv = draw(st.integers(m.mv, versions.release().latest_production))  # upgrades only
             return [(R("FeatureLevelRecord")(name="metadata.version", feature_level=m.mv), 0)]
         return [(R("FeatureLevelRecord")(name="transaction.version", feature_level=draw(st.integers(0, 2))), 0)]
     return [(R("NoOpRecord")(), 0)]
@@ -245,7 +245,7 @@ def _step(draw: st.DrawFn, m: Model, offset: int) -> list[tuple[Message, int]]:
 def _partition(draw: st.DrawFn, m: Model, tid: uuid.UUID, pid: int) -> tuple[Message, int]:
     replicas = draw(st.lists(st.integers(0, 6), min_size=1, max_size=4, unique=True))
     isr = draw(st.lists(st.sampled_from(replicas), min_size=1, max_size=len(replicas), unique=True))
-    v = versions.partition_record_version(m.mv)
+    v = versions.release().partition_record_version(m.mv)
     rec = R("PartitionRecord")(partition_id=pid, topic_id=tid, replicas=replicas, isr=isr,
                                leader=draw(st.sampled_from([-1, *isr])), leader_epoch=draw(st.integers(0, 3)),
                                partition_epoch=draw(st.integers(0, 3)),

@@ -175,7 +175,7 @@ def test_target_recovery_state_change() -> None:
 @pytest.mark.parametrize("mv,version", [(versions.IBP_3_0_IV1, 0), (versions.IBP_3_7_IV1, 0),
                                         (versions.IBP_3_7_IV2, 1), (MV, 1), (versions.IBP_4_0_IV0, 2)])
 def test_record_version_by_mv(mv: int, version: int) -> None:
-    supported = versions.supported_features(enable_unstable=True)
+    supported = versions.release().supported_features(enable_unstable=True)
     img = MetadataImage(supported)
     img.replay(R("FeatureLevelRecord")(name="metadata.version", feature_level=mv), 0)
     img.replay(R("TopicRecord")(name="t", topic_id=TID), 1)

@@ -45,7 +45,7 @@ class Cluster(WriteHarness):
                  fenced: Iterable[int] = (), shutdown: Iterable[int] = (), level: int = 21,
                  dirs: dict[int, list[uuid.UUID]] | None = None, seed: int = 7,
                  config: dict[str, str] | None = None) -> None:
-        super().__init__(level, config, supported_features=versions.supported_features(enable_unstable=level > 21))
+        super().__init__(level, config, supported_features=versions.release().supported_features(enable_unstable=level > 21))
         brc = R("BrokerRegistrationChangeRecord")
         for b in brokers:
             d = (dirs or {}).get(b, [DIR[b]])
@@ -555,7 +555,7 @@ def test_framed_partition_records_are_the_general_encoders_bytes(level: int) -> 
     made(c.mgr.create_partitions(
         cp(topics=[cp.CreatePartitionsTopic(name="d", count=30, assignments=None)], timeout_ms=1000,
            validate_only=False), request_context(ApiKey.CREATE_PARTITIONS, 3)))
-    version = versions.partition_record_version(level)
+    version = versions.release().partition_record_version(level)
     framed = shorter_isr = 0
     for res, placement in results:
         for r, v in res.records:
@@ -570,7 +570,7 @@ def test_framed_partition_records_are_the_general_encoders_bytes(level: int) -> 
             shorter_isr += len(rec.isr) < len(rec.replicas)
     assert framed == 40 + 7 + 2 + 40 + 20 + 10 and shorter_isr
     for legacy in (False, True):  # the log's records as bytes and as objects
-        loaded, _ = load_image(c.mlog, lambda: MetadataImage(versions.supported_features(True)), legacy=legacy)
+        loaded, _ = load_image(c.mlog, lambda: MetadataImage(versions.release().supported_features(True)), legacy=legacy)
         assert list(loaded.records()) == list(c.image.records())
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kraftsim.metadata import versions
 from kraftsim.metadata.files import parse_java_properties
 from kraftsim.rpc.security import SECURITY_PROTOCOL_NAMES
 
@@ -113,6 +114,13 @@ def _ip_overrides(v: str) -> dict[str, int]:
     return out
 
 
+def _release(v: str) -> str:
+    line = v.strip()
+    if line not in versions.release_lines():
+        raise ValueError(f"must be one of {', '.join(versions.release_lines())}")
+    return line
+
+
 def _host_port(v: str) -> tuple[str, int]:
     host, _, port = v.strip().rpartition(":")
     if not host or not port.isdigit() or int(port) > 65535:
@@ -207,7 +215,13 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     # unless a token is set.
     Key("kraftsim.faults.enable", _bool, "false"),
     Key("kraftsim.faults.token", _str, ""),
+    # The Kafka release this controller is: its APIs and their versions, its features and
+    # metadata.version levels, what format writes (metadata/versions.py).
+    Key("kraftsim.release", _release, versions.DEFAULT_RELEASE),
 ]}
+# Keys Kafka 4.0 removed with ZooKeeper: a 4.x controller warns of them as unknown and runs
+# without them.
+ZOOKEEPER_KEYS = frozenset(k for k in KEYS if k.startswith("zookeeper."))
 PASSTHROUGH_PREFIXES = ("ssl.", "listener.name.", "sasl.", "log4j.", "metric.reporters", "kraftsim.")
 
 
@@ -218,8 +232,16 @@ class Config:
         self.raw = dict(raw)
         self.values: dict[str, Any] = {}
         self.unknown: list[str] = []
+        # The release first: which keys exist depends on it.
+        line = self.raw.get("kraftsim.release", versions.DEFAULT_RELEASE)
+        try:
+            self.release = versions.release(_release(line))
+        except ValueError as e:
+            raise ConfigError(f"Invalid value {line!r} for configuration kraftsim.release: {e}") from e
         for name, text in self.raw.items():
             key = KEYS.get(name)
+            if key is not None and name in ZOOKEEPER_KEYS and not self.release.is_3x:
+                key = None
             if key is None:
                 if not name.startswith(PASSTHROUGH_PREFIXES) or name.startswith("kraftsim."):
                     self.unknown.append(name)

@@ -17,10 +17,10 @@ from kraftsim.metadata.config_defs.topic import (
     DYNAMIC_TOPIC_CONFIG,
     JAVA_INT,
     STATIC_BROKER_CONFIG,
-    TOPIC_CONFIGS,
     ConfigError,
     TopicConfigKey,
     parse_type,
+    topic_configs,
 )
 from kraftsim.metadata.image.configs import BROKER
 from kraftsim.rpc.api_errors import ApiError
@@ -28,7 +28,6 @@ from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import CreateTopicsResponse
 
 CreatableTopicConfigs = CreateTopicsResponse.CreatableTopicConfigs
-_SORTED_NAMES = sorted(TOPIC_CONFIGS)
 
 
 def _convert(value: str, multiplier: int) -> str:
@@ -68,6 +67,8 @@ class TopicConfigResolver:
         configs = ctx.image.configs
         self.cluster = configs.get(BROKER, "")
         self.node = configs.get(BROKER, str(ctx.node_id))
+        self.configs = topic_configs(ctx.release.line)  # this release's topic configs
+        self._sorted = sorted(self.configs)
         self._base: list[tuple[str, str, int]] | None = None
         self._base_entries: dict[str, CreatableTopicConfigs] = {}
 
@@ -90,11 +91,12 @@ class TopicConfigResolver:
     def validate_all(self, configs: dict[str, str], existing: dict[str, str]) -> None:
         """LogConfig.validate as the controller calls it: ``configs`` is every config the topic
         will have, ``existing`` what it has now (turning remote storage off is judged on it)."""
+        defs = self.configs
         for name in configs:
-            if name not in TOPIC_CONFIGS:
+            if name not in defs:
                 raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
         parsed: dict[str, object] = {}
-        for key in TOPIC_CONFIGS.values():
+        for key in defs.values():
             if key.name in configs:
                 v = parse_type(key.name, key.type, configs[key.name])
                 if key.validator is not None:
@@ -104,7 +106,7 @@ class TopicConfigResolver:
         def value(name: str) -> object:
             if name in parsed:
                 return parsed[name]
-            key = TOPIC_CONFIGS[name]
+            key = defs[name]
             try:
                 return parse_type(name, key.type, self.broker_value(key)[0])
             except ApiError:
@@ -138,14 +140,14 @@ class TopicConfigResolver:
         """The v5+ response's Configs: every topic config sorted by name, readOnly false, none
         sensitive (no topic config is a PASSWORD). Entries not set by the topic are shared."""
         if self._base is None:
-            self._base = [(n, *self.broker_value(TOPIC_CONFIGS[n])) for n in _SORTED_NAMES]
+            self._base = [(n, *self.broker_value(self.configs[n])) for n in self._sorted]
             for n, v, src in self._base:
                 self._base_entries[n] = CreatableTopicConfigs(name=n, value=v, read_only=False, config_source=src,
                                                               is_sensitive=False)
         if not creation:
-            return [self._base_entries[n] for n in _SORTED_NAMES]
+            return [self._base_entries[n] for n in self._sorted]
         out = []
-        for n in _SORTED_NAMES:
+        for n in self._sorted:
             if n in creation:
                 out.append(CreatableTopicConfigs(name=n, value=creation[n], read_only=False,
                                                  config_source=DYNAMIC_TOPIC_CONFIG, is_sensitive=False))

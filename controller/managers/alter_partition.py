@@ -142,7 +142,7 @@ class AlterPartitionManager:
         cluster = self.cluster
         image = self.ctx.image
         rec = PartitionChangeBuilder(
-            p, topic.id, pid, cluster.leader_acceptor(p), image.metadata_version,
+            p, topic.id, pid, cluster.leader_acceptor(p), image.metadata_version, release=image.release,
             target_isr=[b for b, _ in new_isr], target_leader_recovery_state=lrs,
             election=Election.UNCLEAN if cluster.unclean_election_enabled(topic.name) else Election.ONLINE,
             zk_migration_enabled=cluster.zk_registration_allowed(),

@@ -173,7 +173,7 @@ class ClusterControlManager:
     def zk_registration_allowed(self) -> bool:
         """Migration enabled and the metadata.version can carry ZK brokers."""
         return (bool(self.ctx.config.get("zookeeper.metadata.migration.enable"))
-                and versions.is_migration_supported(self.ctx.image.metadata_version))
+                and self.ctx.release.is_migration_supported(self.ctx.image.metadata_version))
 
     def inter_broker_listener_name(self) -> str:
         """Kafka's static inter.broker.listener.name, else the listener named after
@@ -242,7 +242,7 @@ class ClusterControlManager:
             rec = PartitionChangeBuilder(
                 p, topic.id, pid, self.leader_acceptor(p, broker_to_remove, broker_to_add), mv,
                 target_isr=target_isr, election=Election.UNCLEAN if unclean else Election.ONLINE,
-                zk_migration_enabled=zk, default_dir=default_dir).build()
+                zk_migration_enabled=zk, default_dir=default_dir, release=self.ctx.release).build()
             if rec is not None:
                 records.append(rec)
 
@@ -254,20 +254,20 @@ class ClusterControlManager:
             raise RuntimeError(f"Can't find broker registration for broker {broker_id}")
         self.generate_leader_and_isr_updates(broker_id, NO_LEADER,
                                              image.topics.partitions_with_isr_member(broker_id), records)
-        if versions.is_broker_registration_change_record_supported(image.metadata_version):
+        if self.ctx.release.is_broker_registration_change_record_supported(image.metadata_version):
             records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch,
                                                            fenced=FENCE),
-                            versions.broker_registration_change_record_version()))
+                            self.ctx.release.broker_registration_change_record_version()))
         else:
             records.append((FenceBrokerRecord(id=broker_id, epoch=reg.epoch), 0))
 
     def _unfence_records(self, broker_id: int, broker_epoch: int, records: list[RecordAndVersion]) -> None:
         """handleBrokerUnfenced: the unfence record, then leaders for leaderless partitions."""
         image = self.ctx.image
-        if versions.is_broker_registration_change_record_supported(image.metadata_version):
+        if self.ctx.release.is_broker_registration_change_record_supported(image.metadata_version):
             records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                                            fenced=UNFENCE),
-                            versions.broker_registration_change_record_version()))
+                            self.ctx.release.broker_registration_change_record_version()))
         else:
             records.append((UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch), 0))
         self.generate_leader_and_isr_updates(NO_LEADER, broker_id, image.topics.leaderless_partitions(), records)
@@ -278,11 +278,11 @@ class ClusterControlManager:
         every ISR and leadership."""
         image = self.ctx.image
         reg = image.cluster.brokers.get(broker_id)
-        if (versions.is_in_controlled_shutdown_supported(image.metadata_version)
+        if (self.ctx.release.is_in_controlled_shutdown_supported(image.metadata_version)
                 and not (reg is not None and reg.in_controlled_shutdown)):
             records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                                            in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN),
-                            versions.broker_registration_change_record_version(in_controlled_shutdown=True)))
+                            self.ctx.release.broker_registration_change_record_version(in_controlled_shutdown=True)))
         self.generate_leader_and_isr_updates(broker_id, NO_LEADER,
                                              image.topics.partitions_with_isr_member(broker_id), records)
 
@@ -339,7 +339,7 @@ class ClusterControlManager:
                 raise ApiError(ErrorCode.INVALID_REGISTRATION,
                                f"Broker does not have the current inter.broker.listener {listener}")
 
-        dir_assignment = versions.directory_assignment_supported(mv)
+        dir_assignment = self.ctx.release.directory_assignment_supported(mv)
         if dir_assignment:
             log_dirs = request.log_dirs
             if not log_dirs:
@@ -369,9 +369,9 @@ class ClusterControlManager:
         if finalized_features is None:
             finalized = image.features.all_levels()
             # Kafka overwrites kraft.version with the Raft client's own (QuorumController
-            # .registerBroker): 0 for a static quorum like this one, even after UpdateFeatures
-            # wrote a kraft.version FeatureLevelRecord.
-            finalized[versions.KRAFT_VERSION] = 0
+            # .registerBroker): 0 for a static quorum, even after a 3.9 or 4.0 UpdateFeatures
+            # wrote a kraft.version FeatureLevelRecord; 1 once 4.1+ upgraded it.
+            finalized[versions.KRAFT_VERSION] = self.ctx.kraft_version()
         else:
             finalized = dict(finalized_features)
         unverified = dict(finalized)
@@ -382,7 +382,7 @@ class ClusterControlManager:
             unverified.pop(f.name, None)
             listed.add(f.name)
         if versions.FEATURE_NAME not in listed:
-            lvl = versions.MINIMUM_KRAFT
+            lvl = self.ctx.release.minimum
             features.append(self._check_feature(finalized, versions.FEATURE_NAME, lvl, lvl))
             unverified.pop(versions.FEATURE_NAME, None)
         for name, level in unverified.items():
@@ -405,7 +405,7 @@ class ClusterControlManager:
             rec.fenced = existing.fenced
             rec.in_controlled_shutdown = existing.in_controlled_shutdown
             rec.broker_epoch = existing.epoch
-        records: list[RecordAndVersion] = [(rec, versions.register_broker_record_version(mv))]
+        records: list[RecordAndVersion] = [(rec, self.ctx.release.register_broker_record_version(mv))]
         # Kafka: the handler drops a replaced incarnation's session and registers the broker;
         # replaying the record then removes and registers it again, so after the event the
         # broker always has a fresh session (metadata offset -1, no controlled-shutdown offset).
@@ -521,7 +521,7 @@ class ClusterControlManager:
         """handleDirectoriesOffline (MV >= 3.7-IV2), then the reply."""
         offline = request.offline_log_dirs
         image = self.ctx.image
-        if offline and versions.directory_assignment_supported(image.metadata_version):
+        if offline and self.ctx.release.directory_assignment_supported(image.metadata_version):
             newly_offline = [d for d in reg.directories if d in offline]
             if newly_offline:
                 broker_id = reg.id
@@ -534,7 +534,7 @@ class ClusterControlManager:
                 remaining = [d for d in reg.directories if d not in offline]
                 records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch,
                                                                log_dirs=remaining),
-                                versions.broker_registration_change_record_version(log_dirs=True)))
+                                self.ctx.release.broker_registration_change_record_version(log_dirs=True)))
         return HeartbeatResult(records, BrokerHeartbeatResponse(
             is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down), False)
 

@@ -50,7 +50,7 @@ from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata import topic_names
 from kraftsim.metadata.authorizer.authorizer import CLUSTER_NAME, AclOperation, ResourceType
-from kraftsim.metadata.config_defs.topic import TOPIC_CONFIGS
+from kraftsim.metadata.config_defs.topic import TopicConfigKey, topic_configs
 from kraftsim.metadata.image.configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, TOPIC
 from kraftsim.metadata.messages import ConfigRecord
 from kraftsim.metadata.records import RecordAndVersion
@@ -243,11 +243,12 @@ class ConfigurationControlManager:
         return records
 
     def _append_or_subtract(self, rtype: int, key: str, old: str | None, op: int, value: str | None) -> str:
-        if not _is_list(rtype, key):
+        defs = topic_configs(self.ctx.release.line)
+        if not _is_list(defs, rtype, key):
             raise ApiError(ErrorCode.INVALID_CONFIG, f"Can't {OP_NAMES[op]} to key {key} because its type is not LIST.")
         if value is None:
             raise RuntimeError(f"{OP_NAMES[op]} of {key} without a value")  # Java: NPE in the event
-        base = old if old is not None else _default(rtype, key)
+        base = old if old is not None else _default(defs, rtype, key)
         parts = [] if base is None else [p for p in java_split(base) if p]  # getParts
         for v in java_split(value):
             if op == APPEND:
@@ -317,19 +318,19 @@ def validate_client_metrics(name: str, configs: dict[str, str]) -> None:
                 raise ApiError(ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {pattern}")
 
 
-def _is_list(rtype: int, key: str) -> bool:
+def _is_list(defs: dict[str, TopicConfigKey], rtype: int, key: str) -> bool:
     """KafkaConfigSchema.isSplittable: only topic and broker configs have a schema."""
     if rtype == TOPIC:
-        k = TOPIC_CONFIGS.get(key)
+        k = defs.get(key)
         return k is not None and k.type == "LIST"
     if rtype == BROKER:
         return key in BROKER_LIST_CONFIGS
     return False
 
 
-def _default(rtype: int, key: str) -> str | None:
+def _default(defs: dict[str, TopicConfigKey], rtype: int, key: str) -> str | None:
     if rtype == TOPIC:
-        return TOPIC_CONFIGS[key].default
+        return defs[key].default
     return BROKER_LIST_CONFIGS.get(key)
 
 

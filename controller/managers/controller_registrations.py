@@ -34,7 +34,6 @@ from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hash_order
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
-from kraftsim.metadata import versions
 from kraftsim.metadata.authorizer.authorizer import (
     CLUSTER_NAME,
     CLUSTER_OPERATIONS,
@@ -133,7 +132,7 @@ class ControllerRegistrations:
     def register_controller(self, request: ControllerRegistrationRequest,
                             context: RequestContext) -> ControllerResult[ControllerRegistrationResponse]:
         """ClusterControlManager.registerController: one RegisterControllerRecord v0."""
-        if not versions.controller_registration_supported(self.ctx.image.metadata_version):
+        if not self.ctx.release.controller_registration_supported(self.ctx.image.metadata_version):
             raise ApiError(ErrorCode.UNSUPPORTED_VERSION,
                            "The current MetadataVersion is too old to support controller registrations.")
         end_points: dict[str, RegisterControllerRecord.ControllerEndpoint] = {}  # ListenerInfo: a LinkedHashMap, the last of a name wins
@@ -159,7 +158,7 @@ class ControllerRegistrations:
         if not self.local.listeners:
             return False
         image = self.ctx.image
-        if not versions.controller_registration_supported(image.metadata_version):
+        if not self.ctx.release.controller_registration_supported(image.metadata_version):
             return False
         reg = image.cluster.controllers.get(self.local.node_id)
         return reg is None or reg.incarnation_id != self.local.incarnation_id
@@ -169,7 +168,7 @@ class ControllerRegistrations:
     def describe_cluster(self, request: DescribeClusterRequest,
                          context: RequestContext) -> ControllerResult[DescribeClusterResponse]:
         image = self.ctx.image
-        if not versions.controller_registration_supported(image.metadata_version):
+        if not self.ctx.release.controller_registration_supported(image.metadata_version):
             raise ApiError(ErrorCode.UNSUPPORTED_VERSION, "Direct-to-controller communication is not supported "
                                                           "with the current MetadataVersion.")
         authorizer = self.ctx.authorizer

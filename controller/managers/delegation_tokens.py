@@ -34,7 +34,6 @@ from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import concurrent_hashmap_capacity, order_by_hash, string_hash
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
-from kraftsim.metadata import versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation, ResourceType
 from kraftsim.metadata.image.tokens import DelegationToken
 from kraftsim.metadata.messages import DelegationTokenRecord, RemoveDelegationTokenRecord
@@ -133,13 +132,13 @@ class DelegationTokenControlManager:
     def sweep_enabled(self) -> bool:
         """Kafka schedules the sweep at activation only when tokens are enabled and the
         metadata.version supports them (and each sweep re-checks both before the next)."""
-        return self.enabled() and versions.delegation_tokens_supported(
+        return self.enabled() and self.ctx.release.delegation_tokens_supported(
             self.ctx.image.features.effective_metadata_version())
 
     def _refused(self) -> ErrorCode | None:
         if not self.enabled():
             return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
-        if not versions.delegation_tokens_supported(self.ctx.image.features.effective_metadata_version()):
+        if not self.ctx.release.delegation_tokens_supported(self.ctx.image.features.effective_metadata_version()):
             return ErrorCode.UNSUPPORTED_VERSION
         return None
 

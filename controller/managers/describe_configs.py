@@ -37,9 +37,9 @@ from kraftsim.metadata.config_defs.broker import CONFIG_TYPE_IDS, UNKNOWN_TYPE, 
 from kraftsim.metadata.config_defs.topic import (
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
-    TOPIC_CONFIGS,
     convert_to_string,
     parse_type,
+    topic_configs,
 )
 from kraftsim.metadata.image.configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, TOPIC
 from kraftsim.rpc.api_errors import ApiError
@@ -160,8 +160,10 @@ class DescribeConfigsManager:
             return None
         own = self.ctx.image.configs.get(TOPIC, name)
 
+        defs = topic_configs(self.ctx.release.line)
+
         def entry(config: str) -> Entry:
-            key = TOPIC_CONFIGS.get(config)
+            key = defs.get(config)
             if key is None:  # set on the topic, not a topic config: of unknown type, so hidden
                 hidden = [(config, None, DYNAMIC_TOPIC_CONFIG)] if include_synonyms else []
                 return _entry(config, None, DYNAMIC_TOPIC_CONFIG, True, False, hidden, None)
@@ -176,7 +178,7 @@ class DescribeConfigsManager:
             source = syns[0][2] if syns else DEFAULT_CONFIG
             return _entry(config, value, source, False, False, syns if include_synonyms else [], key.type)
 
-        return self._listed([*own, *TOPIC_CONFIGS], keys, entry)
+        return self._listed([*own, *defs], keys, entry)
 
     # ----- BROKER --------------------------------------------------------------------------------
 

@@ -121,7 +121,8 @@ class LeaderElectionManager:
         image = self.ctx.image
         return PartitionChangeBuilder(
             p, topic.id, pid, self.cluster.leader_acceptor(p), image.metadata_version, election=election,
-            zk_migration_enabled=self.cluster.zk_registration_allowed(), default_dir=image.cluster.default_dir).build()
+            zk_migration_enabled=self.cluster.zk_registration_allowed(), default_dir=image.cluster.default_dir,
+            release=image.release).build()
 
     def balance_partition_leaders(self, max_elections: int = MAX_ELECTIONS_PER_IMBALANCE) -> ControllerResult[bool]:
         """Kafka's maybeBalancePartitionLeaders: a preferred election for each partition the image

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import logging
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
@@ -35,13 +36,15 @@ from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
 from kraftsim.metadata import versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation
+from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.metadata.image.migration import ZkMigrationState
-from kraftsim.metadata.messages import FeatureLevelRecord, ZkMigrationStateRecord
+from kraftsim.metadata.messages import ConfigRecord, FeatureLevelRecord, NoOpRecord, ZkMigrationStateRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import UpdateFeaturesResponse
 
 if TYPE_CHECKING:
@@ -50,6 +53,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("kraftsim.controller.managers.features")
 
 _FEATURE_RECORDS = frozenset((FeatureLevelRecord, ZkMigrationStateRecord))  # what a FeaturesDelta holds
+BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
+MIN_ISR = "min.insync.replicas"
+
+
+@dataclass(slots=True)
+class FeaturesResult(ControllerResult[UpdateFeaturesResponse]):
+    """An UpdateFeatures result that also upgrades kraft.version (4.1+): the write path has the
+    Raft layer write ``control`` (KRaftVersionRecord, VotersRecord) before ``records``, and then
+    calls ``after_append``."""
+
+    control: list[tuple[ControlRecordType, Message]] = field(default_factory=list)
+    after_append: Callable[[int], None] | None = None
 _first = operator.itemgetter(0)
 
 _SHORT_MAX = 32767
@@ -149,14 +164,20 @@ class FeatureControlManager:
         follow another flag (``QuorumController.supported_features``)."""
         if self._supported is not None:
             return dict(self._supported)
-        return versions.supported_features(self._flag("unstable.feature.versions.enable"))
+        return self.ctx.release.supported_features(self._flag("unstable.feature.versions.enable"))
 
     def finalized_features(self) -> tuple[int, dict[str, int]]:
         """(epoch, levels), in the order Kafka's ApiVersions lists them (java_finalized_order).
-        metadata.version is always listed because a KRaft node always has one (3.0-IV1 before
-        any record)."""
+        metadata.version is always listed because a KRaft node always has one (the release's
+        minimum before any record). From 4.0 kraft.version is the Raft layer's, not a record's."""
         features = self.ctx.image.features
-        return self.epoch, java_finalized_order(features.finalized, features.effective_metadata_version())
+        finalized = features.finalized
+        if not self.ctx.release.is_3x:
+            finalized = {n: lvl for n, lvl in finalized.items() if n != versions.KRAFT_VERSION}
+            kv = self.ctx.kraft_version()
+            if kv:
+                finalized[versions.KRAFT_VERSION] = kv
+        return self.epoch, java_finalized_order(finalized, features.effective_metadata_version())
 
     def note_batch(self, records: list[RecordAndVersion], base_offset: int) -> None:
         """A write-path listener keeping FinalizedFeaturesEpoch as Kafka's FeaturesPublisher does:
@@ -188,6 +209,14 @@ class FeatureControlManager:
 
     def update_features(self, request: UpdateFeaturesRequest,
                         context: RequestContext) -> ControllerResult[UpdateFeaturesResponse]:
+        """UpdateFeatures as this controller's release handles it: 3.9 judges each feature on its
+        own (:meth:`_update_features_39`), 4.x all or nothing (:meth:`_update_features_4x`)."""
+        if self.ctx.release.is_3x:
+            return self._update_features_39(request, context)
+        return self._update_features_4x(request, context)
+
+    def _update_features_39(self, request: UpdateFeaturesRequest,
+                            context: RequestContext) -> ControllerResult[UpdateFeaturesResponse]:
         """Validate every requested feature; return the successful ones' records as one
         atomic batch and a result per distinct feature name.
 
@@ -274,7 +303,7 @@ class FeatureControlManager:
                                           cluster.brokers[broker_id].supported_features.get(name, DISABLED))
             if reason is not None:
                 return reason
-        if not versions.controller_registration_supported(self.ctx.image.features.effective_metadata_version()):
+        if not self.ctx.release.controller_registration_supported(self.ctx.image.features.effective_metadata_version()):
             log.info("Verified brokers support changing %s to feature level %d. Note: unable to "
                      "verify controller support in the current MetadataVersion.", name, level)
             return None
@@ -298,20 +327,21 @@ class FeatureControlManager:
     def _update_metadata_version(self, level: int, current: int, allow_unsafe: bool,
                                  records: list[RecordAndVersion]) -> ApiError | None:
         """FeatureControlManager.updateMetadataVersion: the extra rules of reference §4.3."""
-        if not versions.is_known(level):
+        release = self.ctx.release
+        if not release.is_known(level):
             return _invalid_metadata_version(level, "Unknown metadata.version.")
         if ZkMigrationState(self.ctx.image.migration.state).in_progress():
             return _invalid_metadata_version(
                 level, "Unable to modify metadata.version while a ZK migration is in progress.")
-        if level < versions.MINIMUM_BOOTSTRAP:
+        if level < release.minimum_bootstrap:
             # FeatureLevelRecord itself only exists from 3.3-IV0, so nothing lower can be written.
             return _invalid_metadata_version(
-                level, f"Unable to set a metadata.version less than {versions.name(versions.MINIMUM_BOOTSTRAP)}")
+                level, f"Unable to set a metadata.version less than {release.name(release.minimum_bootstrap)}")
         if level < current:
-            if not versions.metadata_changed_between(level, current):
+            if not release.metadata_changed_between(level, current):
                 log.warning("Downgrading metadata.version from %s to %s.",
-                            versions.name(current) if versions.is_known(current) else current,
-                            versions.name(level))
+                            release.name(current) if release.is_known(current) else current,
+                            release.name(level))
             elif allow_unsafe:
                 return _invalid_metadata_version(level, "Unsafe metadata downgrade is not supported in this version.")
             else:
@@ -320,6 +350,162 @@ class FeatureControlManager:
                     "metadata information.")
         else:
             log.warning("Upgrading metadata.version from %s to %s.",
-                        versions.name(current) if versions.is_known(current) else current, versions.name(level))
+                        release.name(current) if release.is_known(current) else current, release.name(level))
         records.append((FeatureLevelRecord(name=versions.FEATURE_NAME, feature_level=level), 0))
         return None  # success: the result carries a null ErrorMessage
+
+    # ----- UpdateFeatures in 4.x ---------------------------------------------------------------
+
+    def _update_features_4x(self, request: UpdateFeaturesRequest,
+                            context: RequestContext) -> ControllerResult[UpdateFeaturesResponse]:
+        """Kafka 4.x's QuorumController.updateFeatures: the features are judged in the order of
+        the HashMap Kafka collects them in, and the first refusal refuses the request (no
+        records; the top-level error names it). On success a v0-1 response has a result per
+        requested feature, in the request's order, whose ErrorMessage is Kafka's ``Errors.NONE
+        .message()``, "NONE"; a v2 response has no results. Turning ELR on also writes a
+        cluster-level min.insync.replicas and drops the broker-level ones (ConfigurationControl
+        Manager.maybeGenerateElrSafetyRecords), before the feature records."""
+        version = context.api_version
+        updates: dict[str, int] = {}
+        types: dict[str, UpgradeType] = {}
+        for fu in request.feature_updates:
+            updates[fu.feature] = fu.max_version_level
+            types[fu.feature] = UpgradeType.from_code(fu.upgrade_type)
+        validate_only = request.validate_only if version >= 1 else False
+        features = self.ctx.image.features
+        proposed = {**features.finalized, versions.FEATURE_NAME: features.effective_metadata_version(), **updates}
+        records: list[RecordAndVersion] = []
+        control: list[tuple[str, int]] = []
+        error: ApiError | None = None
+        for name in hash_map_order(updates):
+            error = self._update_feature_4x(name, updates[name], types[name], records, proposed, control)
+            check_record_count(len(records))
+            if error is not None:
+                break
+        if error is not None:
+            return ControllerResult(records=[], response=UpdateFeaturesResponse(
+                throttle_time_ms=0, error_code=int(error.code),
+                error_message=f"The update failed for all features since the following feature had an error: "
+                              f"{error.message}"), atomic=True)
+        response = UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, error_message=None)
+        if version <= 1:
+            response.results = [UpdateFeaturesResponse.UpdatableFeatureResult(
+                feature=fu.feature, error_code=0, error_message="NONE") for fu in request.feature_updates]
+        if validate_only:
+            return ControllerResult(records=[], response=response, atomic=True)
+        if updates.get(versions.ELR_VERSION, 0) > 0:
+            records = [*self._elr_safety_records(), *records]
+        if not control:
+            return ControllerResult(records=records, response=response, atomic=True)
+        level = control[0][1]
+        ctx = self.ctx
+        return FeaturesResult(records=records, response=response, atomic=True,
+                              control=ctx.kraft_upgrade_records(level),
+                              after_append=lambda _last: ctx.set_kraft_version(level))
+
+    def _update_feature_4x(self, name: str, level: int, utype: UpgradeType, records: list[RecordAndVersion],
+                           proposed: dict[str, int], control: list[tuple[str, int]]) -> ApiError | None:
+        """Kafka 4.x's FeatureControlManager.updateFeature."""
+        release = self.ctx.release
+        if utype == UpgradeType.UNKNOWN:
+            return _invalid_update_version(name, level, "The controller does not support the given upgrade type.")
+        features = self.ctx.image.features
+        raft_kraft_version = name == versions.KRAFT_VERSION and release.line != "4.0"
+        if name == versions.FEATURE_NAME:
+            current = features.effective_metadata_version()
+        elif raft_kraft_version:
+            current = self.kraft_version()
+        else:
+            current = features.finalized.get(name, 0)
+        if level < 0:
+            return _invalid_update_version(name, level, "A feature version cannot be less than 0.")
+        reason = self.reason_not_supported(name, level)
+        if reason is not None:
+            return _invalid_update_version(name, level, reason)
+        if level < current:
+            if utype == UpgradeType.UPGRADE:
+                return _invalid_update_version(
+                    name, level, "Can't downgrade the version of this feature without setting the "
+                    "upgrade type to either safe or unsafe downgrade.")
+        elif level > current and utype != UpgradeType.UPGRADE:
+            return _invalid_update_version(name, level, "Can't downgrade to a newer version.")
+        if name == versions.FEATURE_NAME:
+            return self._update_metadata_version_4x(level, current, utype == UpgradeType.UNSAFE_DOWNGRADE, records)
+        if raft_kraft_version:
+            # 4.1+: the Raft layer upgrades kraft.version itself (control records, written at
+            # once); the NoOpRecord gives the request an offset to wait for.
+            if utype == UpgradeType.UPGRADE:
+                if level > current:
+                    control.append((name, level))
+                records.append((NoOpRecord(), 0))
+                return None
+            if level != current:
+                return _invalid_update_version(name, level, "Can't downgrade the version of this feature.")
+            return None
+        reason = self._dependency_problem(name, level, proposed)
+        if reason is not None:
+            return _invalid_update_version(name, level, reason)
+        records.append((FeatureLevelRecord(name=name, feature_level=level), 0))
+        return None
+
+    def _dependency_problem(self, name: str, level: int, proposed: dict[str, int]) -> str | None:
+        """Feature.validateVersion with the levels the request would leave (or why the feature
+        has no such level)."""
+        release = self.ctx.release
+        if release.feature(name) is None:
+            return f"Feature {name} not found."
+        fl = release.feature_level(name, level)
+        if fl is None:
+            return f"No feature:{name} with feature level {level}"
+        mv = proposed.get(versions.FEATURE_NAME)
+        if level >= 1 and (mv is None or mv < release.minimum):
+            return (f"{name} could not be set to {level} because it depends on metadata.version="
+                    f"{release.minimum} ({release.name(release.minimum)})")
+        for dep, want in fl.dependencies:
+            have = proposed.get(dep)
+            if have is None or have < want:
+                return f"{name} could not be set to {level} because it depends on {dep} level {want}"
+        return None
+
+    def _update_metadata_version_4x(self, level: int, current: int, allow_unsafe: bool,
+                                    records: list[RecordAndVersion]) -> ApiError | None:
+        """Kafka 4.x's updateMetadataVersion: no migration or bootstrap-minimum rule (4.x knows
+        no level below 3.3-IV3); a refused downgrade is worded "Invalid metadata.version" in
+        4.0 and 4.1, "Unsupported metadata.version downgrade" from 4.2."""
+        release = self.ctx.release
+        if not release.is_known(level):
+            return _invalid_metadata_version(level, f"Valid versions are from {release.minimum} to "
+                                                    f"{release.latest_testing}.")
+        if level < current and release.metadata_changed_between(level, current):
+            why = ("Unsafe metadata downgrade is not supported in this version." if allow_unsafe else
+                   "Refusing to perform the requested downgrade because it might delete metadata information.")
+            if release.line in ("4.0", "4.1"):
+                return _invalid_metadata_version(level, why)
+            msg = f"Unsupported metadata.version downgrade from {current} to {level}. {why}"
+            log.warning(msg)
+            return ApiError(ErrorCode.INVALID_UPDATE_VERSION, msg)
+        log.warning("%s metadata.version from %s to %s.", "Downgrading" if level < current else "Upgrading",
+                    release.name(current) if release.is_known(current) else current, release.name(level))
+        records.append((FeatureLevelRecord(name=versions.FEATURE_NAME, feature_level=level), 0))
+        return None
+
+    def _elr_safety_records(self) -> list[RecordAndVersion]:
+        """maybeGenerateElrSafetyRecords: a cluster-level min.insync.replicas (this controller's
+        own) if there is none, and every broker-level one removed."""
+        out: list[RecordAndVersion] = []
+        configs = self.ctx.image.configs
+        cluster = configs.get(BROKER_RESOURCE, "")
+        if MIN_ISR not in cluster:
+            out.append((ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name=MIN_ISR,
+                                     value=str(self.ctx.config.get(MIN_ISR))), 0))
+        # Kafka's brokersWithConfigs, a hash set of small ints: ascending.
+        brokers = sorted(int(name) for rtype, name in configs.resources if rtype == BROKER_RESOURCE and name.isdigit())
+        for broker in brokers:
+            if MIN_ISR in configs.get(BROKER_RESOURCE, str(broker)):
+                out.append((ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=str(broker), name=MIN_ISR,
+                                         value=None), 0))
+        return out
+
+    def kraft_version(self) -> int:
+        """The finalized kraft.version the Raft layer has (4.1+ reads it from there)."""
+        return self.ctx.kraft_version()

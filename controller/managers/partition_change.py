@@ -87,7 +87,7 @@ class PartitionChangeBuilder:
     __slots__ = ("partition", "topic_id", "partition_id", "is_acceptable_leader", "metadata_version",
                  "target_isr", "target_replicas", "target_removing", "target_adding",
                  "target_leader_recovery_state", "election", "zk_migration_enabled",
-                 "default_dir", "target_directories")
+                 "default_dir", "target_directories", "release")
 
     def __init__(self, partition: Partition, topic_id: uuid.UUID, partition_id: int,
                  is_acceptable_leader: Callable[[int], bool], metadata_version: int, *,
@@ -99,7 +99,9 @@ class PartitionChangeBuilder:
                  election: Election = Election.ONLINE,
                  zk_migration_enabled: bool = False,
                  eligible_leader_replicas_enabled: bool = False,
-                 default_dir: DefaultDirProvider | None = None) -> None:
+                 default_dir: DefaultDirProvider | None = None,
+                 release: versions.Release | None = None) -> None:
+        """``release``: whose gates the metadata.version is read with (3.9 unless given)."""
         if eligible_leader_replicas_enabled:
             raise NotImplementedError("eligible leader replicas (KIP-966) are not modelled")
         self.partition = partition
@@ -107,6 +109,7 @@ class PartitionChangeBuilder:
         self.partition_id = partition_id
         self.is_acceptable_leader = is_acceptable_leader
         self.metadata_version = metadata_version
+        self.release = versions.release() if release is None else release
         self.target_isr: Sequence[int] = partition.isr if target_isr is None else target_isr
         self.target_replicas: Sequence[int] = partition.replicas if target_replicas is None else target_replicas
         self.target_removing: Sequence[int] = (partition.removing_replicas if target_removing is None
@@ -197,7 +200,7 @@ class PartitionChangeBuilder:
             if unclean:
                 # Forcibly ISR = [leader]; data may be lost, so the leader must recover first.
                 record.isr = [leader]
-                if p.leader_recovery_state != RECOVERING and versions.is_leader_recovery_supported(mv):
+                if p.leader_recovery_state != RECOVERING and self.release.is_leader_recovery_supported(mv):
                     record.leader_recovery_state = RECOVERING
 
         target_replicas = self.target_replicas
@@ -214,14 +217,14 @@ class PartitionChangeBuilder:
             record.isr = list(target_isr)
             changed = True
 
-        if ((versions.is_leader_epoch_bump_required_on_isr_shrink(mv) or self.zk_migration_enabled)
+        if ((self.release.is_leader_epoch_bump_required_on_isr_shrink(mv) or self.zk_migration_enabled)
                 and record.leader == NO_LEADER_CHANGE and record.isr is not None
                 and not _contains_all(record.isr, p.isr)):
             record.leader = p.leader
             changed = True
 
         if target_replicas:
-            if versions.directory_assignment_supported(mv):
+            if self.release.directory_assignment_supported(mv):
                 dirs = self._directories(target_replicas)
                 if dirs != p.directories:
                     record.directories = list(dirs)
@@ -241,7 +244,7 @@ class PartitionChangeBuilder:
 
         if not changed:  # Kafka's changeRecordIsNoOp
             return None
-        return record, versions.partition_change_record_version(mv)
+        return record, self.release.partition_change_record_version(mv)
 
     def _directories(self, replicas: Sequence[int]) -> tuple[uuid.UUID, ...]:
         p = self.partition

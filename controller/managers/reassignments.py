@@ -78,12 +78,14 @@ class ReassignmentManager:
                             context: RequestContext) -> ControllerResult[AlterPartitionReassignmentsResponse]:
         records: list[RecordAndVersion] = []
         responses: list[TopicResponse] = []
+        # v1 (4.1+, KIP-860): false refuses a target that changes the replication factor.
+        allow_rf_change = bool(request.allow_replication_factor_change)
         for t in request.topics:
             partitions: list[PartitionResponse] = []
             for target in t.partitions:
                 code, message = ErrorCode.NONE, None
                 try:
-                    record = self._alter_one(t.name, target.partition_index, target.replicas)
+                    record = self._alter_one(t.name, target.partition_index, target.replicas, allow_rf_change)
                     if record is not None:
                         if len(records) >= MAX_RECORDS_PER_USER_OP:
                             raise _RecordCapReached()
@@ -96,10 +98,11 @@ class ReassignmentManager:
                                                     error_message=message))
             responses.append(TopicResponse(name=t.name, partitions=partitions))
         return ControllerResult(records, AlterPartitionReassignmentsResponse(
-            error_code=0, error_message=None, responses=responses), atomic=True)
+            error_code=0, error_message=None, responses=responses,
+            allow_replication_factor_change=allow_rf_change), atomic=True)
 
-    def _alter_one(self, name: str, pid: int,
-                   replicas: Sequence[int] | None) -> tuple[PartitionChangeRecord, int] | None:
+    def _alter_one(self, name: str, pid: int, replicas: Sequence[int] | None,
+                   allow_rf_change: bool = True) -> tuple[PartitionChangeRecord, int] | None:
         topic: Topic | None = self.ctx.image.topics.by_name.get(name)
         if topic is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.")
@@ -108,18 +111,26 @@ class ReassignmentManager:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{pid}.")
         if replicas is None:
             return self._cancel(topic, pid, p)
-        return self._change(topic, pid, p, list(replicas))
+        return self._change(topic, pid, p, list(replicas), allow_rf_change)
 
     def _builder(self, topic: Topic, pid: int, p: Partition, **targets: Unpack[Targets]) -> PartitionChangeBuilder:
         image = self.ctx.image
         return PartitionChangeBuilder(p, topic.id, pid, self.cluster.leader_acceptor(p), image.metadata_version,
                                       zk_migration_enabled=self.cluster.zk_registration_allowed(),
-                                      default_dir=image.cluster.default_dir, **targets)
+                                      default_dir=image.cluster.default_dir, release=image.release, **targets)
 
-    def _change(self, topic: Topic, pid: int, p: Partition,
-                target: list[int]) -> tuple[PartitionChangeRecord, int] | None:
+    def _change(self, topic: Topic, pid: int, p: Partition, target: list[int],
+                allow_rf_change: bool = True) -> tuple[PartitionChangeRecord, int] | None:
         """changePartitionReassignment: the target joins as adding, what leaves is removing."""
         validate_manual_assignment(target, None, self.ctx.image.cluster.brokers)
+        if not allow_rf_change:
+            # validatePartitionReplicationFactorUnchanged: against the replicas the partition will
+            # have once a reassignment in progress completes.
+            size = len((set(p.replicas) | set(p.adding_replicas)) - set(p.removing_replicas)) \
+                if p.adding_replicas or p.removing_replicas else len(p.replicas)
+            if size != len(target):
+                raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                               f"The replication factor is changed from {size} to {len(target)}")
         current = list(p.replicas)
         removing = sorted(set(current) - set(target))  # Kafka's TreeSet difference
         adding = sorted(set(target) - set(current))

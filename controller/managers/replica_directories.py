@@ -21,7 +21,7 @@ from kraftsim.controller.managers.cluster import ClusterControlManager
 from kraftsim.controller.managers.partition_change import PartitionChangeBuilder
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
-from kraftsim.metadata import directories, versions
+from kraftsim.metadata import directories
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.topics import NO_LEADER, Partition, Topic
 from kraftsim.metadata.records import RecordAndVersion
@@ -52,7 +52,7 @@ class ReplicaDirectoryManager:
                                 context: RequestContext) -> ControllerResult[AssignReplicasToDirsResponse]:
         image = self.ctx.image
         mv = image.metadata_version
-        if not versions.directory_assignment_supported(mv):
+        if not self.ctx.release.directory_assignment_supported(mv):
             raise ApiError(ErrorCode.UNSUPPORTED_VERSION, "Directory assignment is not supported yet.")
         broker_id = request.broker_id
         self.cluster.check_broker_epoch(broker_id, request.broker_epoch)
@@ -83,7 +83,8 @@ class ReplicaDirectoryManager:
                         else:
                             code = ErrorCode.NONE
                             builder = PartitionChangeBuilder(p, topic.id, pid, self.cluster.leader_acceptor(p), mv,
-                                                             default_dir=image.cluster.default_dir)
+                                                             default_dir=image.cluster.default_dir,
+                                                             release=image.release)
                             rec = builder.set_directory(broker_id, dir_id).build()
                             if rec is not None:
                                 records.append(rec)

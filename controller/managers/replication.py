@@ -54,7 +54,7 @@ from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
 from kraftsim.controller.topic_authorization import TopicAuthorization
 from kraftsim.controller.write_path import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP, check_record_count
-from kraftsim.metadata import topic_names, versions
+from kraftsim.metadata import topic_names
 from kraftsim.metadata.image.configs import TOPIC
 from kraftsim.metadata.messages import ConfigRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
 from kraftsim.metadata.record_types import RecordType
@@ -664,9 +664,12 @@ class _Placement:
         self.usable = usable
         self.active = active
         mv = image.metadata_version
-        self._version = versions.partition_record_version(mv)
-        self._elr = versions.is_elr_supported(mv)
-        self._with_dirs = versions.directory_assignment_supported(mv)
+        release = image.release
+        self._version = release.partition_record_version(mv)
+        # A new partition's empty ELR lists: 3.9 writes them from its 4.0-IV0; 4.x sets the fields
+        # only when they have members (PartitionRegistration.toRecord), so never here.
+        self._elr = release.is_elr_supported(mv) and release.is_3x
+        self._with_dirs = release.directory_assignment_supported(mv)
         cluster = image.cluster
         self._dirs: dict[int, uuid.UUID] = {b: cluster.default_dir(b) for b in cluster.brokers} if self._with_dirs else {}
         self._head = bytes((FRAME_VERSION, RecordType.PARTITION_RECORD, self._version))

@@ -34,7 +34,6 @@ from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hashmap_capacity, order_by_hash, string_hash
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
-from kraftsim.metadata import versions
 from kraftsim.metadata.authorizer.authorizer import AclOperation
 from kraftsim.metadata.image.scram import SCRAM_SHA_256, SCRAM_SHA_512
 from kraftsim.metadata.messages import RemoveUserScramCredentialRecord, UserScramCredentialRecord
@@ -97,7 +96,7 @@ class ScramControlManager:
                           context: RequestContext) -> ControllerResult[AlterUserScramCredentialsResponse]:
         if not request.deletions and not request.upsertions:
             return ControllerResult([], AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[]))
-        supported = versions.is_scram_supported(self.ctx.image.features.effective_metadata_version())
+        supported = self.ctx.release.is_scram_supported(self.ctx.image.features.effective_metadata_version())
         deletions: _HashMap[Deletion] = _HashMap()
         upsertions: _HashMap[Upsertion] = _HashMap()
         errors: _HashMap[ApiError] = _HashMap()

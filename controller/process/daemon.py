@@ -121,7 +121,8 @@ async def start(config: Config, clock: Clock | None = None) -> RunningController
         await server.stop()
         await controller.stop()
         raise StartupError(f"cannot listen: {e.strerror or e}") from e
-    log.info("kraftsim controller %d is serving %s on %s:%d and HTTP on %s:%d (%s)", config.node_id, name, host,
+    log.info("kraftsim controller %d is a Kafka %s controller, serving %s on %s:%d and HTTP on %s:%d (%s)",
+             config.node_id, config.release, name, host,
              server.port, hhost, hport, build_description())
     if faults is not None:
         log.warning("fault injection is on (kraftsim.faults.enable): /faults on HTTP %s:%d, %s", hhost, hport,

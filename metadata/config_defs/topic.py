@@ -1,4 +1,5 @@
-"""Topic configs as Kafka 3.9 defines them: names, types, defaults, validators and synonyms.
+"""Topic configs as each Kafka release defines them: names, types, defaults, validators and
+synonyms (Kafka 3.9's, ``TOPIC_CONFIGS``, and what later releases changed, ``topic_configs``).
 
 LogConfig's definitions (via KafkaConfigSchema), as data every part reads: the controller
 validates and resolves them (``controller/configs/topic_config_resolver.py``), the simulated
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from kraftsim.rpc.api_errors import ApiError
@@ -223,6 +225,41 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {k.name: k for k in [
     _k("remote.log.copy.disable", "BOOLEAN", "false", None),
     _k("remote.log.delete.on.disable", "BOOLEAN", "false", None),
 ]}
+
+_REMOVED_IN_4_0 = frozenset({"message.format.version", "message.timestamp.difference.max.ms",
+                             "message.downconversion.enable"})
+
+
+@cache
+def topic_configs(release: str = "3.9") -> dict[str, TopicConfigKey]:
+    """The topic configs of a Kafka release (its LogConfig, in definition order). From 4.0:
+    three configs gone with the old message formats, message.timestamp.after.max.ms one hour by
+    default; from 4.1 segment.bytes at least 1 MiB; in 4.2 and 4.4 max.decompressed.message.bytes;
+    in 4.4 the remote copy lag and the dead letter queue's. (Internal configs, such as
+    internal.segment.bytes from 4.1, are never described, and are not here.)"""
+    if release.startswith("3."):
+        return TOPIC_CONFIGS
+    minor = int(release.split(".")[1])
+    out: dict[str, TopicConfigKey] = {}
+    for name, key in TOPIC_CONFIGS.items():
+        if name in _REMOVED_IN_4_0:
+            continue
+        if name == "message.timestamp.after.max.ms":
+            key = _k(name, "LONG", "3600000", _at_least(0), "log.message.timestamp.after.max.ms")
+        elif name == "segment.bytes" and minor >= 1:
+            key = _k(name, "INT", "1073741824", _at_least(1048576), "log.segment.bytes")
+        out[name] = key
+        if name == "max.message.bytes" and minor in (2, 4):
+            out["max.decompressed.message.bytes"] = _k("max.decompressed.message.bytes", "INT", "2147483639",
+                                                       _between(1, 2147483639), "max.decompressed.message.bytes")
+        if name == "remote.log.copy.disable" and minor >= 4:
+            out["remote.copy.lag.ms"] = _k("remote.copy.lag.ms", "LONG", "0", _at_least(-1), "log.remote.copy.lag.ms")
+            out["remote.copy.lag.bytes"] = _k("remote.copy.lag.bytes", "LONG", "-1", _at_least(-1),
+                                              "log.remote.copy.lag.bytes")
+    if minor >= 4:
+        out["errors.deadletterqueue.group.enable"] = _k("errors.deadletterqueue.group.enable", "BOOLEAN", "false", None)
+    return out
+
 
 # DescribeConfigsResponse.ConfigSource ids (KafkaConfigSchema.translateConfigSource).
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3

@@ -66,26 +66,26 @@ class BrokerRegistration:
         The one place this rule is written."""
         return not self.fenced and not self.in_controlled_shutdown
 
-    def to_record(self, mv: int) -> tuple[Message, int]:
+    def to_record(self, mv: int, release: versions.Release) -> tuple[Message, int]:
         rec = RegisterBrokerRecord(broker_id=self.id, incarnation_id=self.incarnation_id,
                                    broker_epoch=self.epoch, rack=self.rack, fenced=self.fenced)
         if self.in_controlled_shutdown:
-            if not versions.is_in_controlled_shutdown_supported(mv):
+            if not release.is_in_controlled_shutdown_supported(mv):
                 raise UnwritableMetadataError("the inControlledShutdown state of one or more brokers")
             rec.in_controlled_shutdown = True
         if self.is_migrating_zk_broker:
-            if not versions.is_migration_supported(mv):
+            if not release.is_migration_supported(mv):
                 raise UnwritableMetadataError("the isMigratingZkBroker state of one or more brokers")
             rec.is_migrating_zk_broker = True
         if self.directories:
-            if not versions.directory_assignment_supported(mv):
+            if not release.directory_assignment_supported(mv):
                 raise UnwritableMetadataError("the online log directories of one or more brokers")
             rec.log_dirs = list(self.directories)
         rec.end_points = [RegisterBrokerRecord.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
                           for n, (h, p, s) in self.listeners.items()]
         rec.features = [RegisterBrokerRecord.BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
                         for n, (lo, hi) in self.supported_features.items()]
-        return rec, versions.register_broker_record_version(mv)
+        return rec, release.register_broker_record_version(mv)
 
 
 @dataclass(slots=True)
@@ -96,7 +96,7 @@ class ControllerRegistration:
     listeners: dict[str, Endpoint]
     supported_features: dict[str, tuple[int, int]]
 
-    def to_record(self, mv: int) -> tuple[Message, int]:
+    def to_record(self, mv: int, release: versions.Release) -> tuple[Message, int]:
         rec = RegisterControllerRecord(
             controller_id=self.id, incarnation_id=self.incarnation_id,
             zk_migration_ready=self.zk_migration_ready,
@@ -104,7 +104,7 @@ class ControllerRegistration:
                         for n, (h, p, s) in self.listeners.items()],
             features=[RegisterControllerRecord.ControllerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
                       for n, (lo, hi) in self.supported_features.items()])
-        return rec, versions.register_controller_record_version(mv)
+        return rec, release.register_controller_record_version(mv)
 
 
 class ClusterImage:
@@ -156,14 +156,14 @@ class ClusterImage:
     def __repr__(self) -> str:
         return f"ClusterImage(brokers={self.brokers}, controllers={self.controllers})"
 
-    def records(self, mv: int) -> Iterator[tuple[Message, int]]:
+    def records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message, int]]:
         for broker_id in sorted(self.brokers):
-            yield self.brokers[broker_id].to_record(mv)
+            yield self.brokers[broker_id].to_record(mv, release)
         if self.controllers:
-            if not versions.controller_registration_supported(mv):
+            if not release.controller_registration_supported(mv):
                 raise UnwritableMetadataError("controller registration data")
             for controller_id in sorted(self.controllers):
-                yield self.controllers[controller_id].to_record(mv)
+                yield self.controllers[controller_id].to_record(mv, release)
 
     # --- the only mutators (see journal.py): counters kept in step with the maps -------------
 

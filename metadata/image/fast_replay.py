@@ -102,9 +102,12 @@ def _decode_shape(buf: bytes, version: int) -> _Shape | None:
 
 
 def replay_framed(image: MetadataImage, value: bytes, offset: int, timestamp_ms: int = 0) -> None:
-    """Decode one framed metadata record value and replay it at ``offset``."""
+    """Decode one framed metadata record value and replay it at ``offset``; DecodeError for a
+    record type or version the image's release does not define."""
     if not _partition_from_bytes(image, value, offset, timestamp_ms):
-        image.replay(unframe(value)[0], offset, timestamp_ms)
+        record, version = unframe(value)
+        image.check_defined(record, version)
+        image.replay(record, offset, timestamp_ms)
 
 
 def replay_with_value(image: MetadataImage, record: Any, value: bytes, offset: int, timestamp_ms: int = 0) -> None:

@@ -19,11 +19,12 @@ from kraftsim.rpc.message import Message
 class FeaturesImage:
     """metadata.version (None until the first FeatureLevelRecord for it) plus other features."""
 
-    __slots__ = ("metadata_version", "finalized")
+    __slots__ = ("metadata_version", "finalized", "minimum")
 
-    def __init__(self) -> None:
+    def __init__(self, minimum: int = versions.IBP_3_0_IV1) -> None:
         self.metadata_version: int | None = None
         self.finalized: dict[str, int] = {}
+        self.minimum = minimum  # the release's lowest level: what an image without one runs
 
     def level(self, feature: str) -> int:
         """Finalized level, 0 when not set (what UpdateFeatures and ApiVersions treat as unset)."""
@@ -32,10 +33,10 @@ class FeaturesImage:
         return self.finalized.get(feature, 0)
 
     def effective_metadata_version(self) -> int:
-        """The level writers must use; an image that has not seen one behaves as 3.0-IV1, as
-        Kafka's empty FeaturesImage does."""
+        """The level writers must use; an image that has not seen one behaves as the release's
+        minimum (3.0-IV1 in 3.9), as Kafka's empty FeaturesImage does."""
         mv = self.metadata_version
-        return versions.MINIMUM_KRAFT if mv is None else mv
+        return self.minimum if mv is None else mv
 
     def all_levels(self) -> dict[str, int]:
         """Every finalized feature including metadata.version (ApiVersions' FinalizedFeatures)."""
@@ -52,13 +53,13 @@ class FeaturesImage:
     def __repr__(self) -> str:
         return f"FeaturesImage(metadata_version={self.metadata_version}, finalized={self.finalized})"
 
-    def records(self, mv: int) -> Iterator[tuple[Message, int]]:
+    def records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message, int]]:
         """metadata.version first (readers need it to decode what follows), then by name."""
-        if mv < versions.MINIMUM_BOOTSTRAP:
+        if mv < release.minimum_bootstrap:
             if self.finalized:
                 raise UnwritableMetadataError(
                     f"feature flag(s) {', '.join(sorted(self.finalized))} cannot be written "
-                    f"at metadata.version {versions.name(mv)}")
+                    f"at metadata.version {release.name(mv)}")
             return
         yield FeatureLevelRecord(name=versions.FEATURE_NAME, feature_level=mv), 0
         for feature in sorted(self.finalized):
@@ -80,14 +81,14 @@ class FeaturesImage:
 
 
 def replay_feature_level(image: FeaturesImage, record: Any, supported: dict[str, tuple[int, int]],
-                         undo: list | None) -> None:
+                         release: versions.Release, undo: list | None) -> None:
     feature: str = record.name
     level: int = record.feature_level
     lo, hi = versions.supported_range(supported, feature)
     if not lo <= level <= hi:
         raise ReplayError(f"Tried to apply FeatureLevelRecord {record}, but this controller only "
                           f"supports versions {lo}-{hi}")
-    if feature == versions.FEATURE_NAME and not versions.is_known(level):
+    if feature == versions.FEATURE_NAME and not release.is_known(level):
         raise ReplayError(f"No MetadataVersion with feature level {level}")
     old = image.swap_feature(feature, level or None)
     if undo is not None:

@@ -44,6 +44,7 @@ from kraftsim.metadata.image.errors import ReplayError
 from kraftsim.metadata.image.journal import Entry, Start, apply_entries, kind_of
 from kraftsim.metadata.record_types import RecordType
 from kraftsim.metadata.records import FramedRecord, type_name
+from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.message import Message
 
 _start_offset = operator.attrgetter("offset")
@@ -55,12 +56,18 @@ Handler = Callable[["MetadataImage", Message, int], None]
 class MetadataImage:
     __slots__ = ("features", "migration", "cluster", "topics", "configs", "quotas", "acls", "scram",
                  "tokens", "producer_ids", "transaction", "offset", "last_timestamp_ms",
-                 "supported_features", "_loading_snapshot", "_undo", "_starts", "_marks", "_base")
+                 "supported_features", "release", "_record_versions", "_loading_snapshot", "_undo", "_starts",
+                 "_marks", "_base")
 
-    def __init__(self, supported_features: dict[str, tuple[int, int]] | None = None) -> None:
-        """``supported_features`` is this node's supported ranges (FeatureLevelRecords outside
-        them are fatal); default: a 3.9 controller without unstable versions."""
-        self.features = _features.FeaturesImage()
+    def __init__(self, supported_features: dict[str, tuple[int, int]] | None = None,
+                 release: versions.Release | None = None) -> None:
+        """``release`` is the Kafka release whose metadata this is (its gates decide the record
+        versions written, and it refuses records it does not define); default 3.9.
+        ``supported_features`` is this node's supported ranges (FeatureLevelRecords outside them
+        are fatal); default: the release's without unstable versions."""
+        self.release = release = versions.release() if release is None else release
+        self._record_versions = release.data.records
+        self.features = _features.FeaturesImage(release.minimum)
         self.migration = _migration.MigrationImage()
         self.cluster = _cluster.ClusterImage()
         self.topics = _topics.TopicsImage()
@@ -73,7 +80,7 @@ class MetadataImage:
         self.transaction = _txn.TransactionState()
         self.offset = -1
         self.last_timestamp_ms = 0
-        self.supported_features = (versions.supported_features() if supported_features is None
+        self.supported_features = (release.supported_features() if supported_features is None
                                    else dict(supported_features))
         self._loading_snapshot = False
         # The undo journal (journal.py): entries while on, else None; one Start per journaled
@@ -90,6 +97,8 @@ class MetadataImage:
         key = record.api_key()
         handler = _TABLE[key] if key is not None and 0 <= key < len(_TABLE) else None
         if handler is None:
+            if key is not None and key not in self._record_versions:
+                raise ReplayError(f"Unknown metadata id {key}")  # MetadataRecordType.fromId
             raise ReplayError(f"Unhandled record type {type_name(key) if key is not None else record!r}")
         undo = self._undo
         if undo is None:
@@ -106,6 +115,18 @@ class MetadataImage:
         self.offset = offset
         if timestamp_ms:
             self.last_timestamp_ms = timestamp_ms
+
+    def check_defined(self, record: Any, version: int) -> None:
+        """DecodeError if the release does not define this record type at ``version``: what its
+        record reader throws for a record a newer release wrote (a type it has no class for, or
+        a version its class cannot read)."""
+        key = record.api_key()
+        span = self._record_versions.get(key)
+        if span is None:
+            raise DecodeError(f"Unknown metadata id {key}")
+        if not span[0] <= version <= span[1]:
+            raise DecodeError(f"Failed to deserialize record with type {key}: Can't read version {version} of "
+                              f"{type(record).__name__}")
 
     # ----- reverting ---------------------------------------------------------------------
 
@@ -267,18 +288,19 @@ class MetadataImage:
         because replay replaces Partition objects and never mutates them.
         """
         mv = self.features.effective_metadata_version()
-        return self._frozen(mv, self.topics.frozen_records(mv))
+        return self._frozen(mv, self.topics.frozen_records(mv, self.release))
 
     def frozen_snapshot_records(self) -> Iterator[tuple[Message | FramedRecord, int]]:
         """:meth:`frozen_records` with the PartitionRecords framed (FramedRecord: the same
         bytes, see ``topics._framed_records``), for the snapshot writer."""
         mv = self.features.effective_metadata_version()
-        return self._frozen(mv, self.topics.frozen_framed_records(mv))
+        return self._frozen(mv, self.topics.frozen_framed_records(mv, self.release))
 
     def _frozen(self, mv: int, topics: Iterator[_R]) -> Iterator[_R | tuple[Message, int]]:
-        head = [*self.features.records(mv), *self.migration.records(mv), *self.cluster.records(mv)]
+        r = self.release
+        head = [*self.features.records(mv, r), *self.migration.records(mv, r), *self.cluster.records(mv, r)]
         tail = [*self.configs.records(), *self.quotas.records(), *self.producer_ids.records(),
-                *self.acls.records(), *self.scram.records(mv), *self.tokens.records(mv)]
+                *self.acls.records(), *self.scram.records(mv, r), *self.tokens.records(mv, r)]
 
         def generate() -> Iterator[_R | tuple[Message, int]]:
             yield from head
@@ -291,7 +313,8 @@ class MetadataImage:
 
     @property
     def metadata_version(self) -> int:
-        """The effective metadata.version level (3.0-IV1 before any FeatureLevelRecord)."""
+        """The effective metadata.version level (the release's minimum before any
+        FeatureLevelRecord)."""
         return self.features.effective_metadata_version()
 
     def __eq__(self, other: object) -> bool:
@@ -337,7 +360,7 @@ _HANDLERS: dict[RecordType, Handler] = {
     RecordType.DELEGATION_TOKEN_RECORD: lambda i, r, o: _tokens.replay_token(i.tokens, r, i._undo),
     RecordType.USER_SCRAM_CREDENTIAL_RECORD: lambda i, r, o: _scram.replay_scram(i.scram, r, i._undo),
     RecordType.FEATURE_LEVEL_RECORD:
-        lambda i, r, o: _features.replay_feature_level(i.features, r, i.supported_features, i._undo),
+        lambda i, r, o: _features.replay_feature_level(i.features, r, i.supported_features, i.release, i._undo),
     RecordType.CLIENT_QUOTA_RECORD: lambda i, r, o: _quotas.replay_client_quota(i.quotas, r, i._undo),
     RecordType.PRODUCER_IDS_RECORD: lambda i, r, o: _pids.replay_producer_ids(i.producer_ids, r, i._undo),
     RecordType.BROKER_REGISTRATION_CHANGE_RECORD:
@@ -346,7 +369,8 @@ _HANDLERS: dict[RecordType, Handler] = {
     RecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: lambda i, r, o: _acls.replay_remove_acl(i.acls, r, i._undo),
     RecordType.NO_OP_RECORD: _noop,
     RecordType.ZK_MIGRATION_STATE_RECORD:
-        lambda i, r, o: _migration.replay_zk_migration_state(i.migration, r, i._undo),
+        # From 4.0 the record is read and ignored: a log migrated by 3.x may be run by 4.x.
+        lambda i, r, o: _migration.replay_zk_migration_state(i.migration, r, i._undo) if i.release.is_3x else None,
     RecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: lambda i, r, o: _scram.replay_remove_scram(i.scram, r, i._undo),
     RecordType.BEGIN_TRANSACTION_RECORD: lambda i, r, o: i._begin_transaction(r, o),
     RecordType.END_TRANSACTION_RECORD: lambda i, r, o: i._end_transaction(o),

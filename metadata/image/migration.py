@@ -42,9 +42,12 @@ class MigrationImage:
     def __repr__(self) -> str:
         return f"MigrationImage({self.state.name})"
 
-    def records(self, mv: int) -> Iterator[tuple[Message, int]]:
-        """Written whenever the MV can hold it, even NONE, as FeaturesImage.write does."""
-        if versions.is_migration_supported(mv):
+    def records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message, int]]:
+        """Written whenever the MV can hold it, even NONE, as 3.9's FeaturesImage.write does;
+        never from 4.0, whose images keep no migration state."""
+        if not release.is_3x:
+            return
+        if release.is_migration_supported(mv):
             yield ZkMigrationStateRecord(zk_migration_state=int(self.state)), 0
         elif self.state != ZkMigrationState.NONE:
             raise UnwritableMetadataError(f"the ZK Migration state which was {self.state.name}")

@@ -41,10 +41,10 @@ class ScramImage:
     def __repr__(self) -> str:
         return f"ScramImage({sorted(self.credentials)})"
 
-    def records(self, mv: int) -> Iterator[tuple[Message, int]]:
+    def records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message, int]]:
         if not self.credentials:
             return
-        if not versions.is_scram_supported(mv):
+        if not release.is_scram_supported(mv):
             raise UnwritableMetadataError(f"SCRAM credentials of {sorted({u for u, _ in self.credentials})}")
         # Kafka's ScramImage groups by mechanism, then user.
         for user, mech in sorted(self.credentials, key=lambda k: (k[1], k[0])):

@@ -40,10 +40,10 @@ class TokensImage:
     def __repr__(self) -> str:
         return f"TokensImage({sorted(self.tokens)})"
 
-    def records(self, mv: int) -> Iterator[tuple[Message, int]]:
+    def records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message, int]]:
         if not self.tokens:
             return
-        if not versions.delegation_tokens_supported(mv):
+        if not release.delegation_tokens_supported(mv):
             raise UnwritableMetadataError(f"DelegationTokenImage({', '.join(sorted(self.tokens))})")
         for token_id in sorted(self.tokens):
             t = self.tokens[token_id]

@@ -110,32 +110,33 @@ class Partition:
                 return d
         raise KeyError(f"Replica {replica} is not assigned to this partition.")
 
-    def to_record(self, topic_id: uuid.UUID, partition_id: int, mv: int) -> tuple[Message, int]:
+    def to_record(self, topic_id: uuid.UUID, partition_id: int, mv: int,
+                  release: versions.Release) -> tuple[Message, int]:
         rec = PartitionRecord(
             partition_id=partition_id, topic_id=topic_id, replicas=list(self.replicas),
             isr=list(self.isr), removing_replicas=list(self.removing_replicas),
             adding_replicas=list(self.adding_replicas), leader=self.leader,
             leader_recovery_state=self.leader_recovery_state, leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch)
-        if versions.is_elr_supported(mv):
+        if release.is_elr_supported(mv):
             if self.elr:
                 rec.eligible_leader_replicas = list(self.elr)
             if self.last_known_elr:
                 rec.last_known_elr = list(self.last_known_elr)
         elif self.elr or self.last_known_elr:
             raise UnwritableMetadataError("the eligible leader replicas of one or more partitions")
-        if versions.directory_assignment_supported(mv):
+        if release.directory_assignment_supported(mv):
             rec.directories = list(self.directories)
         elif any(d != MIGRATING for d in self.directories):
             raise UnwritableMetadataError("the directory assignment state of one or more replicas")
-        return rec, versions.partition_record_version(mv)
+        return rec, release.partition_record_version(mv)
 
 
 _TAILS_MAX = 1 << 16
 
 
 def _framed_records(frozen: list[tuple[uuid.UUID, str, dict[int, Partition]]],
-                    mv: int) -> Iterator[tuple[Message | FramedRecord, int]]:
+                    mv: int, release: versions.Release) -> Iterator[tuple[Message | FramedRecord, int]]:
     """The topics' records, each PartitionRecord framed: its 3-byte header, partition id and
     topic id, then the tail (replicas onwards) that its Partition decides. Partitions replayed
     from the log share one Partition per shape (fast_replay), a few thousand for a million
@@ -155,7 +156,7 @@ def _framed_records(frozen: list[tuple[uuid.UUID, str, dict[int, Partition]]],
             if hit is not None and hit[0] is p:
                 yield FramedRecord(hit[1] + pack(pid) + tb + hit[2]), hit[3]
                 continue
-            rec, version = p.to_record(tid, pid, mv)
+            rec, version = p.to_record(tid, pid, mv, release)
             value = frame(rec, version)
             if value[3:_TAIL_OFFSET] != pack(pid) + tb:  # not that layout (a 3-byte header): as it is
                 yield rec, version
@@ -299,14 +300,14 @@ class TopicsImage:
     def __repr__(self) -> str:
         return f"TopicsImage({list(self.by_id.values())})"
 
-    def records(self, mv: int) -> Iterator[tuple[Message, int]]:
-        return self.frozen_records(mv)
+    def records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message, int]]:
+        return self.frozen_records(mv, release)
 
-    def frozen_framed_records(self, mv: int) -> Iterator[tuple[Message | FramedRecord, int]]:
+    def frozen_framed_records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message | FramedRecord, int]]:
         """:meth:`frozen_records` with each PartitionRecord framed (see ``_framed_records``)."""
-        return _framed_records([(t.id, t.name, dict(t.partitions)) for t in self.by_id.values()], mv)
+        return _framed_records([(t.id, t.name, dict(t.partitions)) for t in self.by_id.values()], mv, release)
 
-    def frozen_records(self, mv: int) -> Iterator[tuple[Message, int]]:
+    def frozen_records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message, int]]:
         """Like :meth:`records`, over copies of the partition dicts taken now."""
         frozen = [(t.id, t.name, dict(t.partitions)) for t in self.by_id.values()]
 
@@ -314,7 +315,7 @@ class TopicsImage:
             for tid, name, parts in frozen:
                 yield TopicRecord(name=name, topic_id=tid), 0
                 for pid in sorted(parts):
-                    yield parts[pid].to_record(tid, pid, mv)
+                    yield parts[pid].to_record(tid, pid, mv, release)
 
         return generate()
 

@@ -169,7 +169,8 @@ class Side:
             self.epochs.clear()
         placed = self.view.placed_topics
         self.view = norm.SideView(self.base, placed_topics=placed, token_config={
-            k: v for k, v in self.node.overrides.items() if k.startswith("delegation.token.")})
+            k: v for k, v in self.node.overrides.items() if k.startswith("delegation.token.")},
+            release=self.node.release)
         for r in read_log(self.node.metadata_dir, 0):  # offsets before the start count without them too
             if r.type in norm.DROPPED_RECORDS:
                 self.view.drop(r.offset)
@@ -588,7 +589,7 @@ def assert_same(kafka_t: list[Any], kraftsim_t: list[Any]) -> None:
     right = pprint.pformat(kraftsim_t[i], width=110, sort_dicts=False).splitlines()
     diff = "\n".join(difflib.unified_diff(left, right, "kafka", "kraftsim", lineterm="", n=4))
     labels = ", ".join(repr(kafka_t[j]["step"]) for j in differing)
-    raise AssertionError(f"kraftsim differs from Kafka 3.9 at {len(differing)} step(s): {labels}\n"
+    raise AssertionError(f"kraftsim differs from Kafka at {len(differing)} step(s): {labels}\n"
                          f"first: step {i} {kafka_t[i]['step']!r}\n{diff}\n\nnormalisations applied:\n"
                          f"{norm.describe()}")
 

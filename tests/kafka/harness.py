@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tests.harness import free_port
 from tests.kafka import tool_server
-from tests.kafka.provision import KAFKA_VERSION, ROOT, Kafka, kafka
+from tests.kafka.provision import KAFKA_VERSION, ROOT, Kafka, kafka, release_of
 
 NODE_ID = 3000
 LOG4J = """\
@@ -213,6 +213,11 @@ class KafkaNode:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def release(self) -> str:
+        """The Kafka release line this node runs ("3.9", "4.4")."""
+        return release_of(self.kafka_version)
 
     def properties(self) -> dict[str, str]:
         if self.role == "controller":
@@ -429,6 +434,11 @@ class KraftsimNode:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def release(self) -> str:
+        """The Kafka release this kraftsim controller is (``kraftsim.release``)."""
+        return self.overrides.get("kraftsim.release", "3.9")
 
     def properties(self) -> dict[str, str]:
         props = {
