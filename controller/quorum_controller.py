@@ -411,6 +411,7 @@ class QuorumController:
             return
         self._applied_offset = result.last_offset
         self._published(result.last_offset)
+        self._maybe_register()  # metadata.version may just allow it, or our record be in
 
     def _reload(self, target: int) -> None:
         """The image again, from the latest snapshot and the log up to ``target``."""

@@ -331,8 +331,8 @@ class RaftClient:
             self.leader_epoch = None
             if was_leading:
                 self._waiters.fail(NotLeaderError(f"node {self.node_id} no longer leads"))
-            log.info("in epoch %d the Raft leader is %s", event.epoch,
-                     "unknown" if event.leader_id is None else event.leader_id)
+            log.debug("in epoch %d the Raft leader is %s", event.epoch,
+                      "unknown" if event.leader_id is None else event.leader_id)
         for listener in self.on_leader_change:
             listener(event)
 
