@@ -463,21 +463,23 @@ class QuorumController:
         self._claim = None
         self.epoch = epoch
         log.info("becoming the active controller at epoch %d, next write offset %d", epoch, raft.end_offset)
-        if self.image.features.metadata_version is not None:
-            # Kafka's first publish after a leader change covers the log up to the new epoch's
-            # LeaderChange: that is the FinalizedFeaturesEpoch until features change again.
-            self.managers.features.epoch = start
-        self._tasks.append(asyncio.create_task(self._activate(), name="kraftsim-activation"))
-
-    async def _activate(self) -> None:
         try:
             records = activation_records(self.image, self.metadata_dir,
                                          self.config.get("zookeeper.metadata.migration.enable"))
         except ActivationError as e:
             self._fail(FatalControllerError(str(e)))
             return
+        if self.image.features.metadata_version is not None:
+            # Kafka's first publish after a leader change covers the log up to the new epoch's
+            # LeaderChange: that is the FinalizedFeaturesEpoch until features change again.
+            self.managers.features.epoch = start
+        # Active from here (Kafka's claim), so that a renouncement from now on undoes it.
         self.active = True
         self.managers.cluster.activate()
+        self._tasks.append(asyncio.create_task(self._activate(records), name="kraftsim-activation"))
+
+    async def _activate(self, records: list[RecordAndVersion]) -> None:
+        """Kafka's completeActivation event: the activation records, then the periodic work."""
         if records:
             try:
                 await self.write("completeActivation", lambda: ControllerResult(records, None, False))

@@ -387,3 +387,32 @@ async def test_metadata_quorum_replication_table(cluster: Cluster, capsys: pytes
     assert int(rows[2][4]) > 0 and rows[2][5] == "-1"
     widths = {len(line.split("\t")[1]) for line in lines}
     assert widths == {22}  # the DirectoryId column: every cell padded to the widest
+
+
+async def test_a_directory_an_earlier_release_left_starts_in_the_next_epoch(tmp_path: Path) -> None:
+    """An earlier kraftsim wrote quorum-state itself, as a single-voter leader's: its JSON is
+    Kafka's, and the Raft node reads it as any voter would (it led that epoch: it comes back
+    resigned, stands, wins alone the next one), on the log and checkpoints it left."""
+    import json
+
+    c = Cluster(tmp_path)
+    await c.start()
+    epoch, _ = await c.register(1)
+    await c.unfence(1, epoch)
+    await create(c, "from-before")
+    await c.stop()
+    qs = tmp_path / "data" / "__cluster_metadata-0" / "quorum-state"
+    # Byte for byte what the earlier release's single-voter election wrote, in a later epoch.
+    qs.write_text('{"clusterId":"","leaderId":3000,"leaderEpoch":7,"votedId":-1,"appliedOffset":0,'
+                  '"currentVoters":[{"voterId":3000}],"data_version":0}')
+    await c.start()
+    try:
+        assert c.controller.epoch == 8 and c.controller.active
+        assert "from-before" in c.controller.image.topics.by_name
+        assert json.loads(qs.read_text()) == {"clusterId": "", "leaderId": 3000, "leaderEpoch": 8, "votedId": -1,
+                                              "appliedOffset": 0, "currentVoters": [{"voterId": 3000}],
+                                              "data_version": 0}
+        await create(c, "after")
+        assert "after" in c.controller.image.topics.by_name
+    finally:
+        await c.stop()
