@@ -9,9 +9,12 @@ says NOT_CONTROLLER drops the connection and the request is sent again to whoeve
 controller now. ApiVersions is asked once per connection.
 
 ``peer_losses`` counts the times the controller went away under this channel (it closed the
-connection, or refused a new one): the broker re-registers after that. A connection this side
-dropped because a request timed out is not counted: an overloaded controller should not be sent
-a registration from every broker on top of their heartbeats.
+connection, or refused a new one) and came back at the same address: the broker re-registers
+after that (a controller that restarted may have lost its log). A connection this side dropped
+because a request timed out is not counted: an overloaded controller should not be sent a
+registration from every broker on top of their heartbeats. Nor is a failover to another
+controller of the quorum: it replayed the registrations, and gives every broker a fresh session,
+so the brokers keep theirs and just heartbeat the new one, as Kafka's do.
 
 Every broker of a fleet takes this path for every heartbeat, so its timeouts are not one timer
 per request but one :class:`TimeoutSweeper` for the fleet: deadlines are appended in order (all
@@ -73,8 +76,8 @@ class TimeoutSweeper:
 
 
 class ControllerChannel:
-    __slots__ = ("_target", "client_id", "retry_timeout_s", "_client", "peer_losses", "closed", "versions",
-                 "_sweeper", "_lost")
+    __slots__ = ("_target", "client_id", "retry_timeout_s", "_client", "_client_address", "peer_losses", "closed",
+                 "versions", "_sweeper", "_lost", "_lost_address")
 
     def __init__(self, target: Callable[[], Address], client_id: str, retry_timeout_s: float,
                  sweeper: TimeoutSweeper) -> None:
@@ -82,9 +85,11 @@ class ControllerChannel:
         self.client_id = client_id
         self.retry_timeout_s = retry_timeout_s
         self._client: KafkaClient | None = None
+        self._client_address: Address | None = None
         self._sweeper = sweeper
         self.peer_losses = 0
         self._lost = False  # the last connection ended from the controller's side
+        self._lost_address: Address | None = None  # the controller it ended with
         self.closed = False
         self.versions: dict[int, tuple[int, int]] = {}
 
@@ -100,7 +105,7 @@ class ControllerChannel:
                 client = await KafkaClient.connect(host, port, client_id=self.client_id,
                                                    timeout=min(remaining, CONTROLLER_SOCKET_TIMEOUT_S))
             except (OSError, TimeoutError):
-                self._lost = True  # refused or unreachable: the controller is gone
+                self._lose((host, port))  # refused or unreachable: the controller is gone
                 await asyncio.sleep(RECONNECT_BACKOFF_S)
                 continue
             try:
@@ -112,10 +117,10 @@ class ControllerChannel:
             if self.closed:
                 await client.close()
                 raise ConnectionClosed("the channel is closed")
-            if self._lost:
+            if self._lost and self._lost_address == (host, port):
                 self.peer_losses += 1
-                self._lost = False
-            self._client = client
+            self._lost = False
+            self._client, self._client_address = client, (host, port)
             self.versions = client.versions
             return client
 
@@ -131,7 +136,7 @@ class ControllerChannel:
             client = self._client
             if client is None or client.closed:
                 if client is not None:
-                    self._lost = True  # it closed under us between requests
+                    self._lose(self._client_address)  # it closed under us between requests
                 client = await self._connect(deadline)
             try:
                 fut = client.send(body, version(self))
@@ -156,8 +161,15 @@ class ControllerChannel:
     def _drop(self, client: KafkaClient, lost: bool) -> None:
         if self._client is client:
             self._client = None
-            self._lost = self._lost or lost
+            if lost:
+                self._lose(self._client_address)
         client.abort()
+
+    def _lose(self, address: Address | None) -> None:
+        """The controller at ``address`` went away: a registration is due if it comes back there."""
+        if not self._lost or address is not None:
+            self._lost_address = address
+        self._lost = True
 
     def close(self) -> None:
         self.closed = True

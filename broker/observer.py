@@ -6,6 +6,10 @@ It follows a Kafka 3.9 broker's observer (KafkaRaftClient in the observer role, 
 MetadataLoader): Fetch long polls of 500 ms at the end of what it has fetched, with the last
 fetched epoch, so the leader can answer DivergingEpoch (the uncommitted tail is truncated) or
 SnapshotId (the snapshot is fetched in chunks with FetchSnapshot and loaded into a fresh image).
+It finds the leader of a quorum as Kafka's observer does: any voter answers a Fetch from a
+stale epoch with the leader it knows and its address (FENCED_LEADER_EPOCH or
+NOT_LEADER_OR_FOLLOWER), and with none known, or the leader gone, it asks the bootstrap voters
+in turn.
 Only committed batches, those wholly below the high watermark, are replayed, as Kafka's loader
 only ever sees committed batches; the fetched-but-uncommitted tail waits in memory. So the
 image never holds a record that can be taken back, and a divergence only ever cuts that tail.
@@ -214,7 +218,13 @@ class MetadataObserver:
                 self._leader = endpoints[leader.leader_id]
         error = pd.error_code
         if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
-            return  # the leader and epoch above are the new ones; fetch again at once
+            if leader.leader_id >= 0 and leader.leader_id in endpoints:
+                return  # the leader and epoch above are the new ones: fetch from it at once
+            # This voter knows no leader (an election is on) or not its address: ask the next
+            # one after a backoff, as Kafka's observer does when no leader is known.
+            self._leader = None
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            return
         if error == ErrorCode.UNKNOWN_LEADER_EPOCH:
             self._leader_epoch = 0  # ours is ahead of the leader's (it restarted from scratch)
             await asyncio.sleep(RETRY_BACKOFF_S)

@@ -4,6 +4,9 @@ controller (kraftsim's or Kafka's).
 It asks DescribeQuorum (and DescribeCluster, for the cluster id ``--status`` prints) and prints
 what Kafka's MetadataQuorumCommand prints, so scripts that parse one parse the other: the
 ``--status`` summary and the ``--replication`` table (``--human-readable`` for relative times).
+Only the leader answers DescribeQuorum; pointed at another controller of the quorum, the tool
+finds the leader as Kafka's admin client does, through DescribeCluster (its ControllerId and
+that controller's endpoint), and asks again there, until a deadline while an election is on.
 """
 
 from __future__ import annotations
@@ -121,12 +124,40 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def describe(client: KafkaClient, with_cluster_id: bool) -> Quorum:
+    """DescribeQuorum of the quorum's leader: asked of ``client``'s controller, or of the leader
+    it names when it is not the leader (an election under way: asked again until a deadline)."""
+    deadline = time.monotonic() + tool_client.REQUEST_TIMEOUT_S
     await client.negotiate()
+    while True:
+        quorum = await _describe_quorum(client, with_cluster_id)
+        if quorum is not None:
+            return quorum
+        leader = await _leader_address(client)
+        if leader is not None:
+            other = await KafkaClient.connect(leader[0], leader[1], client_id=client.client_id,
+                                              timeout=tool_client.CONNECT_TIMEOUT_S)
+            try:
+                await other.negotiate()
+                quorum = await _describe_quorum(other, with_cluster_id)
+            finally:
+                await other.close()
+            if quorum is not None:
+                return quorum
+        if time.monotonic() > deadline:
+            raise tool_client.NotController("The metadata quorum has no leader: no controller answered "
+                                            "DescribeQuorum as the leader")
+        await asyncio.sleep(0.1)
+
+
+async def _describe_quorum(client: KafkaClient, with_cluster_id: bool) -> Quorum | None:
+    """The quorum as ``client``'s controller describes it, or None when it is not the leader."""
     req = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
         topic_name=METADATA_TOPIC, partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])])
     resp = await client.request(req, timeout=tool_client.REQUEST_TIMEOUT_S)
     _check(resp.error_code, resp.error_message)
     p = resp.topics[0].partitions[0]
+    if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        return None
     _check(p.error_code, p.error_message)
     endpoints = {n.node_id: [f"{x.name}://{_host(x.host)}:{x.port}" for x in n.listeners] for n in resp.nodes}
     cluster_id = None
@@ -137,6 +168,17 @@ async def describe(client: KafkaClient, with_cluster_id: bool) -> Quorum:
         cluster_id = cluster.cluster_id
     return Quorum(cluster_id, p.leader_id, p.leader_epoch, p.high_watermark, [_replica(r) for r in p.current_voters],
                   [_replica(r) for r in p.observers], endpoints)
+
+
+async def _leader_address(client: KafkaClient) -> tuple[str, int] | None:
+    """The active controller's address as ``client``'s controller knows it (DescribeCluster's
+    ControllerId among its controllers), None when it knows none."""
+    resp = await client.request(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2),
+                                timeout=tool_client.REQUEST_TIMEOUT_S)
+    if resp.error_code != ErrorCode.NONE or resp.controller_id < 0:
+        return None
+    node = next((b for b in resp.brokers if b.broker_id == resp.controller_id), None)
+    return None if node is None else (node.host, node.port)
 
 
 def _check(code: int, message: str | None) -> None:

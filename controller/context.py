@@ -29,6 +29,8 @@ class ControllerContext:
     next_offset: Callable[[], int] = field(default=lambda: 0)
     # Voter ids from controller.quorum.voters (UpdateFeatures checks every voter registered).
     voters: list[int] = field(default_factory=list)
+    # The Raft leader as this node knows it (None: none known); DescribeCluster names it.
+    leader_id: Callable[[], int | None] = field(default=lambda: None)
     # Who may do what (no authorizer configured: everyone may do everything, as in Kafka).
     authorizer: Authorizer = field(default_factory=AllowAll)
     # The finalized kraft.version the Raft layer has (its KRaftVersionRecord; 0 for a static quorum).

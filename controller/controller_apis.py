@@ -30,6 +30,7 @@ from kraftsim.controller.managers.delegation_tokens import describe_tokens
 from kraftsim.controller.managers.sasl import sasl_authenticate, sasl_handshake
 from kraftsim.controller.managers.scram_credentials import describe_credentials
 from kraftsim.controller.quorum_controller import (
+    READS_ON_ANY_CONTROLLER,
     RUNS_IN_PREMIGRATION,
     FatalControllerError,
     HandlerFaultError,
@@ -111,8 +112,11 @@ class ControllerApis:
         c = self.controller
         queue = c.queue
         monotonic_ms = c.clock.monotonic_ms
-        call, run_request, await_nested = queue.call, c.run_request, c.await_nested
+        call, await_nested = queue.call, c.await_nested
         run, event, error = route.handler, route.event, route.error
+        # A read Kafka serves on any controller runs on a standby too; everything else needs the
+        # active controller (NOT_CONTROLLER, naming the leader).
+        run_request = c.run_read if event in READS_ON_ANY_CONTROLLER else c.run_request
         gated = event not in RUNS_IN_PREMIGRATION
         timeout_ms, on_timeout = route.timeout_ms, route.on_timeout
         fixed_timeout = timeout_ms if isinstance(timeout_ms, int) else None

@@ -5,14 +5,25 @@ without mutating anything. The core hands the records to the write path (frame, 
 append, append through the Raft leader) and answers only once they are committed, as Kafka's
 QuorumController answers after commit. An operation that writes nothing answers at once, unless
 earlier writes are still uncommitted, in which case it waits for them, so nobody is told about
-state that could still be lost. If a write can no longer commit (the log failed), the image is
-reverted to the committed offset before the controller resigns: it never serves state that was
+state that could still be lost. If a write can no longer commit (the log failed, or this node
+stopped leading), the image is reverted to the committed offset: it never serves state that was
 not durable.
 
-Start-up: refuse a voter set this node cannot lead alone (``raft.election``), lock the
-metadata log directory (``metadata.dirlock``, held until stop), load the newest snapshot and the
-log (``metadata.loader``), win the single-voter election, then append the activation records
-(``controller.activation``).
+Start-up: lock the metadata log directory (``metadata.dirlock``, held until stop), load the
+newest snapshot and the log (``metadata.loader``), and start the Raft node (``raft.client``)
+on ``controller.quorum.voters``. The controller follows what the node reports, as Kafka's
+QuorumController follows its Raft listener:
+
+- a standby (any node but the leader) replays the log as it is committed, up to the high
+  watermark (and what its disk has flushed); it answers controller requests NOT_CONTROLLER,
+  naming the leader, and the read-only ones from what it has replayed, as Kafka's standbys do;
+- elected, it becomes the active controller once its replay reaches the start of its epoch
+  (the LeaderChange record it opened the epoch with is committed), then appends the activation
+  records (``controller.activation``); a lone voter is elected at start-up, and its start-up
+  returns once it is active;
+- when another node leads, or this one resigned, it renounces: the writes not yet committed are
+  taken back out of the image and their requests answered NOT_CONTROLLER; whatever of them the
+  new leader has is committed by it, and replayed here like any other committed record.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ import enum
 import inspect
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -46,20 +58,27 @@ from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.metadata.dirlock import DirectoryLock, lock_directory
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.image.migration import ZkMigrationState
-from kraftsim.metadata.loader import load_image
+from kraftsim.metadata.loader import LoadError, LoadResult, load_image, replay_batches
 from kraftsim.metadata.log import LogConfig, Marked, MetadataLog
 from kraftsim.metadata.messages import NoOpRecord
 from kraftsim.metadata.records import RecordAndVersion
-from kraftsim.metadata.segments import LogFailedError
+from kraftsim.metadata.segments import CorruptLogError, LogFailedError
 from kraftsim.metadata.snapshots import SnapshotId
-from kraftsim.raft.election import check_single_voter, elect_single_voter
-from kraftsim.raft.leader import RaftLeader
+from kraftsim.raft.client import NotLeaderError, RaftClient
+from kraftsim.raft.core.config import QuorumConfig
+from kraftsim.raft.core.events import LeaderChange
+from kraftsim.raft.core.state_store import FileQuorumStateStore
+from kraftsim.raft.core.voters import Address, VoterSet
+from kraftsim.rpc import uuids
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
+from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.clock import Clock, SystemClock
 from kraftsim.rpc.dispatch import LaterAnswer, RequestContext
+from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.loop import ArrivalClock
 from kraftsim.rpc.message import Message
+from kraftsim.rpc.messages import ControllerRegistrationRequest
 
 log = logging.getLogger("kraftsim.controller")
 
@@ -82,6 +101,12 @@ RUNS_IN_PREMIGRATION = frozenset({
     "describeAcls", "describeCluster", "describeConfigs", "listPartitionReassignments",
 })
 PRE_MIGRATION_MESSAGE = "The controller is in pre-migration mode."
+# Kafka's read events and the requests ControllerApis answers outside the event queue's active
+# check: a standby controller answers them too, from what it has replayed.
+READS_ON_ANY_CONTROLLER = frozenset({"describeAcls", "describeCluster", "describeConfigs",
+                                     "listPartitionReassignments"})
+# How long a clean stop waits for another voter to take over (Kafka's Raft client shutdown).
+RAFT_SHUTDOWN_TIMEOUT_MS = 5_000
 
 MAYBE_BALANCE_PARTITION_LEADERS = "maybeBalancePartitionLeaders"
 # A balancing run that reached its cap runs again this much later, not at once: Kafka's event
@@ -134,13 +159,20 @@ class QuorumController:
         self.kraft_version = 0  # the log's KRaftVersionRecord (0 for a static quorum that never upgraded)
         self.mlog: MetadataLog | None = None
         self.dir_lock: DirectoryLock | None = None
-        self.raft: RaftLeader | None = None
+        self.raft: RaftClient | None = None
         self.writer: WritePath | None = None
         self.snapshots: Snapshotter | None = None
         self.cluster_id = ""
         self.directory_id: str | None = None
-        self.epoch = 0
+        self.epoch = 0  # the Raft epoch, as last announced
+        self.leader_id: int | None = None  # the Raft leader of that epoch, when known
         self.active = False
+        # (epoch, its start offset) once this node is elected and until it is active or renounces.
+        self._claim: tuple[int, int] | None = None
+        # The last log offset (data or control) the image reflects: a standby replays from here.
+        self._applied_offset = -1
+        self._reload_needed = False  # the log changed under the image (a cut tail, a fetched snapshot)
+        self._active_once: asyncio.Future[None] | None = None  # start-up of a lone voter waits on it
         self.fatal: BaseException | None = None
         self.fault_reason = ""
         self.metadata_errors = 0
@@ -162,6 +194,8 @@ class QuorumController:
         self.migration: MigrationService | None = None  # this activation's migration driver, when enabled
         self._registering = False  # a self-registration is being written (or waits to retry)
         self._registration_failures = 0
+        self._registered_in_epoch = -1  # a standby's registration the leader of this epoch accepted
+        self._registrations: set[asyncio.Task[None]] = set()
         self.on_fatal: Callable[[BaseException], None] | None = None
         # The leader balancer, as Kafka's ControllerServer reads its configs once: the check
         # interval, or None when auto.leader.rebalance.enable=false (no balancing at all).
@@ -199,61 +233,92 @@ class QuorumController:
                                      f"`kraftsim format` to format the directory?)")
         self.dir_lock = lock_directory(self.metadata_dir)
 
+    def voter_set(self) -> VoterSet:
+        """``controller.quorum.voters`` (a static quorum); with none configured, this node alone
+        at its controller listener."""
+        listener = self.config.controller_listener
+        voters = self.config.get("controller.quorum.voters")
+        if not voters:
+            return VoterSet.static({self.node_id: Address(listener[1], listener[2])}, listener[0])
+        return VoterSet.static({node: Address(host, port) for node, host, port in voters}, listener[0])
+
+    def quorum_config(self) -> QuorumConfig:
+        cfg = self.config
+        return QuorumConfig(election_timeout_ms=cfg.get("controller.quorum.election.timeout.ms"),
+                            fetch_timeout_ms=cfg.get("controller.quorum.fetch.timeout.ms"),
+                            election_backoff_max_ms=cfg.get("controller.quorum.election.backoff.max.ms"),
+                            request_timeout_ms=cfg.get("controller.quorum.request.timeout.ms"),
+                            retry_backoff_ms=cfg.get("controller.quorum.retry.backoff.ms"),
+                            append_linger_ms=cfg.get("controller.quorum.append.linger.ms"))
+
     async def start(self) -> None:
-        check_single_voter(self.node_id, self.voters)
         self._lock_metadata_dir()
         self.arrival = ArrivalClock(self.clock)
         mp = self._read_meta_properties()
         self.cluster_id = mp.cluster_id
         self.directory_id = mp.directory_id
         cfg = self.config
+        # The log's own flush does not linger: the Raft node lingers before it writes.
         mlog = self.mlog = MetadataLog.open(self.metadata_dir, LogConfig(
-            segment_bytes=cfg.get("metadata.log.segment.bytes"), linger_ms=cfg.get("controller.quorum.append.linger.ms"),
+            segment_bytes=cfg.get("metadata.log.segment.bytes"), linger_ms=0,
             retention_bytes=cfg.get("metadata.max.retention.bytes"),
             retention_ms=cfg.get("metadata.max.retention.ms")))
         # An open metadata transaction is kept (journaled): activation aborts it, as Kafka's does.
         # Replay refuses a FeatureLevelRecord outside this node's QuorumFeatures, as Kafka's does:
         # the ranges unstable.feature.versions.enable gives, not what ApiVersions advertises.
-        release = self.release
-        quorum_features = release.supported_features(bool(cfg.get("unstable.feature.versions.enable")))
-        image, result = load_image(mlog, lambda: MetadataImage(quorum_features, release), open_transaction="keep")
+        image, result = load_image(mlog, self._new_image, open_transaction="keep")
         self.image = image
         self.kraft_version = result.kraft_version
+        self._applied_offset = result.last_offset
         log.info("loaded the metadata log: snapshot %s, %d records replayed, last offset %d",
                  result.snapshot.file_name if result.snapshot else "none", result.records_replayed,
                  result.last_offset)
-        election = elect_single_voter(mlog, self.node_id, self.voters, self.clock.wall_ms())
-        self.epoch = election.epoch
-        raft = self.raft = RaftLeader(mlog, self.node_id, self.epoch, self.voters, self.clock)
-        await raft.wait_committed(election.leader_change_offset)
-        raft.on_commit.append(image.commit)
-        raft.on_commit.append(self._after_commit)
+        directory = uuids.from_str(mp.directory_id) if mp.directory_id else uuid.UUID(int=0)
+        self._active_once = asyncio.get_running_loop().create_future()
+        raft = self.raft = RaftClient(
+            node_id=self.node_id, directory_id=directory, cluster_id=self.cluster_id, voters=self.voter_set(),
+            listener_name=cfg.controller_listener[0], mlog=mlog,
+            store=FileQuorumStateStore(mlog.directory / files.QUORUM_STATE), config=self.quorum_config(),
+            clock=self.clock)
+        raft.on_leader_change.append(self._on_leader_change)
+        raft.on_commit.append(self._on_commit)
+        raft.on_resign.append(self._on_resign)
         raft.on_failure.append(self._fail)
+        raft.log.on_truncate.append(self._on_log_truncated)
+        raft.log.on_snapshot.append(self._on_snapshot_fetched)
+        raft.log.on_marked.append(self._delete_marked_later)
+        mlog.on_flush.append(self._on_flush)
         writer = self.writer = WritePath(image, raft, self.clock, [log_state_changes])
+        # The snapshots' byte count starts after what the log holds now (the election's
+        # LeaderChange included, for a lone voter).
         self.snapshots = Snapshotter(image, mlog, self.clock, cfg.get("metadata.log.max.record.bytes.between.snapshots"),
-                                     cfg.get("metadata.log.max.snapshot.interval.ms"), raft.committed_offset)
+                                     cfg.get("metadata.log.max.snapshot.interval.ms"), mlog.end_offset - 1)
         # Kafka's Raft client cleans its log every minute from its start, leader or not.
         self._cleaner = asyncio.create_task(self._clean_log_every_minute(), name="kraftsim-log-cleaner")
         if mlog.marked_at_open:
-            self._deletions.append(asyncio.create_task(self._delete_later(mlog, mlog.marked_at_open),
-                                                       name="kraftsim-delete-marked-files"))
+            self._delete_marked_later(mlog.marked_at_open)
         self.snapshots.on_fault = self._count_fault
         self._build_managers()
-        if image.features.metadata_version is not None:
-            # Kafka's first publish after a restart covers the log up to the new epoch's
-            # LeaderChange: that is the FinalizedFeaturesEpoch until features change again.
-            self.managers.features.epoch = election.leader_change_offset
         writer.listeners.append(self.managers.features.note_batch)
-        await self._activate()
-        log.info("node %d became the active controller in epoch %d at offset %d", self.node_id, self.epoch,
-                 mlog.end_offset - 1)
+        raft.start()
+        if raft.is_only_voter:
+            # A lone voter has elected itself: it serves once it is active, as before any request.
+            await asyncio.shield(self._active_once)
+            if self.fatal is not None:
+                raise FatalControllerError(str(self.fatal))
+
+    def _new_image(self) -> MetadataImage:
+        release = self.release
+        return MetadataImage(release.supported_features(bool(self.config.get("unstable.feature.versions.enable"))),
+                             release)
 
     def _build_managers(self) -> None:
         raft = self.raft
         assert raft is not None
         self.ctx = ControllerContext(image=self.image, config=self.config, clock=self.clock, node_id=self.node_id,
                                      cluster_id=self.cluster_id, next_offset=lambda: raft.end_offset,
-                                     voters=list(self.voters), kraft_version=lambda: self.kraft_version,
+                                     voters=list(self.voters), leader_id=lambda: self.leader_id,
+                                     kraft_version=lambda: self.kraft_version,
                                      kraft_upgrade_records=self._kraft_upgrade_records,
                                      set_kraft_version=self._set_kraft_version)
         if self.config.get("authorizer.class.name").strip() == STANDARD_AUTHORIZER:
@@ -290,23 +355,213 @@ class QuorumController:
             raise RuntimeError("the controller has not started")
         return m
 
-    async def _activate(self) -> None:
+    # ==== following the Raft node ========================================================
+    def _on_leader_change(self, change: LeaderChange) -> None:
+        """QuorumMetaLogListener.handleLeaderChange, told of every new epoch at once (Kafka tells
+        the new leader only once its replay reached the epoch start: :meth:`_maybe_activate`
+        waits for that here)."""
+        self.epoch = change.epoch
+        self.leader_id = change.leader_id
+        if change.leader_id is not None:
+            self.new_active_controllers += 1
+        if change.leader_id == self.node_id:
+            assert change.epoch_start_offset is not None
+            if self.active:
+                log.warning("we were the leader in epoch %d, and are still the leader in the new epoch %d",
+                            self.epoch, change.epoch)
+            self._claim = (change.epoch, change.epoch_start_offset)
+            self._maybe_activate()
+            return
+        if self.active or self._claim is not None:
+            log.warning("renouncing the leadership due to a metadata log event: in the new epoch %d, the leader "
+                        "is %s; reverting to the last committed offset %d", change.epoch,
+                        "(none)" if change.leader_id is None else change.leader_id, self._committed_offset())
+            self._deactivate()
+        else:
+            log.info("in the new epoch %d, the leader is %s", change.epoch,
+                     "(none)" if change.leader_id is None else change.leader_id)
+        self._maybe_register()
+
+    def _on_resign(self) -> None:
+        """The Raft node no longer leads its epoch (it resigned: a fault, a shutdown, or a
+        majority that stopped fetching) and no new leader is known yet."""
+        if self.active or self._claim is not None:
+            log.warning("renouncing the leadership: this node resigned from epoch %d; reverting to the last "
+                        "committed offset %d", self.epoch, self._committed_offset())
+            self._deactivate()
+
+    def _on_commit(self, offset: int) -> None:
+        if self.active:
+            self.image.commit(offset)
+            self._after_commit(offset)
+            return
+        self._catch_up()
+        self._maybe_activate()
+
+    def _on_flush(self, offset: int) -> None:
+        """A standby replays only what its own disk holds; a flush may release more."""
+        if not self.active and self.raft is not None and self.raft.committed_offset > self._applied_offset:
+            self._catch_up()
+            self._maybe_activate()
+
+    def _on_log_truncated(self, end: int) -> None:
+        """A divergent tail was cut: if the image holds any of it (this node loaded its whole log
+        at start-up), it is rebuilt from what is committed."""
+        if end <= self._applied_offset:
+            log.warning("the log was cut at offset %d, below what the image holds (%d): reloading it", end,
+                        self._applied_offset)
+            self._reload_needed = True
+
+    def _on_snapshot_fetched(self, sid: SnapshotId) -> None:
+        log.info("the log now starts at the fetched snapshot %s: reloading the image from it", sid.file_name)
+        self._reload_needed = True
+
+    def _committed_offset(self) -> int:
+        return self.raft.committed_offset if self.raft is not None else -1
+
+    def _catch_up(self) -> None:
+        """A standby's replay: every batch committed and flushed here, from where the image is."""
+        mlog, raft = self.mlog, self.raft
+        if mlog is None or raft is None or self.fatal is not None or self.active:
+            return
+        target = min(raft.committed_offset, mlog.flushed_offset)
+        if self._reload_needed:
+            self._reload(target)
+            return
+        if target <= self._applied_offset:
+            return
+        result = LoadResult(None, self._applied_offset, 0)
+        try:
+            replay_batches(self.image, mlog.batches_between(self._applied_offset + 1, target), self._applied_offset + 1,
+                           result)
+        except (LoadError, CorruptLogError, OSError) as e:
+            # Kafka halts on a replay that fails, on a standby as on the leader.
+            self._fail(FatalControllerError(f"replaying the committed log failed: {e}"))
+            return
+        self._applied_offset = result.last_offset
+        self._published(result.last_offset)
+        self._maybe_register()  # metadata.version may just allow it, or our record be in
+
+    def _reload(self, target: int) -> None:
+        """The image again, from the latest snapshot and the log up to ``target``."""
+        mlog = self.mlog
+        assert mlog is not None
+        self._reload_needed = False
+        try:
+            image, result = load_image(mlog, self._new_image, open_transaction="keep", last_offset=target)
+        except (LoadError, CorruptLogError, OSError) as e:
+            self._fail(FatalControllerError(f"reloading the metadata image failed: {e}"))
+            return
+        self._set_image(image)
+        self.kraft_version = result.kraft_version
+        self._applied_offset = result.last_offset
+        log.info("reloaded the metadata image: snapshot %s, %d records replayed, last offset %d",
+                 result.snapshot.file_name if result.snapshot else "none", result.records_replayed,
+                 result.last_offset)
+
+    def _set_image(self, image: MetadataImage) -> None:
+        self.image = image
+        if self.ctx is not None:
+            self.ctx.image = image
+        if self.writer is not None:
+            self.writer.image = image
+        if self.snapshots is not None:
+            self.snapshots.image = image
+
+    def _published(self, offset: int) -> None:
+        """What Kafka's metadata loader publishes to its SnapshotGenerator, on every node."""
+        snaps = self.snapshots
+        if snaps is not None and self.fatal is None:
+            reason = snaps.published(offset)
+            if reason is not None:
+                log.info("creating a new snapshot at offset %d because %s", self.image.offset, reason)
+                self._write_snapshot(snaps.freeze())
+
+    def _maybe_activate(self) -> None:
+        """Claim the epoch this node was elected for once its LeaderChange record is committed
+        and the image has replayed everything before it (Kafka's listener catching up to the
+        epoch start before handleLeaderChange names this node)."""
+        claim, raft = self._claim, self.raft
+        if claim is None or self.active or self.fatal is not None or raft is None:
+            return
+        epoch, start = claim
+        if raft.committed_offset < start:
+            return
+        self._catch_up()
+        if self._applied_offset < start or self._claim != claim:
+            return
+        self._claim = None
+        self.epoch = epoch
+        log.info("becoming the active controller at epoch %d, next write offset %d", epoch, raft.end_offset)
         try:
             records = activation_records(self.image, self.metadata_dir,
                                          self.config.get("zookeeper.metadata.migration.enable"))
         except ActivationError as e:
-            raise FatalControllerError(str(e)) from e
+            self._fail(FatalControllerError(str(e)))
+            return
+        if self.image.features.metadata_version is not None:
+            # Kafka's first publish after a leader change covers the log up to the new epoch's
+            # LeaderChange: that is the FinalizedFeaturesEpoch until features change again.
+            self.managers.features.epoch = start
+        # Active from here (Kafka's claim), so that a renouncement from now on undoes it.
         self.active = True
-        self.new_active_controllers += 1
         self.managers.cluster.activate()
+        self._tasks.append(asyncio.create_task(self._activate(records), name="kraftsim-activation"))
+
+    async def _activate(self, records: list[RecordAndVersion]) -> None:
+        """Kafka's completeActivation event: the activation records, then the periodic work."""
         if records:
-            await self.write("completeActivation", lambda: ControllerResult(records, None, False))
+            try:
+                await self.write("completeActivation", lambda: ControllerResult(records, None, False))
+            except (ApiError, HandlerFaultError, FatalControllerError, EventTimeoutError) as e:
+                log.warning("the activation records were not committed (%s): not the active controller", e)
+                return
+        if not self.active:
+            return
         # CompleteActivationEvent.processBatchEndOffset: the periodic work is scheduled afresh,
         # the leader balancer first (an imbalance loaded from the log waits one interval).
         self._maybe_schedule_balance()
         self._start_timers()
         self._maybe_register()
         self._start_migration()
+        log.info("node %d became the active controller in epoch %d at offset %d", self.node_id, self.epoch,
+                 self.image.offset)
+        if self._active_once is not None and not self._active_once.done():
+            self._active_once.set_result(None)
+
+    def _deactivate(self) -> None:
+        """Kafka's renounce, but for the Raft resignation (the caller's, when it is to be):
+        every write waiting for its commit is answered NOT_CONTROLLER, what was applied and not
+        committed is taken back out of the image, the soft state and the periodic work go. The
+        image then follows the committed log like any standby's."""
+        self._claim = None
+        if not self.active:
+            return
+        self.active = False
+        self.managers.cluster.deactivate()
+        self._cancel_balance()
+        current = asyncio.current_task()
+        for t in self._tasks:
+            if t is not current:
+                t.cancel()
+        self._tasks = [t for t in self._tasks if t is current]
+        self.migration = None
+        waiting = self._after_commit_answers
+        while waiting:
+            _, answer, _, failed = waiting.popleft()
+            answer.ready(failed)
+        raft = self.raft
+        assert raft is not None
+        raft.abandon_waiters()
+        committed = raft.committed_offset
+        if self.image.journaling:
+            try:
+                self.image.revert_to(max(committed, self.image.revertible_from()))
+            except ValueError as e:
+                self._fail(FatalControllerError(f"could not revert the image to the committed offset: {e}"))
+                return
+        self._applied_offset = committed
+        self._catch_up()
 
     def _start_migration(self) -> None:
         """With zookeeper.metadata.migration.enable, each activation runs a migration driver
@@ -335,30 +590,44 @@ class QuorumController:
             _, answer, data, _ = waiting.popleft()
             answer.ready(data)
         self._maybe_register()  # metadata.version may just have reached 3.7-IV0
-        snaps = self.snapshots
-        if snaps is not None and self.fatal is None:
-            reason = snaps.published(offset)  # the loader publishes each commit to the SnapshotGenerator
-            if reason is not None:
-                log.info("creating a new snapshot at offset %d because %s", self.image.offset, reason)
-                self._write_snapshot(snaps.freeze())
+        self._published(offset)  # the loader publishes each commit to the SnapshotGenerator
 
     def _maybe_register(self) -> None:
-        if self._registering or not self.active or self._managers is None:
+        """Kafka's ControllerRegistrationManager: once metadata.version allows it and the image
+        does not hold this incarnation's registration, register: the active controller writes it
+        itself, a standby sends ControllerRegistration to the leader (once per leader epoch, until
+        its replay shows the record)."""
+        if self._registering or self._managers is None or self.fatal is not None:
             return
-        if self.managers.controllers.needs_registration():
-            self._registering = True
-            self._tasks.append(asyncio.create_task(self._register(), name="kraftsim-controller-registration"))
+        if not self.active and (self.leader_id is None or self.leader_id == self.node_id):
+            return
+        if not self.managers.controllers.needs_registration():
+            return
+        if not self.active and self._registered_in_epoch == self.epoch:
+            return  # accepted by this epoch's leader: its record is on its way
+        self._registering = True
+        task = asyncio.create_task(self._register(), name="kraftsim-controller-registration")
+        self._registrations.add(task)
+        task.add_done_callback(self._registrations.discard)
 
     async def _register(self) -> None:
-        """Write this node's RegisterControllerRecord through the ControllerRegistration handler,
-        as the RPC Kafka's registration manager sends to the active controller would."""
+        """Write this node's RegisterControllerRecord through the ControllerRegistration handler
+        (the active controller), or send it to the leader (a standby), as Kafka's registration
+        manager sends the RPC to the active controller."""
         controllers = self.managers.controllers
         request = controllers.local.request()
-        ctx = RequestContext(ApiKey.CONTROLLER_REGISTRATION, 0, 0, str(self.node_id))
         try:
-            await self.write("registerController", lambda: controllers.register_controller(request, ctx))
+            if self.active:
+                ctx = RequestContext(ApiKey.CONTROLLER_REGISTRATION, 0, 0, str(self.node_id))
+                await self.write("registerController", lambda: controllers.register_controller(request, ctx))
+            else:
+                epoch = self.epoch
+                await self._register_with_leader(request)
+                self._registered_in_epoch = epoch
             self._registration_failures = 0
             log.info("controller %d registered incarnation %s", self.node_id, controllers.local.incarnation_id)
+        except asyncio.CancelledError:
+            raise
         except Exception as e:  # noqa: BLE001 - any failure: back off and try again, as Kafka does
             delay = min(100 * 2 ** self._registration_failures, 120_000)
             self._registration_failures += 1
@@ -367,6 +636,23 @@ class QuorumController:
         finally:
             self._registering = False
         self._maybe_register()
+
+    async def _register_with_leader(self, request: ControllerRegistrationRequest) -> None:
+        leader = self.leader_id
+        node = self.voter_set().node(leader) if leader is not None else None
+        address = node.endpoints.address(self.config.controller_listener[0]) if node is not None else None
+        if address is None:
+            raise NotControllerError()
+        timeout = self.config.get("controller.quorum.request.timeout.ms") / 1000
+        client = await KafkaClient.connect(address.host, address.port, client_id=f"controller-{self.node_id}",
+                                           timeout=timeout)
+        try:
+            await asyncio.wait_for(client.negotiate(), timeout)
+            response = await client.request(request, 0, timeout=timeout)
+        finally:
+            await client.close()
+        if response.error_code != ErrorCode.NONE:
+            raise ApiError(response.error_code, response.error_message)
 
     # ==== timers ========================================================================
     def _start_timers(self) -> None:
@@ -562,6 +848,11 @@ class QuorumController:
         self._deletions.append(task)
         return task
 
+    def _delete_marked_later(self, marked: Marked) -> None:
+        mlog = self.mlog
+        assert mlog is not None
+        self._deletions.append(asyncio.create_task(self._delete_later(mlog, marked), name="kraftsim-delete-marked-files"))
+
     async def _delete_later(self, mlog: MetadataLog, marked: Marked) -> None:
         await self.clock.sleep_ms(mlog.config.file_delete_delay_ms)
         try:
@@ -620,9 +911,17 @@ class QuorumController:
             v = await v
         return v
 
+    def not_controller(self) -> NotControllerError:
+        """What a write to a controller that is not active gets: Kafka's message naming the
+        leader (newWrongControllerException)."""
+        leader = self.leader_id
+        if leader is None or leader == self.node_id:
+            return NotControllerError()
+        return NotControllerError(f"The active controller appears to be node {leader}.")
+
     def _run(self, op: Callable[[], ControllerResult[T]]) -> T | Awaitable[T]:
         if self.fatal is not None or not self.active:
-            raise NotControllerError()
+            raise self.not_controller()
         try:
             result = op()
         except ApiError:
@@ -639,7 +938,7 @@ class QuorumController:
         building no closure, and when it writes nothing and waits for no commit the answer is
         returned inline (no future, no task)."""
         if self.fatal is not None or not self.active:
-            raise NotControllerError()
+            raise self.not_controller()
         try:
             if gated and self.image.migration.state == ZkMigrationState.PRE_MIGRATION:
                 raise NotControllerError(PRE_MIGRATION_MESSAGE)
@@ -657,6 +956,23 @@ class QuorumController:
             return self._reply_after(self.image.offset, result.response)  # type: ignore[arg-type]
         return result.response  # type: ignore[return-value]
 
+    def run_read(self, handler: Callable[[Req, RequestContext], ControllerResult[T]], request: Req,
+                 ctx: RequestContext, gated: bool) -> T | Awaitable[T]:
+        """A read event (``READS_ON_ANY_CONTROLLER``): :meth:`run_request` on the active
+        controller; on a standby, answered from what it has replayed (committed), as Kafka's
+        read events run on any controller."""
+        if self.active or self.fatal is not None:
+            return self.run_request(handler, request, ctx, gated)
+        try:
+            result = handler(request, ctx)
+        except ApiError:
+            raise
+        except Exception as e:
+            self.metadata_errors += 1
+            log.error("read event failed with %s on a standby controller: %s", type(e).__name__, e)
+            raise HandlerFaultError(str(e)) from e
+        return result.response  # type: ignore[return-value]
+
     def answer_after_commit(self, data: bytearray, if_failed: bytearray) -> LaterAnswer:
         """What :meth:`run_request` does with an answer while records before it are uncommitted
         (``_reply_after``), for a lane: ``data`` goes out once everything written so far is
@@ -667,7 +983,6 @@ class QuorumController:
         assert raft is not None
         answer = LaterAnswer()
         self._after_commit_answers.append((self.image.offset, answer, data, if_failed))
-        raft.mlog.flush_soon()
         return answer
 
     def waits_for_commit(self, gated: bool) -> bool:
@@ -700,6 +1015,10 @@ class QuorumController:
             except LogFailedError as e:
                 self._fail(e)
                 raise NotControllerError("The controller failed to write the metadata log.") from e
+            except NotLeaderError as e:  # the Raft node resigned under us: nothing was appended
+                log.warning("renouncing the leadership: the Raft node refused an append (%s)", e)
+                self._deactivate()
+                raise NotControllerError() from e
             except EmptyAppendError as e:  # the records are appended; the event fails as Kafka's does
                 self._handler_fault(e)
                 raise HandlerFaultError(str(e)) from e
@@ -720,6 +1039,8 @@ class QuorumController:
         except LogFailedError as e:
             self._fail(e)
             raise NotControllerError("The controller failed to write the metadata log.") from e
+        except NotLeaderError as e:  # renounced: the write may still be committed by the next leader
+            raise NotControllerError() from e
         return response
 
     def _count_fault(self, e: BaseException) -> None:
@@ -729,7 +1050,8 @@ class QuorumController:
     def _handler_fault(self, e: BaseException) -> None:
         """Kafka's catch-all for an event that throws something other than an ApiException: a
         non-fatal fault (MetadataErrorCount) and a failover. The client sees
-        UNKNOWN_SERVER_ERROR; with one voter, this node is elected again in the next epoch."""
+        UNKNOWN_SERVER_ERROR; this node resigns its epoch (a lone voter is elected again after
+        an election timeout)."""
         self.metadata_errors += 1
         log.error("event failed with %s (treated as UnknownServerException) at epoch %d: %s; renouncing",
                   type(e).__name__, self.epoch, e)
@@ -746,33 +1068,12 @@ class QuorumController:
         return True
 
     def _renounce(self) -> None:
-        """Resign: drop the soft state and the timers, then (one voter) win the next election
-        and activate again. What this epoch appended stays in the image: it is in the log, and
-        the next epoch commits it. Kafka reverts its state to the last committed offset and its
-        standby replays the same records as they commit, which comes to the same."""
+        """Kafka's renounce after a fault: resign the Raft epoch, and stop being active."""
         if not self.active:
             return
-        self.active = False
-        self.managers.cluster.deactivate()
-        self._cancel_balance()
-        current = asyncio.current_task()
-        for t in self._tasks:
-            if t is not current:
-                t.cancel()
-        self._tasks = [asyncio.create_task(self._reclaim(), name="kraftsim-reclaim")]
-
-    async def _reclaim(self) -> None:
-        mlog, raft = self.mlog, self.raft
-        assert mlog is not None and raft is not None
-        try:
-            await raft.wait_committed(mlog.end_offset - 1)  # what the last epoch appended, first
-            election = elect_single_voter(mlog, self.node_id, self.voters, self.clock.wall_ms())
-            self.epoch = raft.epoch = election.epoch
-            await raft.wait_committed(election.leader_change_offset)
-            log.info("node %d is the active controller again in epoch %d", self.node_id, self.epoch)
-            await self._activate()
-        except (LogFailedError, OSError) as e:  # the log, or quorum-state and the epoch checkpoint
-            self._fail(e)
+        self._deactivate()
+        if self.raft is not None:
+            self.raft.resign()
 
     def _fail(self, e: BaseException) -> None:
         """Resign after a fault: first take back whatever was applied but never committed."""
@@ -791,7 +1092,11 @@ class QuorumController:
                 self.image.revert_to(max(self.raft.committed_offset, self.image.revertible_from()))
             except ValueError as err:  # noqa: PERF203 - nothing better to do while failing
                 log.error("could not revert the image to the committed offset: %s", err)
+        if self.raft is not None:
+            self.raft.abandon_waiters()
         log.error("fatal controller fault, resigning: %r", e)
+        if self._active_once is not None and not self._active_once.done():
+            self._active_once.set_result(None)
         if self.on_fatal is not None:
             self.on_fatal(e)
 
@@ -816,6 +1121,40 @@ class QuorumController:
 
     def zk_migration_ready(self) -> bool:
         return bool(self.config.get("zookeeper.metadata.migration.enable"))
+
+    # ==== health =========================================================================
+    def health(self) -> tuple[bool, dict[str, object]]:
+        """``/healthz``: whether this node serves its role, and a small document naming it. The
+        active controller serves; so does a standby that follows a known leader and has replayed
+        what it knows to be committed. Not before (starting, an election), nor after a fatal
+        fault."""
+        raft, mlog = self.raft, self.mlog
+        leader = self.leader_id
+        role = raft.node.role if raft is not None else "starting"
+        committed = raft.committed_offset if raft is not None else -1
+        if self.fatal is not None:
+            status, serving = "failed", False
+        elif self.active:
+            status, serving = "active", True
+        elif (raft is not None and role == "follower" and leader is not None and committed >= 0
+              and self._applied_offset >= min(committed, mlog.flushed_offset if mlog else -1)):
+            status, serving = "following", True
+        else:
+            status, serving = "starting", False
+        doc: dict[str, object] = {
+            "status": status,
+            "role": "active controller" if self.active else ("voter" if raft is not None and raft.is_voter
+                                                              else "observer"),
+            "raftState": role,
+            "nodeId": self.node_id,
+            "leaderId": -1 if leader is None else leader,
+            "clusterId": self.cluster_id,
+            "leaderEpoch": self.epoch,
+            "committedOffset": committed,
+        }
+        if self.fatal is not None:
+            doc["reason"] = self.fault_reason
+        return serving, doc
 
     # ==== metrics ========================================================================
     def _metric_values(self) -> dict[str, float]:
@@ -845,11 +1184,21 @@ class QuorumController:
         }
 
     # ==== shutdown =======================================================================
+    async def shutdown_raft(self) -> bool:
+        """Kafka's graceful Raft shutdown, while the server still answers: a leader resigns and
+        tells the voters, so another takes over at once; done once someone else leads (or there
+        is no one to hand over to). Whether that happened within the time allowed."""
+        raft = self.raft
+        if raft is None or self.fatal is not None:
+            return False
+        return await raft.shutdown(RAFT_SHUTDOWN_TIMEOUT_MS)
+
     async def stop(self) -> None:
         self.active = False
         if self._snapshot_task is not None:
             self._tasks.append(self._snapshot_task)
         self._tasks += self._balance_writes
+        self._tasks += self._registrations
         if self._cleaner is not None:  # files marked for deletion and not deleted yet go at the next start
             self._tasks += [self._cleaner, *self._deletions]
         for t in self._tasks:
@@ -860,6 +1209,8 @@ class QuorumController:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
         self.queue.close()
+        if self.raft is not None:
+            await self.raft.close()
         try:
             if self.mlog is not None:
                 try:

@@ -26,7 +26,7 @@ from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.metadata.snapshots import SnapshotId
-from kraftsim.raft.leader import RaftLeader
+from kraftsim.raft.client import NotLeaderError, RaftClient
 from kraftsim.rpc.clock import Clock
 
 log = logging.getLogger("kraftsim.controller")
@@ -96,7 +96,7 @@ class Snapshotter:
         img = self.image
         return None if img.journaling else (img.frozen_snapshot_records(), img.offset)
 
-    async def write(self, queue: EventQueue, raft: RaftLeader, frozen: Frozen | None = None) -> SnapshotId | None:
+    async def write(self, queue: EventQueue, raft: RaftClient, frozen: Frozen | None = None) -> SnapshotId | None:
         """Write a snapshot of ``frozen`` (see :meth:`freeze`), or of the committed image once
         what is in flight commits; None if it failed or the log already has it."""
         img = self.image
@@ -108,6 +108,8 @@ class Snapshotter:
                     await raft.wait_committed(raft.end_offset - 1)
                     frozen = img.frozen_snapshot_records(), img.offset
                     clean = not img.journaling
+                except NotLeaderError:
+                    return None  # renounced meanwhile: a later commit will make one due again
                 finally:
                     queue.resume()
                 if not clean:  # a transaction began meanwhile: not now

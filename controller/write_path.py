@@ -44,7 +44,7 @@ def check_record_count(count: int) -> None:
 
 
 class Appender(Protocol):
-    """Where batches go: the Raft leader (``kraftsim.raft.leader.RaftLeader``)."""
+    """Where batches go: the Raft node while it leads (``kraftsim.raft.client.RaftClient``)."""
 
     @property
     def end_offset(self) -> int: ...

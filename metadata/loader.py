@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -43,8 +43,11 @@ class LoadResult:
 
 
 def load_image(mlog: MetadataLog, new_image: Callable[[], ImageT], *, legacy: bool = False,
-               flushed_only: bool = True, open_transaction: str = "abort") -> tuple[ImageT, LoadResult]:
+               flushed_only: bool = True, open_transaction: str = "abort",
+               last_offset: int | None = None) -> tuple[ImageT, LoadResult]:
     """Return (image, result); ``new_image`` makes an empty image with ``replay``/``load_snapshot``.
+    ``last_offset`` stops the replay after the batch ending there (a standby controller reloads
+    what is committed, no more); by default the whole (flushed) log is replayed.
 
     Metadata transactions are honoured as Kafka's loader honours them: an aborted one leaves no
     trace, and one still open at the end of the log is not applied (``open_transaction="abort"``).
@@ -81,7 +84,10 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], ImageT], *, legacy: bo
     was_enabled = gc.isenabled()
     gc.disable()  # a million records make no cycles: collections would only walk them again
     try:
-        _replay_log(image, mlog, start, result, legacy, flushed_only)
+        batches = mlog.batches(start, flushed_only=flushed_only)
+        if last_offset is not None:
+            batches = (b for b in batches if b.last_offset <= last_offset)
+        replay_batches(image, batches, start, result, legacy)
     finally:
         if was_enabled:
             gc.enable()
@@ -93,10 +99,13 @@ def load_image(mlog: MetadataLog, new_image: Callable[[], ImageT], *, legacy: bo
     return image, result
 
 
-def _replay_log(image: object, mlog: MetadataLog, start: int, result: LoadResult, legacy: bool,
-                flushed_only: bool) -> None:
-    """The log from ``start`` on. A MetadataImage takes a data batch whose offsets run without a
-    gap (as KRaft writes them) in bulk, from its values alone; anything else record by record."""
+def replay_batches(image: object, batches: Iterable[Batch], start: int, result: LoadResult,
+                   legacy: bool = False) -> None:
+    """Replay ``batches`` (records from ``start`` on) into ``image``, noting LeaderChange control
+    records and the last offset in ``result``: the log at start-up, and what a standby
+    controller replays as it is committed. A MetadataImage takes a data batch whose offsets run
+    without a gap (as KRaft writes them) in bulk, from its values alone; anything else record by
+    record. LoadError names the record that does not decode or replay."""
     replay = image.replay  # type: ignore[attr-defined]
     fast: Callable[[MetadataImage, bytes, int, int], None] | None = None
     bulk: Callable[..., None] | None = None
@@ -104,7 +113,9 @@ def _replay_log(image: object, mlog: MetadataLog, start: int, result: LoadResult
         from kraftsim.metadata.image.fast_replay import replay_framed, replay_framed_all
 
         fast, bulk = replay_framed, replay_framed_all
-    for batch in mlog.batches(start, flushed_only=flushed_only):
+    for batch in batches:
+        if batch.last_offset < start:
+            continue
         if bulk is not None and not batch.is_control and batch.base_offset >= start \
                 and batch.records_count == batch.last_offset_delta + 1:
             _replay_bulk(image, batch, bulk, result)

@@ -26,9 +26,23 @@ from pathlib import Path
 
 from kraftsim.metadata import files
 from kraftsim.metadata import records as recs
-from kraftsim.metadata.batch import Batch, ControlRecordType, encode_batch_into, encode_control_batch
+from kraftsim.metadata.batch import (
+    Batch,
+    ControlRecordType,
+    IncompleteBatchError,
+    encode_batch_into,
+    encode_control_batch,
+    read_batches,
+)
 from kraftsim.metadata.offset_waiters import OffsetWaiters
-from kraftsim.metadata.segments import DELETED_SUFFIX, LogFailedError, Segment, SegmentedLog
+from kraftsim.metadata.segments import (
+    DELETED_SUFFIX,
+    CorruptLogError,
+    LogFailedError,
+    Segment,
+    SegmentedLog,
+    segment_name,
+)
 from kraftsim.metadata.snapshots import (
     SnapshotError,
     SnapshotId,
@@ -46,6 +60,8 @@ log = logging.getLogger("kraftsim.log")
 # A batch holds what fits in this many bytes (Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES);
 # an append larger than that is split across batches.
 MAX_BATCH_BYTES = 8 * 1024 * 1024
+BATCH_SLACK = 1024  # what a batch of MAX_BATCH_BYTES of values takes beyond them (headers, framing)
+READ_CHUNK_BYTES = 8 * 1024 * 1024  # what a standby controller reads of the log at a time
 # How often, at most, the recovery point follows the flushes (it is not fsynced between them).
 RECOVERY_POINT_INTERVAL_S = 0.1
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
@@ -141,41 +157,62 @@ class MetadataLog:
             raise
         self.flushed_offset = segments.end_offset - 1
         self._last_appended = self.flushed_offset
-        self._truncate_to_latest_snapshot()
+        if not self.epoch_entries:
+            latest = self.latest_snapshot()
+            if self.end_offset > (latest.end_offset if latest is not None else 0):
+                self._rebuild_epochs()  # records past the snapshot, but no history of their epochs
+        self.marked_at_open = self.truncate_to_latest_snapshot() or Marked()
         return self
 
-    def _truncate_to_latest_snapshot(self) -> None:
-        """KafkaMetadataLog.truncateToLatestSnapshot, at open: when the latest snapshot is of a
-        later epoch than the log's last (0 when the epoch cache is empty, as it is once the log
-        start offset reached the log end: Kafka's load drops the entry starting there), or of the
-        same epoch but past the log end, every segment is marked for deletion and the log starts
-        empty at the snapshot (``marked_at_open``). The epoch cache is cleared, and the older
-        snapshots are marked too. An empty cache beside records past the snapshot (a lost
-        checkpoint file) is not taken as epoch 0: that would throw the records away."""
+    def _rebuild_epochs(self) -> None:
+        """The epoch history from the batches themselves, when the checkpoint file is missing or
+        unreadable but the log holds records: a Raft replica must know the epoch of its last
+        record (and where each epoch starts) to be told where its log diverges."""
+        entries: list[tuple[int, int]] = []
+        for batch in self.segments.batches(self.log_start_offset, verify_crc=False):
+            if not entries or batch.partition_leader_epoch > entries[-1][0]:
+                entries.append((batch.partition_leader_epoch, max(batch.base_offset, self.log_start_offset)))
+        self.epoch_entries = entries
+        files.write_leader_epochs(self.directory / files.LEADER_EPOCH_CHECKPOINT, entries)
+        log.warning("rebuilt the leader epoch checkpoint from the log: %s", entries)
+
+    def truncate_to_latest_snapshot(self) -> Marked | None:
+        """KafkaMetadataLog.truncateToLatestSnapshot: when the latest snapshot is of a later
+        epoch than the log's last (0 when the epoch cache is empty, as it is once the log start
+        offset reached the log end: Kafka's load drops the entry starting there), or of the same
+        epoch but past the log end, every segment is marked for deletion and the log starts
+        empty at the snapshot. The epoch cache is cleared, and the older snapshots are marked too.
+        Returns what was marked (to delete after the file delete delay), None if nothing changed.
+        At open (``marked_at_open``), and on a Raft follower that has just fetched a snapshot.
+        An empty cache beside records past the snapshot (a lost checkpoint file) is not taken as
+        epoch 0: that would throw the records away."""
         latest = self.latest_snapshot()
         if latest is None:
-            return
+            return None
         if self.epoch_entries:
             last_epoch = self.epoch_entries[-1][0]
         elif self.end_offset <= latest.end_offset:
             last_epoch = 0
         else:
-            return
+            return None
         if not (latest.epoch > last_epoch or (latest.epoch == last_epoch and latest.end_offset > self.end_offset)):
-            return
+            return None
         log.warning("the latest snapshot %s is ahead of the log (its end %d, epoch %d): the log starts over at it",
                     latest.file_name, self.end_offset, last_epoch)
         marked = Marked(segments=self.segments.retire_all_and_start_at(latest.end_offset))
         self.log_start_offset = latest.end_offset
         self.flushed_offset = self._last_appended = latest.end_offset - 1
+        self._append_ends.clear()
+        self.appended_bytes = self._committed_bytes
         self.epoch_entries = []
         files.write_leader_epochs(self.directory / files.LEADER_EPOCH_CHECKPOINT, self.epoch_entries)
+        self._write_recovery_point(durable=True)
         for old in self.snapshots():
             if old < latest:
                 path = self.snapshot_path(old)
                 os.replace(path, path.with_name(path.name + DELETED_SUFFIX))
                 marked.snapshots.append(path.with_name(path.name + DELETED_SUFFIX))
-        self.marked_at_open = marked
+        return marked
 
     # -- offsets --------------------------------------------------------------------------
     @property
@@ -203,7 +240,7 @@ class MetadataLog:
         returns the (first, last) offset."""
         if not values:
             raise ValueError("nothing to append")
-        self._note_epoch(epoch)
+        self.note_epoch(epoch)
         base = self.end_offset
         out = bytearray()
         start = size = 0
@@ -224,7 +261,7 @@ class MetadataLog:
     def append_control(self, messages: Sequence[tuple[ControlRecordType, Message]], *, epoch: int,
                        timestamp: int) -> int:
         """One control batch (e.g. LeaderChange at the start of an epoch); returns its offset."""
-        self._note_epoch(epoch)
+        self.note_epoch(epoch)
         base = self.end_offset
         data = encode_control_batch(base, messages, epoch=epoch, timestamp=timestamp)
         last = base + len(messages) - 1
@@ -232,7 +269,7 @@ class MetadataLog:
         self._appended(last, len(data))
         return last
 
-    def _append(self, data: bytes | bytearray, base: int, next_offset: int, timestamp: int) -> None:
+    def _append(self, data: bytes | bytearray | memoryview, base: int, next_offset: int, timestamp: int) -> None:
         """Write to the segments; a failed write fails the log closed here, at once: whatever
         waits for an offset not yet flushed hears of it now (the flush loop, which would
         otherwise tell them, stops at a failed log without a word)."""
@@ -258,12 +295,83 @@ class MetadataLog:
             self._committed_bytes = ends.popleft()[1]
         return self._committed_bytes
 
-    def _note_epoch(self, epoch: int) -> None:
+    def note_epoch(self, epoch: int) -> None:
+        """``epoch`` starts at the log end unless it is the last epoch already (Kafka's
+        LeaderEpochFileCache.assign, written to the checkpoint at once); an older epoch is
+        refused (ValueError). A new Raft leader notes its epoch before appending anything."""
         if not self.epoch_entries or self.epoch_entries[-1][0] < epoch:
             self.epoch_entries.append((epoch, self.end_offset))
             files.write_leader_epochs(self.directory / files.LEADER_EPOCH_CHECKPOINT, self.epoch_entries)
         elif self.epoch_entries[-1][0] > epoch:
             raise ValueError(f"epoch {epoch} is older than the log's epoch {self.epoch_entries[-1][0]}")
+
+    def append_as_follower(self, records: bytes | memoryview) -> tuple[int, int] | None:
+        """A Raft follower's append of what its leader sent: every whole batch (a batch cut off
+        at the end, as a read capped at max bytes leaves it, is left for the next fetch), each
+        checked (CRC, header), the first starting at the log end and each where the previous
+        ended, each batch's epoch noted where it starts. Returns the (first, last) offset
+        appended, None when there was no whole batch. ValueError for batches that do not follow
+        this log, CorruptBatchError for damaged ones: nothing is appended then."""
+        batches: list[Batch] = []
+        try:
+            for batch in read_batches(records, max_batch_size=MAX_BATCH_BYTES + BATCH_SLACK):
+                batches.append(batch)
+        except IncompleteBatchError:
+            pass
+        if not batches:
+            return None
+        expected = self.end_offset
+        for batch in batches:
+            if batch.base_offset != expected:
+                raise ValueError(f"a fetched batch at offset {batch.base_offset} where the log ends at {expected}")
+            expected = batch.next_offset
+        first = batches[0].base_offset
+        view = memoryview(records)
+        pos = 0
+        i = 0
+        while i < len(batches):  # one write per run of batches of one epoch
+            epoch = batches[i].partition_leader_epoch
+            j, size, max_ts = i, 0, -1
+            while j < len(batches) and batches[j].partition_leader_epoch == epoch:
+                size += batches[j].size_in_bytes
+                max_ts = max(max_ts, batches[j].max_timestamp)
+                j += 1
+            self.note_epoch(epoch)
+            self._append(view[pos:pos + size], batches[i].base_offset, batches[j - 1].next_offset, max_ts)
+            self._appended(batches[j - 1].last_offset, size)
+            pos += size
+            i = j
+        return first, expected - 1
+
+    def truncate_to(self, offset: int) -> None:
+        """A Raft follower's cut of its divergent tail: every batch holding an offset at or
+        after ``offset`` goes (so the log may end before ``offset``), the epochs that started in
+        it too, and what counts as flushed and appended with them. The caller (the Raft layer)
+        never cuts below the high watermark."""
+        if offset >= self.end_offset:
+            return
+        self._flush_task_must_be_idle("truncate")
+        try:
+            self.segments.truncate_to(offset)
+        except LogFailedError as e:
+            self._fail_waiters(e)
+            raise
+        end = self.end_offset
+        log.warning("truncated the metadata log to offset %d (asked to cut at %d)", end, offset)
+        self.epoch_entries = [e for e in self.epoch_entries if e[1] < end]
+        files.write_leader_epochs(self.directory / files.LEADER_EPOCH_CHECKPOINT, self.epoch_entries)
+        self.flushed_offset = min(self.flushed_offset, end - 1)
+        self._last_appended = min(self._last_appended, end - 1)
+        while self._append_ends and self._append_ends[-1][0] > end:
+            self._append_ends.pop()
+        self.appended_bytes = self._append_ends[-1][1] if self._append_ends else self._committed_bytes
+        self._write_recovery_point(durable=True)
+
+    def _flush_task_must_be_idle(self, what: str) -> None:
+        """Cutting the log while a flush of what is cut is under way would report flushed what
+        is gone: a Raft follower fetches again only once its log is flushed, so none can be."""
+        if self._flush_task is not None and not self._flush_task.done() and self._last_appended > self.flushed_offset:
+            raise RuntimeError(f"cannot {what} the metadata log while a flush is under way")
 
     def epoch_for_offset(self, offset: int) -> int:
         starts = [o for _, o in self.epoch_entries]
@@ -375,6 +483,30 @@ class MetadataLog:
             if batch.base_offset > limit:
                 return
             yield batch
+
+    def batches_between(self, first: int, last: int, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[Batch]:
+        """The batches holding offsets ``first`` to ``last`` (whole batches, so the first may
+        start before ``first``), found through the segments' index and read ``chunk_bytes`` at a
+        time: what a standby controller replays as the high watermark moves, without reading
+        the log from the start of a segment each time."""
+        offset = first
+        while offset <= last:
+            data = self.segments.read(offset, chunk_bytes)
+            if not data:
+                return
+            moved = False
+            try:
+                for batch in read_batches(data, max_batch_size=MAX_BATCH_BYTES + BATCH_SLACK):
+                    if batch.base_offset > last:
+                        return
+                    yield batch
+                    offset = batch.next_offset
+                    moved = True
+            except IncompleteBatchError:
+                pass  # the chunk ends in the middle of a batch: read on from it
+            if not moved:
+                raise CorruptLogError(self.directory / segment_name(offset), 0, offset,
+                                      "no whole batch where the index points")
 
     # -- snapshots ------------------------------------------------------------------------
     def snapshots(self) -> list[SnapshotId]:

@@ -140,6 +140,7 @@ class SegmentedLog:
         self.segment_bytes = segment_bytes
         self.segments: list[Segment] = []
         self._fd: int | None = None
+        self._retired_fds: list[int] = []  # descriptors of replaced active segments, closed by the next sync
         self.failed: BaseException | None = None
         self.unsynced = False
 
@@ -256,7 +257,8 @@ class SegmentedLog:
         if self.failed is not None:
             raise LogFailedError(f"the metadata log failed earlier and must be reopened: {self.failed}")
 
-    def append(self, data: bytes | bytearray, base_offset: int, next_offset: int, max_timestamp: int) -> None:
+    def append(self, data: bytes | bytearray | memoryview, base_offset: int, next_offset: int,
+               max_timestamp: int) -> None:
         """Write one or more encoded batches starting at ``base_offset`` (not yet durable)."""
         self._check()
         if base_offset != self.end_offset:
@@ -287,14 +289,14 @@ class SegmentedLog:
         self._check()
         if self._fd is not None:
             os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
+            self._retire_writer()  # a flush in another thread may be fsyncing it too
         self._new_segment(self.end_offset)
         log.info("rolled the metadata log to a new segment at offset %d", self.end_offset)
 
     def sync(self) -> None:
         """fsync the active segment. Blocking: the async log runs it in a thread."""
         self._check()
+        self._close_retired()
         fd = self._fd
         assert fd is not None
         try:
@@ -308,42 +310,64 @@ class SegmentedLog:
         return self._fd
 
     def truncate_to(self, offset: int) -> None:
-        """Drop everything at or after ``offset`` (used when a snapshot is ahead of the log)."""
+        """Drop every batch holding an offset at or after ``offset``: a batch that holds it goes
+        whole, as Kafka's segment truncation cuts at the start of the batch holding the offset
+        (a Raft follower cutting a divergent tail). What is kept is fsynced before this returns."""
         self._check()
         if offset >= self.end_offset:
             return
-        self.close()
+        self._retire_writer()
+        for s in self.segments:
+            s.close_reader()
         keep = [s for s in self.segments if s.base_offset < offset]
         for s in self.segments:
             if s.base_offset >= offset:
                 s.path.unlink(missing_ok=True)
             s.index = None
         self.segments = keep
-        if keep:
-            seg = keep[-1]
-            pos_end = 0
-            next_offset = seg.base_offset
-            for pos, batch in iter_file_batches(seg.path):
-                if batch.base_offset >= offset:
-                    break
-                pos_end = pos + batch.size_in_bytes
-                next_offset = batch.last_offset + 1
-            with open(seg.path, "r+b") as f:
-                f.truncate(pos_end)
-                os.fsync(f.fileno())
-            seg.size = pos_end
-            seg.next_offset = next_offset
-            self._open_active()
-        else:
-            self._new_segment(offset)
+        try:
+            if keep:
+                seg = keep[-1]
+                pos_end = 0
+                next_offset = seg.base_offset
+                for pos, batch in iter_file_batches(seg.path, end=seg.size):
+                    if batch.last_offset >= offset:
+                        break
+                    pos_end = pos + batch.size_in_bytes
+                    next_offset = batch.last_offset + 1
+                with open(seg.path, "r+b") as f:
+                    f.truncate(pos_end)
+                    fileio.fsync(f.fileno())
+                seg.size = pos_end
+                seg.next_offset = next_offset
+                self._open_active()
+                fsync_dir(self.dir)
+            else:
+                self._new_segment(offset)
+        except OSError as e:
+            self.failed = e
+            raise LogFailedError(f"cannot truncate the metadata log at offset {offset}: {e.strerror or e}") from e
 
     def reset_to(self, offset: int) -> None:
         """Delete every segment and start an empty log at ``offset``."""
-        self.close()
+        self._retire_writer()
         for s in self.segments:
+            s.close_reader()
             s.path.unlink(missing_ok=True)
         self.segments = []
         self._new_segment(offset)
+
+    def _retire_writer(self) -> None:
+        """Stop writing through the active segment's descriptor without closing it yet: a flush
+        may be fsyncing it in another thread this very moment. It is closed by the next
+        :meth:`sync` (which runs after that flush) or by :meth:`close`."""
+        if self._fd is not None:
+            self._retired_fds.append(self._fd)
+            self._fd = None
+
+    def _close_retired(self) -> None:
+        while self._retired_fds:
+            os.close(self._retired_fds.pop())
 
     def retire_below(self, log_start_offset: int, high_watermark: int) -> list[Segment]:
         """Kafka's deleteLogStartOffsetBreachedSegments: take out, oldest first, every segment
@@ -369,9 +393,7 @@ class SegmentedLog:
         """LocalLog.truncateFullyAndStartAt: every segment taken out as :meth:`retire_below`
         takes them (renamed ``*.deleted``), and an empty active segment at ``offset``."""
         self._check()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._retire_writer()
         retired = self.segments
         for seg in retired:
             deleted = seg.path.with_name(seg.path.name + DELETED_SUFFIX)
@@ -391,6 +413,7 @@ class SegmentedLog:
     def close(self) -> None:
         for seg in self.segments:
             seg.close_reader()
+        self._close_retired()
         if self._fd is not None:
             try:
                 if self.failed is None:
@@ -466,7 +489,7 @@ class SegmentedLog:
                                       str(e)) from e
 
 
-def _index_batches(index: OffsetIndex, data: bytes | bytearray, at: int) -> None:
+def _index_batches(index: OffsetIndex, data: bytes | bytearray | memoryview, at: int) -> None:
     """Index the batches of ``data`` (whole batches) written at file position ``at``."""
     pos, n = 0, len(data)
     while pos + LOG_OVERHEAD <= n:

@@ -161,6 +161,55 @@ def _snapshot_steps(path: Path, items: Iterable[recs.RecordAndVersion], *, epoch
             tmp.unlink(missing_ok=True)
 
 
+class SnapshotFileWriter:
+    """A snapshot arriving in chunks (a Raft follower fetching its leader's with FetchSnapshot):
+    the bytes go to a ``.checkpoint.part`` file as they come, and :meth:`freeze` makes it the
+    snapshot (fsync, rename, fsync of the directory), so a crash never leaves half a snapshot
+    under its final name. :meth:`close` abandons it (the part file goes; start-up removes any
+    left behind)."""
+
+    def __init__(self, directory: Path, sid: SnapshotId) -> None:
+        self.directory = directory
+        self.sid = sid
+        fd, tmp = tempfile.mkstemp(prefix=sid.file_name.removesuffix(".checkpoint") + "-", suffix=".checkpoint.part",
+                                   dir=directory)
+        os.fchmod(fd, 0o644)
+        self._fd = fd
+        self._tmp = Path(tmp)
+        self.size = 0
+        self.frozen = False
+
+    def append(self, chunk: bytes | memoryview) -> None:
+        if self._fd < 0:
+            raise SnapshotError(f"snapshot {self.sid.file_name} is closed")
+        view = memoryview(chunk)
+        while view:
+            n = fileio.write(self._fd, view)
+            view = view[n:]
+        self.size += len(chunk)
+
+    def freeze(self) -> Path:
+        if self._fd < 0:
+            raise SnapshotError(f"snapshot {self.sid.file_name} is closed")
+        path = self.directory / self.sid.file_name
+        try:
+            fileio.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+        os.replace(self._tmp, path)
+        fsync_dir(self.directory)
+        self.frozen = True
+        return path
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if not self.frozen:
+            self._tmp.unlink(missing_ok=True)
+
+
 def _write_all(fd: int, data: bytearray) -> None:
     view = memoryview(data)
     while view:

@@ -53,7 +53,7 @@ from kraftsim.migration.zk_client import (
     ZkWriteError,
     ZooKeeperUnavailableError,
 )
-from kraftsim.raft.leader import RaftLeader
+from kraftsim.raft.client import RaftClient
 from kraftsim.rpc.clock import Clock
 
 log = logging.getLogger("kraftsim.migration")
@@ -107,7 +107,7 @@ class MigrationHost(Protocol):
     def image(self) -> MetadataImage: ...
 
     @property
-    def raft(self) -> RaftLeader | None: ...
+    def raft(self) -> RaftClient | None: ...
 
     @property
     def active(self) -> bool: ...

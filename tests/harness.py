@@ -32,10 +32,11 @@ def _ephemeral_low() -> int:
 
 
 # Ports handed out by this process, each once: a slice of its own per xdist worker, below the
-# kernel's ephemeral range.
+# kernel's ephemeral range, starting at a place of this process's own in it (test runs of other
+# checkouts on the same machine take ports from the same slices).
 _SLICE = 1500
 _worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-_next_port = [max(1024, _ephemeral_low() - _SLICE * 8) + _SLICE * (_worker % 8)]
+_next_port = [max(1024, _ephemeral_low() - _SLICE * 8) + _SLICE * (_worker % 8) + (os.getpid() * 7919) % _SLICE]
 
 
 def free_port() -> int:

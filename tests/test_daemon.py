@@ -144,32 +144,3 @@ def test_format_twice_needs_ignore_formatted(tmp_path: Path) -> None:
     docs = [json.loads(line) for line in r.stdout.splitlines()]
     levels = [d["record"]["data"]["featureLevel"] for d in docs if "record" in d and "recordType" in d["record"]]
     assert levels == [20]
-
-
-def test_three_voters_make_no_leader(tmp_path: Path) -> None:
-    """Three controllers configured as the three voters of one quorum: kraftsim cannot run a
-    multi-voter election, so none of them may lead (each alone would be a leader of its own
-    diverging log); each exits 1 with one line naming the voters, before writing anything."""
-    ports = {node: harness.free_port() for node in (3000, 3001, 3002)}
-    voters = ",".join(f"{node}@127.0.0.1:{port}" for node, port in ports.items())
-    cid = "MkU3OEVBNTcwNTJENDM2Qk"
-    procs = {}
-    for node, port in ports.items():
-        d = tmp_path / str(node)
-        d.mkdir()
-        cfg = harness.write_config(d, port=port, http_port=harness.free_port(), node_id=node,
-                                   controller_quorum_voters=voters)
-        harness.format_dir(cfg, cluster_id=cid)
-        procs[node] = (d, harness.spawn_controller(cfg), cfg)
-    for node, (d, proc, cfg) in procs.items():
-        assert proc.wait(60) == 1
-        out, err = harness.controller_output(cfg)
-        assert "Traceback" not in out + err
-        [line] = err.strip().splitlines()
-        assert line == (f"kraftsim controller: controller.quorum.voters names 3 voters (3000, 3001, 3002), but kraftsim "
-                        f"runs a single-voter quorum: node {node} cannot win the 2 votes a leader needs; configure "
-                        f"it as the only voter"), line
-        assert "became the active controller" not in out
-        meta = d / "data" / "__cluster_metadata-0"
-        assert not meta.exists() and sorted(p.name for p in (d / "data").iterdir()) == [
-            "bootstrap.checkpoint", "meta.properties"]  # no quorum-state, no log, no lock left

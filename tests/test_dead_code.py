@@ -44,9 +44,7 @@ USED_WITHOUT_A_NAME: dict[tuple[str, str], str] = {
     ("metadata/log.py", "write_snapshot"): "the log as a library (docs/apis.md): a snapshot of an image in one call",
     ("metadata/log.py", "wait_flushed"): "the log as a library (docs/apis.md): wait for an offset's fsync",
     ("raft/sim/runner.py", "simulate"): "the simulator's one-call entry point (docs/raft-simulator.md, benchmarks)",
-    **{(f, n): "the Raft core's API for the quorum's driver on the controller; the simulator and tests drive it"
-       for f, n in [("raft/core/state_store.py", "FileQuorumStateStore"),
-                    ("raft/core/voters.py", "overlapping_majority")]},
+    ("raft/core/voters.py", "overlapping_majority"): "the voter-change rule dynamic voters (KIP-853) will check",
     ("rpc/frames.py", "decode_request"): "the codec's entry point for a whole request frame (docs/apis.md)",
     ("rpc/frames.py", "decode_request_header"): "the codec's entry point for a request header (docs/apis.md)",
 }

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftsim.broker.observer import MetadataObserver
+from kraftsim.raft.core.keys import ReplicaKey
 from tests import harness
 from tests.test_controller import CT, Cluster
 
@@ -43,7 +44,7 @@ async def test_the_observer_replays_the_log_into_the_controllers_image(tmp_path:
         assert obs.image == c.controller.image and obs.stats.snapshots_loaded == 0
         assert obs.image.topics.by_name["a"].partitions[0].leader == 1
         # The controller lists the fleet's observer under its replica id and directory.
-        assert (4242, DIRECTORY) in c.controller.raft.observers
+        assert ReplicaKey(4242, DIRECTORY) in c.controller.raft.observers()
     finally:
         await obs.stop()
         await c.stop()

@@ -1,5 +1,5 @@
 """The Raft RPCs over real sockets: Fetch (every case a KRaft observer meets), FetchSnapshot,
-DescribeQuorum, and Vote / BeginQuorumEpoch / EndQuorumEpoch as a single-voter leader."""
+DescribeQuorum, and Vote / BeginQuorumEpoch / EndQuorumEpoch, answered by a lone voter."""
 
 from __future__ import annotations
 
@@ -125,37 +125,6 @@ async def test_a_long_poll_at_the_end_is_woken_by_a_commit(cluster: Cluster) -> 
         await other.close()
     p = partition(await asyncio.wait_for(polling, 30))
     assert offsets_in(p.records)[0] == end
-
-
-async def test_a_long_poll_ahead_of_the_flush_is_woken_by_the_commit_of_what_it_holds(tmp_path: Path) -> None:
-    """A fetcher served records before their fsync (a long append linger) polls at the end; the
-    commit of those records must answer it with the new high watermark, not leave it waiting
-    for a record that may not come (no NoOps here)."""
-    c = Cluster(tmp_path, controller_quorum_append_linger_ms=2000)
-    await c.start()
-    try:
-        ctl = c.controller
-        start = ctl.mlog.end_offset
-        writer = await harness.connect(c.running)
-        try:
-            registering = asyncio.ensure_future(writer.request(registration(1, c.cluster_id), 3))
-            deadline = asyncio.get_running_loop().time() + 10
-            while ctl.mlog.end_offset == start:  # appended, its fsync lingering
-                assert asyncio.get_running_loop().time() < deadline, "the registration was never appended"
-                await asyncio.sleep(0.001)
-            end = ctl.mlog.end_offset
-            p = partition(await c.req(fetch_request(c, start, ctl.epoch), 17))
-            assert offsets_in(p.records)[-1] == end - 1 and p.high_watermark <= start  # served before its fsync
-            assert c.client is not None
-            polling = c.client.send(fetch_request(c, end, ctl.epoch, wait_ms=60_000), 17)
-            assert not registering.done()  # the poll went out while the fsync lingers
-            assert (await registering).error_code == 0
-            p = partition(await asyncio.wait_for(polling, 30))
-            assert p.records in (b"", None) and p.high_watermark == end
-        finally:
-            await writer.close()
-    finally:
-        await c.stop()
 
 
 async def test_a_long_poll_with_nothing_new_answers_empty_after_its_wait(cluster: Cluster) -> None:
@@ -418,3 +387,32 @@ async def test_metadata_quorum_replication_table(cluster: Cluster, capsys: pytes
     assert int(rows[2][4]) > 0 and rows[2][5] == "-1"
     widths = {len(line.split("\t")[1]) for line in lines}
     assert widths == {22}  # the DirectoryId column: every cell padded to the widest
+
+
+async def test_a_directory_an_earlier_release_left_starts_in_the_next_epoch(tmp_path: Path) -> None:
+    """An earlier kraftsim wrote quorum-state itself, as a single-voter leader's: its JSON is
+    Kafka's, and the Raft node reads it as any voter would (it led that epoch: it comes back
+    resigned, stands, wins alone the next one), on the log and checkpoints it left."""
+    import json
+
+    c = Cluster(tmp_path)
+    await c.start()
+    epoch, _ = await c.register(1)
+    await c.unfence(1, epoch)
+    await create(c, "from-before")
+    await c.stop()
+    qs = tmp_path / "data" / "__cluster_metadata-0" / "quorum-state"
+    # Byte for byte what the earlier release's single-voter election wrote, in a later epoch.
+    qs.write_text('{"clusterId":"","leaderId":3000,"leaderEpoch":7,"votedId":-1,"appliedOffset":0,'
+                  '"currentVoters":[{"voterId":3000}],"data_version":0}')
+    await c.start()
+    try:
+        assert c.controller.epoch == 8 and c.controller.active
+        assert "from-before" in c.controller.image.topics.by_name
+        assert json.loads(qs.read_text()) == {"clusterId": "", "leaderId": 3000, "leaderEpoch": 8, "votedId": -1,
+                                              "appliedOffset": 0, "currentVoters": [{"voterId": 3000}],
+                                              "data_version": 0}
+        await create(c, "after")
+        assert "after" in c.controller.image.topics.by_name
+    finally:
+        await c.stop()

@@ -371,6 +371,39 @@ def test_a_fetch_with_nothing_new_waits_until_data_or_its_max_wait() -> None:
     assert isinstance(late, OutboundResponse) and not partition(late.message).records
 
 
+def test_a_parked_fetch_holding_uncommitted_records_is_answered_when_they_commit() -> None:
+    """A fetcher served records before the leader's flush completed (so before their commit)
+    polls at the end: the commit of what it holds answers it with the new high watermark, not
+    its MaxWaitMs (kraftsim's rule beside Kafka's log-end rule: see purgatory.py)."""
+    lone = VoterSet.static({1: Address("c1", 9093)}, L)
+    log = MemoryLog(sync_flush=False)
+    n = node(voters=lone, log=log, append_linger_ms=0)
+    now = 10
+    n.poll(now)
+    log.complete_flush()
+    n.poll(now)  # the LeaderChange is committed
+    start = log.end_offset
+    assert n.high_watermark == start
+    n.append(n.epoch, [b"a", b"b"], now)
+    n.poll(now)  # written; its flush asked for and not done
+    end = log.end_offset
+    assert end == start + 2 and n.high_watermark == start
+    served = partition(ask(n, fetch(n.epoch, start, n.epoch, replica=7), now))
+    assert served.high_watermark == start and served.records
+    assert ask(n, fetch(n.epoch, end, n.epoch, replica=7, wait=60_000), now) is None  # parked at the end
+    n.poll(now + 1)
+    assert not n.take_outbound()
+    log.complete_flush()
+    n.poll(now + 2)
+    (answer,) = [o for o in n.take_outbound() if isinstance(o, OutboundResponse)]
+    p = partition(answer.message)
+    assert p.high_watermark == end and not p.records
+    # A fetcher with nothing uncommitted keeps waiting for new records.
+    assert ask(n, fetch(n.epoch, end, n.epoch, replica=7, wait=60_000), now + 3) is None
+    n.poll(now + 4)
+    assert not n.take_outbound()
+
+
 def test_parked_fetches_are_answered_not_leader_when_the_leader_resigns() -> None:
     n = node()
     now = elect(n)

@@ -162,6 +162,12 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     Key("metadata.log.max.snapshot.interval.ms", _int(0), "3600000"),
     Key("metadata.max.idle.interval.ms", _int(0), "500"),
     Key("controller.quorum.append.linger.ms", _int(0), "25"),
+    # Kafka's QuorumConfig: the Raft layer's timings (raft/core/config.py).
+    Key("controller.quorum.election.timeout.ms", _int(0), "1000"),
+    Key("controller.quorum.fetch.timeout.ms", _int(0), "2000"),
+    Key("controller.quorum.election.backoff.max.ms", _int(0), "1000"),
+    Key("controller.quorum.request.timeout.ms", _int(0), "2000"),
+    Key("controller.quorum.retry.backoff.ms", _int(0), "20"),
     Key("num.partitions", _int(1), "1"),
     Key("default.replication.factor", _int(1, 32767), "1"),
     Key("delete.topic.enable", _bool, "true"),

@@ -196,8 +196,8 @@ class ControllerRegistrations:
             ep = controllers[cid].listeners.get(context.listener)
             if ep is not None:
                 nodes.append(DescribeClusterBroker(broker_id=cid, host=ep[0], port=ep[1], rack=None))
-        leader = self.ctx.node_id  # the Raft leader: this node, the single voter
-        controller_id = leader if any(n.broker_id == leader for n in nodes) else -1
+        leader = self.ctx.leader_id()  # the Raft leader, as this node knows it
+        controller_id = leader if leader is not None and any(n.broker_id == leader for n in nodes) else -1
         return ControllerResult([], DescribeClusterResponse(
             error_code=0, error_message=None, cluster_id=self.ctx.cluster_id, controller_id=controller_id,
             cluster_authorized_operations=operations, brokers=nodes, endpoint_type=CONTROLLER_ENDPOINT))

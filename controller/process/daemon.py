@@ -20,7 +20,7 @@ from kraftsim.controller.configs.server_config import Config
 from kraftsim.controller.controller_apis import ControllerApis
 from kraftsim.controller.process.gc_tuning import tune_collector
 from kraftsim.controller.process.http import start_http
-from kraftsim.controller.quorum_controller import QuorumController
+from kraftsim.controller.quorum_controller import FatalControllerError, QuorumController
 from kraftsim.faults.controller import controller_faults
 from kraftsim.faults.registry import FaultRegistry
 from kraftsim.metadata.authorizer.authorizer import AllowAll
@@ -28,9 +28,7 @@ from kraftsim.metadata.files import StorageError
 from kraftsim.metadata.loader import LoadError
 from kraftsim.metadata.segments import CorruptLogError, LogFailedError
 from kraftsim.migration.runner import MigrationRunner
-from kraftsim.raft.apis import Endpoint, RaftApis
-from kraftsim.raft.election import QuorumError
-from kraftsim.rpc import uuids
+from kraftsim.raft.apis import RaftApis
 from kraftsim.rpc.clock import Clock
 from kraftsim.rpc.dispatch import Dispatcher
 from kraftsim.rpc.server import KafkaServer
@@ -67,21 +65,18 @@ class RunningController:
     async def stop(self) -> None:
         if self.faults is not None:
             self.faults.clear()  # what a fault replaced (the disk's system calls) is put back
+        # The Raft node hands its leadership over first, while the server still answers the
+        # voters (Kafka's RaftManager shuts its client down gracefully).
+        await self.controller.shutdown_raft()
         await self.server.stop()
         await self.http.cleanup()  # type: ignore[attr-defined]
         await self.controller.stop()
 
 
-def raft_apis(controller: QuorumController, config: Config) -> RaftApis:
-    """The Raft RPCs of this node, with its address as the static voter set gives it."""
-    listener = config.controller_listener[0]
-    endpoints = [Endpoint(listener, host, port) for node, host, port in config.get("controller.quorum.voters")
-                 if node == config.node_id]
-    if not endpoints:
-        endpoints = [Endpoint(*config.controller_listener)]
-    directory = uuids.from_str(controller.directory_id) if controller.directory_id else None
+def raft_apis(controller: QuorumController) -> RaftApis:
+    """The Raft RPCs of this node, authorized by the controller's authorizer."""
     assert controller.raft is not None
-    return RaftApis(controller.raft, controller.cluster_id, endpoints, directory,
+    return RaftApis(controller.raft,
                     authorizer=lambda: controller.ctx.authorizer if controller.ctx is not None else AllowAll())
 
 
@@ -90,8 +85,8 @@ async def start(config: Config, clock: Clock | None = None) -> RunningController
     controller = QuorumController(config, clock, migration)
     try:
         await controller.start()
-    except (QuorumError, StorageError, LoadError, CorruptLogError, LogFailedError) as e:
-        # Each names what failed: the voters, the lock, a file that cannot be read or written
+    except (FatalControllerError, StorageError, LoadError, CorruptLogError, LogFailedError) as e:
+        # Each names what failed: the activation, the lock, a file that cannot be read or written
         # (files.WriteFailedError), the damage, the segment whose write or fsync failed.
         await controller.stop()
         raise StartupError(str(e)) from e
@@ -101,7 +96,7 @@ async def start(config: Config, clock: Clock | None = None) -> RunningController
                            f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")) from e
     dispatcher = Dispatcher()
     ControllerApis(controller).install(dispatcher)
-    raft_apis(controller, config).install(dispatcher)
+    raft_apis(controller).install(dispatcher)
     name, host, port = config.controller_listener
     server = KafkaServer(dispatcher, host, port, listener_name=name,
                          max_request_size=config.get("socket.request.max.bytes"),

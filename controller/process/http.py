@@ -21,20 +21,10 @@ def make_app(controller: QuorumController, faults: FaultRegistry | None = None,
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(request: web.Request) -> web.Response:
-        mlog = controller.mlog
-        doc: dict[str, object] = {
-            "status": "active" if controller.active else ("failed" if controller.fatal else "starting"),
-            "nodeId": controller.node_id,
-            "clusterId": controller.cluster_id,
-            "leaderEpoch": controller.epoch,
-            "committedOffset": mlog.flushed_offset if mlog else -1,
-        }
-        if controller.fatal is not None:
-            doc["reason"] = controller.fault_reason
+        serving, doc = controller.health()
         if faults is not None:  # so that nobody takes an injected fault for a real one
             doc["injectedFaults"] = faults.health()
-        return web.Response(text=json.dumps(doc), status=200 if controller.active else 503,
-                            content_type="application/json")
+        return web.Response(text=json.dumps(doc), status=200 if serving else 503, content_type="application/json")
 
     async def migration(request: web.Request) -> web.Response:
         runner = controller.migration

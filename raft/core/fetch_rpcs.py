@@ -10,6 +10,7 @@ nothing to return waits in the purgatory (``purgatory.py``).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from kraftsim.raft.core import rpcs
@@ -28,6 +29,7 @@ from kraftsim.raft.core.purgatory import ParkedFetch
 from kraftsim.raft.core.quorum import RaftStateError
 from kraftsim.raft.core.states import FollowerState
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.file_slice import FileSlice
 from kraftsim.rpc.messages import (
     DescribeQuorumRequest,
     DescribeQuorumResponse,
@@ -40,6 +42,7 @@ from kraftsim.rpc.messages import (
 if TYPE_CHECKING:
     from kraftsim.raft.core.node import RaftNode
 
+logger = logging.getLogger("kraftsim.raft")
 E = ErrorCode
 BOOTSTRAP_SNAPSHOT_ID = OffsetAndEpoch(0, 0)  # the bootstrap checkpoint: never replicated
 
@@ -69,14 +72,27 @@ def handle_fetch_request(node: RaftNode, req: InboundRequest, message: FetchRequ
             or rpcs.is_snapshot_redirect(part)):
         return response
     node.purgatory.park(ParkedFetch(message, req.api_version, req.reply_to, req.listener, replica, p.fetch_offset,
-                                    now_ms + message.max_wait_ms, response))
+                                    now_ms + message.max_wait_ms, response, part.high_watermark))
     return None
 
 
 def try_complete_fetch(node: RaftNode, req: InboundRequest, message: FetchRequest, replica: ReplicaKey,
                        now_ms: int) -> FetchResponse:
-    """tryCompleteFetchRequest: validate, read, and count the fetcher's progress."""
+    """tryCompleteFetchRequest: validate, read, and count the fetcher's progress. Anything the
+    log raises is logged and answered UNKNOWN_SERVER_ERROR, as Kafka's catch-all does (a
+    segment a disk error made unreadable must not stop the leader)."""
     p = message.topics[0].partitions[0]
+    try:
+        return _try_complete_fetch(node, req, p, replica, now_ms)
+    except RaftStateError:
+        raise
+    except Exception:  # noqa: BLE001 - Kafka: logged, UNKNOWN_SERVER_ERROR
+        logger.exception("unexpected error in fetch completion at offset %d", p.fetch_offset)
+        return _empty_fetch_response(node, req, E.UNKNOWN_SERVER_ERROR)
+
+
+def _try_complete_fetch(node: RaftNode, req: InboundRequest, p: FetchRequest.FetchPartition, replica: ReplicaKey,
+                        now_ms: int) -> FetchResponse:
     error = validate_leader_only(node, p.current_leader_epoch)
     if error is not None:
         return _empty_fetch_response(node, req, error)
@@ -89,7 +105,7 @@ def try_complete_fetch(node: RaftNode, req: InboundRequest, message: FetchReques
         valid = ValidOffsetAndEpoch(Validity.SNAPSHOT, latest)  # an empty fetcher: the snapshot is cheaper
     else:
         valid = validate_offset_and_epoch(log, p.fetch_offset, p.last_fetched_epoch)
-    records = b""
+    records: bytes | FileSlice = b""
     if valid.kind is Validity.VALID:
         records = log.read(p.fetch_offset, node.max_fetch_bytes)
         if state.update_replica_state(replica, now_ms, p.fetch_offset):
@@ -264,7 +280,7 @@ def handle_describe_quorum_request(node: RaftNode, req: InboundRequest, message:
             rs.replica_directory_id = s.key.wire_directory_id
         return rs
 
-    voters = list(state.voter_states.values())
+    voters = state.voters_in_map_order()
     partition = DescribeQuorumResponse.PartitionData(
         partition_index=0, error_code=E.NONE, leader_id=leader_id, leader_epoch=state.epoch,
         high_watermark=-1 if state.high_watermark is None else state.high_watermark,

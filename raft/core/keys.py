@@ -42,6 +42,16 @@ class ReplicaKey:
     def sort_key(self) -> tuple[int, int]:
         return self.id, self.wire_directory_id.int
 
+    def java_hash(self) -> int:
+        """Kafka's ReplicaKey.hashCode, ``Objects.hash(id, directoryId)`` (an empty Optional
+        hashes to 0, a Uuid to the fold of its two halves): the leader's replica maps are Java
+        HashMaps, whose order DescribeQuorum lists them in."""
+        d = 0
+        if self.directory_id is not None:
+            h = (self.directory_id.int >> 64) ^ (self.directory_id.int & 0xFFFFFFFFFFFFFFFF)
+            d = ((h >> 32) ^ h) & 0xFFFFFFFF
+        return ((31 * ((31 + self.id) & 0xFFFFFFFF)) + d) & 0xFFFFFFFF
+
     def __str__(self) -> str:
         return str(self.id) if self.directory_id is None else f"{self.id}:{self.directory_id}"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kraftsim.controller.java.hash_order import capacity_for, order_by_hash
 from kraftsim.raft.core.election_state import ElectionState
 from kraftsim.raft.core.keys import ReplicaKey
 from kraftsim.raft.core.timer import NEVER, Timer
@@ -72,6 +73,7 @@ class LeaderState:
     resign_requested: bool = False
     voter_states: dict[int, ReplicaState] = field(default_factory=dict)
     observer_states: dict[ReplicaKey, ReplicaState] = field(default_factory=dict)
+    observer_capacity: int = 16  # the table size Kafka's HashMap of observers has grown to
     fetched_voters: set[int] = field(default_factory=set)
     check_quorum_timeout_ms: int = 0
     check_quorum_timer: Timer = field(init=False)
@@ -135,7 +137,10 @@ class LeaderState:
     def _replica(self, key: ReplicaKey) -> ReplicaState:
         state = self.voter_states.get(key.id)
         if state is None or not state.key.matches(key):
-            state = self.observer_states.setdefault(key, ReplicaState(key))
+            state = self.observer_states.get(key)
+            if state is None:
+                state = self.observer_states[key] = ReplicaState(key)
+                self.observer_capacity = max(self.observer_capacity, capacity_for(len(self.observer_states)))
         return state
 
     def is_voter(self, key: ReplicaKey) -> bool:
@@ -184,6 +189,13 @@ class LeaderState:
         return [s.key for s in ordered if not s.key.matches(self.local_key)]
 
     def active_observers(self, now_ms: int) -> list[ReplicaState]:
+        """The observers heard from lately, in the order Kafka's HashMap of them iterates (what
+        DescribeQuorum lists)."""
         for key in [k for k, s in self.observer_states.items() if now_ms - s.last_fetch_ms >= OBSERVER_SESSION_TIMEOUT_MS]:
             del self.observer_states[key]
-        return sorted(self.observer_states.values(), key=lambda s: s.key.sort_key())
+        return order_by_hash(list(self.observer_states.values()), lambda s: s.key.java_hash(),
+                             self.observer_capacity)
+
+    def voters_in_map_order(self) -> list[ReplicaState]:
+        """The voters in the order Kafka's HashMap of them (keyed by id) iterates."""
+        return order_by_hash(list(self.voter_states.values()), lambda s: s.key.id, capacity_for(len(self.voter_states)))

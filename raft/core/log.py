@@ -22,6 +22,7 @@ from typing import Protocol
 
 from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.raft.core.keys import OffsetAndEpoch
+from kraftsim.rpc.file_slice import FileSlice
 from kraftsim.rpc.message import Message
 
 
@@ -84,9 +85,12 @@ class ReplicatedLog(Protocol):
         start at the log end; (first, last) offset, None if there was no whole batch."""
         ...
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
+    def read(self, offset: int, max_bytes: int) -> bytes | FileSlice:
         """Whole batches from the one holding ``offset``: at most ``max_bytes``, but at least
-        one batch; uncommitted and unflushed records included, as a leader serves them."""
+        one batch; uncommitted and unflushed records included, as a leader serves them. A log on
+        disk may return a slice of its segment file, which the server sends without reading it
+        (``rpc/file_slice.py``); the last batch of such a slice may be cut short, as Kafka's
+        file slices are (a follower appends the whole batches and fetches the rest again)."""
         ...
 
     def initialize_leader_epoch(self, epoch: int) -> None:

@@ -49,6 +49,7 @@ from kraftsim.raft.core.states import CandidateState, FollowerState
 from kraftsim.raft.core.timer import NEVER
 from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -115,6 +116,7 @@ class RaftNode:
         self._events: list[Event] = []
         self._correlation = 0
         self._pending: list[Sequence[bytes]] = []  # the accumulator: appends not yet written
+        self._pending_records = 0
         self._linger_deadline_ms = NEVER
         self._needs_flush = False
         self._announced: tuple[int, int | None] | None = None
@@ -251,8 +253,9 @@ class RaftNode:
     # -- the state machine's side ----------------------------------------------------------------
     def append(self, epoch: int, values: Sequence[bytes], now_ms: int) -> int:
         """Queue records for this leader's epoch; the offset the last one will get. They are
-        written at the next poll after the linger time, and committed when the high watermark
-        passes them."""
+        written at the next poll after the linger time (with no linger, at once, as Kafka's IO
+        thread drains an accumulator that has nothing to wait for as soon as it is woken), and
+        committed when the high watermark passes them."""
         state = self.quorum.state
         if not isinstance(state, LeaderState) or state.resign_requested or self.shutdown_deadline_ms is not None:
             raise NotLeaderError(f"node {self.node_id} is not the leader (it is {state.role} in epoch {state.epoch})")
@@ -260,10 +263,36 @@ class RaftNode:
             raise NotLeaderError(f"append for epoch {epoch}, but this node leads epoch {state.epoch}")
         if not values:
             raise ValueError("nothing to append")
+        if not self._pending and self.config.append_linger_ms == 0:
+            last = self.log.append_as_leader(values, epoch=state.epoch, timestamp=now_ms)[1]
+            self._needs_flush = True
+            return last
         if not self._pending:
             self._linger_deadline_ms = now_ms + self.config.append_linger_ms
         self._pending.append(list(values))
-        return self.log.end_offset + sum(len(v) for v in self._pending) - 1
+        self._pending_records += len(values)
+        return self.log.end_offset + self._pending_records - 1
+
+    def append_control(self, epoch: int, messages: Sequence[tuple[ControlRecordType, Message]], now_ms: int) -> int:
+        """Write one control batch in this leader's epoch at once (KRaftVersionRecord and
+        VotersRecord when kraft.version is upgraded, as Kafka's Raft client writes them); what
+        lingers is written first, so that offsets keep the order of the calls."""
+        state = self.quorum.state
+        if not isinstance(state, LeaderState) or state.resign_requested or self.shutdown_deadline_ms is not None:
+            raise NotLeaderError(f"node {self.node_id} is not the leader (it is {state.role} in epoch {state.epoch})")
+        if epoch != state.epoch:
+            raise NotLeaderError(f"append for epoch {epoch}, but this node leads epoch {state.epoch}")
+        for values in self._pending:
+            self.log.append_as_leader(values, epoch=state.epoch, timestamp=now_ms)
+        self._drop_pending_appends()
+        last = self.log.append_control_as_leader(messages, epoch=state.epoch, timestamp=now_ms)
+        self._needs_flush = True
+        return last
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next appended record will get: the log end, past the appends queued."""
+        return self.log.end_offset + self._pending_records
 
     def resign(self, epoch: int) -> None:
         """Step down from leading ``epoch`` (the state machine asks; a stale epoch is ignored)."""
@@ -392,6 +421,7 @@ class RaftNode:
         """Appends queued by a leader that no longer leads were never written: they are lost, as
         Kafka's accumulator drops them when its leader state closes."""
         self._pending.clear()
+        self._pending_records = 0
         self._linger_deadline_ms = NEVER
 
     # -- the leader's log -------------------------------------------------------------------------
@@ -402,6 +432,7 @@ class RaftNode:
             for values in self._pending:
                 self.log.append_as_leader(values, epoch=state.epoch, timestamp=now_ms)
             self._pending.clear()
+            self._pending_records = 0
             self._linger_deadline_ms = NEVER
             self._needs_flush = True
         if self._needs_flush:
@@ -413,7 +444,7 @@ class RaftNode:
     def update_leader_end_offset(self, state: LeaderState, now_ms: int) -> None:
         if state.update_local_state(self.log.flushed_end_offset):
             self.on_leader_high_watermark(state)
-        for parked in self.purgatory.take_ready(self.log.end_offset):
+        for parked in self.purgatory.take_ready(self.log.end_offset, state.high_watermark):
             self.respond_later(parked, fetch_rpcs.complete_parked_fetch(self, parked, now_ms, expired=False))
 
     def on_leader_high_watermark(self, state: LeaderState) -> None:

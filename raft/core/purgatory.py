@@ -1,10 +1,17 @@
 """Fetches waiting for data (Kafka's fetch purgatory), without threads or futures.
 
 A Fetch that finds nothing new is parked with the answer it would get now. It is answered again,
-freshly, as soon as the leader's log end moves past its fetch offset; with that first answer when
-its MaxWaitMs runs out; and with an error when this node stops leading. The node does all three
+freshly, as soon as the leader's log end moves past its fetch offset, or the high watermark
+reaches records the fetcher holds beyond the high watermark its first answer gave (it fetched
+them before they were committed: now it may apply them); with that first answer when its
+MaxWaitMs runs out; and with an error when this node stops leading. The node does all of this
 inside its own calls (append, poll, transitions), so a driver only ever sees the answer appear in
 the outbox, possibly long after the request went in.
+
+The second rule is kraftsim's: Kafka 3.9's purgatory completes on the log end alone, so a
+fetcher holding uncommitted records learns of their commit only with the next record or at its
+MaxWaitMs. A leader whose flush completes after its appends (kraftsim's, in the background)
+would otherwise keep every observer half a second behind each commit.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ class ParkedFetch:
     fetch_offset: int
     deadline_ms: int
     first_answer: FetchResponse
+    known_high_watermark: int = -1  # the high watermark the first answer gave
 
 
 class FetchPurgatory:
@@ -48,12 +56,18 @@ class FetchPurgatory:
             self._parked = [p for p in self._parked if p.deadline_ms > now_ms]
         return expired
 
-    def take_ready(self, end_offset: int) -> list[ParkedFetch]:
-        """Those the log end has moved past: there is something new for them to read."""
-        ready = [p for p in self._parked if p.fetch_offset < end_offset]
-        if ready:
-            self._parked = [p for p in self._parked if p.fetch_offset >= end_offset]
-        return ready
+    def take_ready(self, end_offset: int, high_watermark: int | None = None) -> list[ParkedFetch]:
+        """Those with something new: the log end has moved past their fetch offset, or the high
+        watermark has reached records they hold beyond the one they were told."""
+        hw = -1 if high_watermark is None else high_watermark
+
+        def ready(p: ParkedFetch) -> bool:
+            return p.fetch_offset < end_offset or p.known_high_watermark < p.fetch_offset <= hw
+
+        ready_now = [p for p in self._parked if ready(p)]
+        if ready_now:
+            self._parked = [p for p in self._parked if not ready(p)]
+        return ready_now
 
     def take_all(self) -> list[ParkedFetch]:
         parked, self._parked = self._parked, []

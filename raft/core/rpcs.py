@@ -19,6 +19,7 @@ from kraftsim.raft.core.log import Validity, ValidOffsetAndEpoch
 from kraftsim.raft.core.voters import Endpoints
 from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode, generic_message
+from kraftsim.rpc.file_slice import FileSlice
 from kraftsim.rpc.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -248,13 +249,13 @@ def fetch_replica_id(request: FetchRequest) -> int:
 
 
 def fetch_response(listener: str, api_version: int, error: int, epoch: int, leader_id: int | None,
-                   leader_endpoints: Endpoints, *, records: bytes = b"", high_watermark: int | None = None,
+                   leader_endpoints: Endpoints, *, records: bytes | FileSlice = b"", high_watermark: int | None = None,
                    log_start_offset: int = 0, valid: ValidOffsetAndEpoch | None = None) -> FetchResponse:
     """RaftUtil.singletonFetchResponse with the partition KafkaRaftClient fills in."""
     part = FetchResponse.PartitionData(
         partition_index=METADATA_PARTITION, error_code=error,
         high_watermark=-1 if high_watermark is None else high_watermark, log_start_offset=log_start_offset,
-        records=records)
+        records=records)  # type: ignore[arg-type]  # a FileSlice: see rpc/file_slice.py
     part.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=-1 if leader_id is None else leader_id,
                                                          leader_epoch=epoch)
     if valid is not None and valid.kind is Validity.DIVERGING:
