@@ -47,6 +47,8 @@ USED_WITHOUT_A_NAME: dict[tuple[str, str], str] = {
     **{(f, n): "the Raft core's API for the quorum's driver on the controller; the simulator and tests drive it"
        for f, n in [("raft/core/state_store.py", "FileQuorumStateStore"),
                     ("raft/core/voters.py", "overlapping_majority")]},
+    **{("migration/zk_client.py", n): "kazoo's connection calls it on any request object it sends"
+       for n in ("serialize", "deserialize")},
     ("rpc/frames.py", "decode_request"): "the codec's entry point for a whole request frame (docs/apis.md)",
     ("rpc/frames.py", "decode_request_header"): "the codec's entry point for a request header (docs/apis.md)",
 }
