@@ -1059,7 +1059,7 @@ class QuorumController:
 
     def resign(self) -> bool:
         """Give up leadership now (an injected fault, ``kraftsim.faults``' resign), as after a
-        fault in an event: with one voter, this node wins the next election at once. False when
+        fault in an event: another voter, or this lone one after its election timeout, wins the next. False when
         it is not the active controller."""
         if not self.active or self.fatal is not None:
             return False

@@ -2,11 +2,9 @@
 listener, its event loop, its disk, its leadership and its clock for broker sessions.
 
 Leadership is reached through :class:`QuorumFaults`, the one interface the quorum offers these
-faults: resign now, and cut one voter off from the others. :class:`SingleVoter` is that
-interface for kraftsim's single-voter quorum, where resigning means winning the next election at
-once (a new epoch), and there is no other voter to cut one off from; a quorum of several voters
-provides its own implementation, and the ``resign`` and ``voter-partition`` faults act through it
-unchanged.
+faults: resign now, and cut one voter off from the others. :class:`ControllerQuorum` is that
+interface for a kraftsim controller process: a lone voter that resigns wins the next election
+(a new epoch); in a quorum of several, another voter may.
 """
 
 from __future__ import annotations
@@ -40,8 +38,11 @@ class QuorumFaults(Protocol):
     def heal_voter(self, fault_id: str) -> None: ...
 
 
-class SingleVoter:
-    """:class:`QuorumFaults` of a controller that is its quorum's only voter."""
+class ControllerQuorum:
+    """:class:`QuorumFaults` of a controller process: it resigns through the controller, and cuts
+    its own links to other voters in its Raft client (raft/cuts.py). A partition is injected on
+    the voter it cuts off (its links to the peers) or on a peer (its link to that voter): a
+    process can only cut what passes through it."""
 
     def __init__(self, controller: QuorumController) -> None:
         self.controller = controller
@@ -52,12 +53,35 @@ class SingleVoter:
             raise FaultError(f"controller {c.node_id} is not the active controller: nothing to resign")
 
     def partition_voter(self, fault_id: str, voter: int, peers: tuple[int, ...], direction: str) -> None:
-        voters = self.controller.voters
-        raise FaultError(f"the quorum has one voter ({', '.join(map(str, voters))}): there is no other voter "
-                         f"to cut voter {voter} off from")
+        c = self.controller
+        me, voters = c.node_id, frozenset(c.voters)
+        named = ", ".join(map(str, sorted(voters)))
+        if len(voters) == 1:
+            raise FaultError(f"the quorum has one voter ({named}): there is no other voter to cut voter {voter} off from")
+        strangers = sorted({voter, *peers} - voters)
+        if strangers:
+            raise FaultError(f"not a voter of the quorum ({named}): {', '.join(map(str, strangers))}")
+        hears_nothing, heard_by_none = direction in ("in", "both"), direction in ("out", "both")
+        if voter == me:
+            links = frozenset(peers or voters) - {me}
+            deaf, mute = hears_nothing, heard_by_none
+        elif not peers or me in peers:
+            links = frozenset({voter})
+            deaf, mute = heard_by_none, hears_nothing  # the same cut, seen from the other end
+        else:
+            raise FaultError(f"voter {me} is neither voter {voter} nor one of its peers: inject the partition "
+                             f"on voter {voter} or on a peer")
+        raft = c.raft
+        if raft is None:
+            raise FaultError(f"controller {me} has not started its Raft client")
+        raft.network.cuts.cut(fault_id, links, deaf=deaf, mute=mute)
+        log.warning("voter %d: links to voter(s) %s cut (%s)", me, ", ".join(map(str, sorted(links))),
+                    "both ways" if deaf and mute else ("nothing heard from them" if deaf else "nothing heard by them"))
 
     def heal_voter(self, fault_id: str) -> None:
-        pass
+        raft = self.controller.raft
+        if raft is not None:
+            raft.network.cuts.heal(fault_id)
 
 
 class LeadershipFaults:
@@ -100,7 +124,7 @@ def controller_faults(controller: QuorumController, dispatcher: Dispatcher, serv
     network = NetworkFaults(registry, taps)
     network.attach(server)
     for injector in (RequestFaults(registry, taps), network, StallFaults(registry), DiskFaults(registry),
-                     LeadershipFaults(registry, controller, quorum or SingleVoter(controller))):
+                     LeadershipFaults(registry, controller, quorum or ControllerQuorum(controller))):
         registry.bind(injector)
     controller.metrics.registry.register(registry.collector())
     return registry

@@ -12,6 +12,7 @@ UNKNOWN_SERVER_ERROR (see :func:`kafka_3_9_fetch_snapshot_answer`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -69,11 +70,18 @@ class RaftApis:
         """AuthHelper.authorizeClusterOperation in front of ``handler``: refused, ``refusal``
         (the request's getErrorResponse with CLUSTER_AUTHORIZATION_FAILED)."""
         authorizer = self.authorizer
+        cuts = self.client.network.cuts
 
         def handle(ctx: RequestContext, req: Req) -> Resp | Awaitable[Resp]:
+            peer = cuts.peer_of(ctx.client_id) if cuts else None  # an injected voter partition (raft/cuts.py)
+            if peer is not None and cuts.deaf_to(peer):
+                return _unanswered(None)  # it never arrives
             if not authorizer().authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME):
                 return refusal(ctx, req)
-            return handler(ctx, req)
+            answer = handler(ctx, req)
+            if peer is not None and cuts.mute_to(peer):
+                return _unanswered(answer)  # handled, the answer lost on the way
+            return answer
 
         return handle
 
@@ -97,6 +105,14 @@ class RaftApis:
 
     def end_quorum_epoch(self, ctx: RequestContext, req: EndQuorumEpochRequest) -> EndQuorumEpochResponse:
         return _now(self.client.handle_request(ctx, req), EndQuorumEpochResponse)
+
+
+async def _unanswered(answer: Message | Awaitable[Message] | None) -> Resp:
+    """A request over a cut link: never answered (cancelled when its connection closes)."""
+    if answer is not None and not isinstance(answer, Message):
+        await answer
+    await asyncio.get_running_loop().create_future()
+    raise AssertionError("unreachable")
 
 
 def _now(answer: RaftResponse | Awaitable[RaftResponse], cls: type[Resp]) -> Resp:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from kraftsim.raft.core import rpcs
 from kraftsim.raft.core.events import OutboundRequest, RaftResponse
 from kraftsim.raft.core.voters import Address
+from kraftsim.raft.cuts import LinkCuts
 from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.codec_errors import CodecError
 from kraftsim.rpc.error_codes import ErrorCode
@@ -58,12 +59,16 @@ class RaftNetwork:
         self.on_failure = on_failure
         self._peers: dict[int, _Peer] = {}
         self._closed = False
+        self.cuts = LinkCuts()  # an injected voter partition's cut links (raft/cuts.py)
 
     def send(self, out: OutboundRequest) -> None:
         if self._closed:
             return
         if out.address is None:
             self._fail_soon(out, ErrorCode.BROKER_NOT_AVAILABLE)  # KafkaNetworkChannel: no node, no send
+            return
+        if self.cuts and self.cuts.mute_to(out.destination):
+            self._fail_later(out)  # lost on the way: unanswered until the request timeout
             return
         peer = self._peers.get(out.destination)
         if peer is None or peer.address != out.address:
@@ -137,6 +142,9 @@ class RaftNetwork:
             timer.cancel()
             if self._closed:
                 return
+            if self.cuts and self.cuts.deaf_to(out.destination) and not f.cancelled() and f.exception() is None:
+                self._fail_later(out)  # the answer is lost on the way back
+                return
             if f.cancelled() or f.exception() is not None:
                 if peer.client is client:
                     peer.client = None
@@ -163,6 +171,17 @@ class RaftNetwork:
                 self.on_failure(out.destination, out.correlation_id, api_key, error)
 
         asyncio.get_running_loop().call_soon(fail)
+
+    def _fail_later(self, out: OutboundRequest) -> None:
+        """A request whose answer never comes: failed when the request timeout passes."""
+        api_key = type(out.message).api_key()
+        assert api_key is not None
+
+        def fail() -> None:
+            if not self._closed:
+                self.on_failure(out.destination, out.correlation_id, api_key, ErrorCode.BROKER_NOT_AVAILABLE)
+
+        asyncio.get_running_loop().call_later(self.request_timeout_s, fail)
 
     def _fail_queued(self, peer: _Peer) -> None:
         queued, peer.queued = peer.queued, []

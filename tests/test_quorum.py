@@ -397,6 +397,38 @@ def test_a_cut_off_leader_resigns_and_rejoining_truncates_its_divergent_tail(quo
         assert {"before", "after"} <= topics and not {"lost-0", "lost-1", "lost-2"} & topics, (n.node_id, topics)
 
 
+def test_a_voter_partition_fault_cuts_the_leader_off_it_resigns_and_rejoins(tmp_path: Path) -> None:
+    """kraftsim.faults' voter-partition, injected on the leader: its links to the other voters cut
+    both ways (it keeps serving its HTTP listener and every other client). The majority elects
+    one of its own, the cut-off leader resigns, and once the fault ends it follows the new leader
+    and catches up."""
+    from kraftsim.faults.client import FaultApiError, FaultClient
+
+    q = Quorum(tmp_path, kraftsim_faults_enable="true")
+    q.start()
+    try:
+        leader = q.leader()
+        others = [i for i in q.nodes if i != leader]
+        faults = FaultClient(f"http://127.0.0.1:{q.nodes[leader].http_port}")
+        with pytest.raises(FaultApiError, match="not a voter of the quorum"):
+            faults.add("voter-partition", voter=leader, peers=[1])
+        fault = faults.add("voter-partition", voter=leader, duration="5s")
+        new = q.leader(among=others, timeout=30)
+        status, doc = q.nodes[leader].health() or (0, {})
+        assert doc.get("status") != "active" and doc.get("injectedFaults"), doc
+        assert "links to voter(s)" in q.nodes[leader].output()
+        assert q.cluster_id is not None
+        run(register_and_unfence(q.nodes[new], q.cluster_id))
+        run(create_topics(q.nodes[new], ["while-cut-off"]))
+        poll(lambda: not faults.active(), 30, f"fault {fault['id']} ending")
+        assert q.leader(timeout=30) == new  # settled: the old leader follows the new one
+        hw = committed(q.nodes[new]) + 1
+        poll(lambda: committed(q.nodes[leader]) + 1 >= hw, 30, "the old leader catching up")
+    finally:
+        q.stop_all()
+    assert "while-cut-off" in image_of(q.nodes[leader]).topics.by_name
+
+
 # ---- a follower that starts empty fetches the leader's snapshot ----------------------------------
 
 @pytest.mark.slow
