@@ -121,16 +121,7 @@ class Controller:
             self.proc.wait(30)
 
     def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
+        return _terminate(self.proc, 30)
 
 
 class Fleet:
@@ -166,15 +157,18 @@ class Fleet:
         until(f"{self.count} brokers unfenced", lambda: self.controller.brokers() == (self.count, 0), timeout)
 
     def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
+        return _terminate(self.proc, 60)
 
 
+def _terminate(proc: subprocess.Popen[bytes] | None, grace_s: float) -> int | None:
+    """SIGTERM, then SIGKILL after ``grace_s``: the exit status, None if it never started."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode

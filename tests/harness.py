@@ -121,15 +121,16 @@ async def poll_until(cond: Callable[[], object], timeout: float = 10.0, interval
         await asyncio.sleep(interval)
 
 
-def poll_sync(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.01) -> object:
-    """:func:`poll_until` for tests without an event loop."""
+def poll_sync(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.01,
+              what: str = "condition") -> object:
+    """:func:`poll_until` for tests without an event loop; ``what`` names the condition awaited."""
     deadline = time.monotonic() + timeout
     while True:
         v = cond()
         if v:
             return v
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            raise AssertionError(f"{what} not met within {timeout}s")
         time.sleep(interval)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -160,11 +159,4 @@ class Quorum:
 
 
 def poll(cond: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} (after {timeout} s)")
-        time.sleep(interval)
+    return harness.poll_sync(cond, timeout, interval, what=what)
