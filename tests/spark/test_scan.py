@@ -17,7 +17,7 @@ from kraftsim.metadata import records as recs
 from kraftsim.metadata.batch import encode_batch, read_batches
 from kraftsim.metadata.crc import crc32c
 from kraftsim.metadata.dumplog import message_json
-from kraftsim.rpc.errors import DecodeError
+from kraftsim.rpc.codec_errors import DecodeError
 from pyspark_kraft.columns import RowBuilder, RowFilter
 from pyspark_kraft.scan import PlainBatch, plain_columns, walk
 
