@@ -435,6 +435,11 @@ class FeatureControlManager:
             # 4.1+: the Raft layer upgrades kraft.version itself (control records, written at
             # once); the NoOpRecord gives the request an offset to wait for.
             if utype == UpgradeType.UPGRADE:
+                if level > current and len(self.ctx.voters) > 1:
+                    # The upgrade's VotersRecord would have to name every voter with its
+                    # directory id; kraftsim writes it for a lone voter only (docs/differences.md).
+                    return _invalid_update_version(
+                        name, level, "kraftsim upgrades kraft.version only in a quorum of one voter.")
                 if level > current:
                     control.append((name, level))
                 records.append((NoOpRecord(), 0))
