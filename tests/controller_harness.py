@@ -80,7 +80,8 @@ class LocalRaft:
 class WriteHarness:
     def __init__(self, mv: int | None = 21, config: dict[str, str] | None = None, clock: Clock | None = None,
                  directory: Path | None = None, voters: list[int] | None = None,
-                 supported_features: dict[str, tuple[int, int]] | None = None) -> None:
+                 supported_features: dict[str, tuple[int, int]] | None = None,
+                 release: versions.Release | None = None) -> None:
         if directory is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="kraftsim-harness-")
             directory = Path(self._tmp.name)
@@ -91,7 +92,7 @@ class WriteHarness:
         self.config = Config(raw)
         self.clock: Any = clock or ManualClock()
         self.mlog = MetadataLog.open(directory)
-        self.image = MetadataImage(supported_features)
+        self.image = MetadataImage(supported_features, release)
         # The log is led by this node alone; ``voters`` are what the control managers are told
         # (UpdateFeatures checks that every voter is registered).
         self.raft = LocalRaft(self.mlog, self.clock)

@@ -20,6 +20,7 @@ from kraftsim.controller.managers.features import (
 )
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.write_path import MAX_RECORDS_PER_USER_OP
+from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.metadata import versions
 from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.records import by_name
@@ -90,9 +91,9 @@ _HARNESS: dict[int, WriteHarness] = {}
 
 def manager(records: Iterable[Message] = (mv(21),), voters: Iterable[int] = (NODE,),
             supported: dict[str, tuple[int, int]] | None = None,
-            cfg: dict[str, str] | None = None) -> FeatureControlManager:
+            cfg: dict[str, str] | None = None, release: versions.Release | None = None) -> FeatureControlManager:
     """The manager of a controller whose write path has carried ``records``."""
-    h = WriteHarness(mv=None, config=cfg, voters=list(voters))
+    h = WriteHarness(mv=None, config=cfg, voters=list(voters), release=release)
     m = FeatureControlManager(h.ctx, supported)
     h.writer.listeners.append(m.note_batch)  # as the controller wires it (FinalizedFeaturesEpoch)
     records = list(records)
@@ -249,6 +250,24 @@ def test_every_voter_must_have_registered_from_3_7() -> None:
         21, MV, "controller 3002 has not registered, and may not support this feature")
     # The local node never needs a registration of its own.
     assert one(manager(recs, voters=(NODE, 3001)), MV, 21) == (0, None, [(MV, 21)])
+
+
+def test_a_quorum_of_several_voters_refuses_to_upgrade_kraft_version() -> None:
+    """Kafka 4.1+ upgrades kraft.version in its Raft layer, writing a VotersRecord of every voter;
+    kraftsim writes it for a lone voter only, and a quorum of several says so."""
+    r44 = versions.release("4.4")
+    top = r44.supported_features()[MV][1]
+    voters = {NODE: (0, 1), 3001: (0, 1)}
+    recs = [mv(top), *(controller(v, {MV: (1, top), KV: kv}) for v, kv in voters.items())]
+    upgrade = request((KV, 1, int(UpgradeType.UPGRADE)))
+    res = manager(recs, voters=tuple(voters), release=r44).update_features(upgrade, UF[1])
+    assert res.response is not None and not res.records
+    assert (res.response.error_code, res.response.error_message) == (
+        INVALID, "The update failed for all features since the following feature had an error: "
+                 "Invalid update version 1 for feature kraft.version. kraftsim upgrades kraft.version only in a quorum of one voter.")
+    res = manager(recs[:2], voters=(NODE,), release=r44).update_features(upgrade, UF[1])
+    assert res.response is not None and res.response.error_code == 0
+    assert [t for t, _ in getattr(res, "control")] == [ControlRecordType.KRAFT_VERSION, ControlRecordType.KRAFT_VOTERS]
 
 
 def test_brokers_are_checked_before_controllers() -> None:
