@@ -362,6 +362,10 @@ def test_a_fetch_with_nothing_new_waits_until_data_or_its_max_wait() -> None:
     (answer,) = [o for o in n.take_outbound() if isinstance(o, OutboundResponse)]
     assert answer.reply_to == "token"
     assert [b.base_offset for b in read_batches(bytes(partition(answer.message).records or b""))] == [1]
+    # The fetch of offset 2 commits offset 1, which the fetcher was told was not committed: it is
+    # answered at once with the new high watermark.
+    told = ask(n, fetch(1, 2, 1, wait=500), now + 150)
+    assert told is not None and partition(told).high_watermark == 2 and not partition(told).records
     # Nothing new: answered at the deadline with the first answer.
     assert ask(n, fetch(1, 2, 1, wait=500), now + 200) is None
     n.poll(now + 699)
@@ -402,6 +406,32 @@ def test_a_parked_fetch_holding_uncommitted_records_is_answered_when_they_commit
     assert ask(n, fetch(n.epoch, end, n.epoch, replica=7, wait=60_000), now + 3) is None
     n.poll(now + 4)
     assert not n.take_outbound()
+
+
+def test_a_fetch_holding_records_committed_since_its_last_answer_is_answered_at_once() -> None:
+    """The same fetcher, but the flush completes between two of its fetches: its next fetch at
+    the end is answered at once with the new high watermark (it was told they were uncommitted),
+    where a purgatory keyed on the log end alone would hold it for its whole MaxWaitMs."""
+    lone = VoterSet.static({1: Address("c1", 9093)}, L)
+    log = MemoryLog(sync_flush=False)
+    n = node(voters=lone, log=log, append_linger_ms=0)
+    now = 10
+    n.poll(now)
+    log.complete_flush()
+    n.poll(now)
+    start = log.end_offset
+    n.append(n.epoch, [b"a", b"b"], now)
+    n.poll(now)
+    end = log.end_offset
+    served = partition(ask(n, fetch(n.epoch, start, n.epoch, replica=7), now))
+    assert served.high_watermark == start and served.records
+    log.complete_flush()
+    n.poll(now + 1)
+    assert n.high_watermark == end
+    told = ask(n, fetch(n.epoch, end, n.epoch, replica=7, wait=60_000), now + 2)
+    assert told is not None and partition(told).high_watermark == end and not partition(told).records
+    # Told now: the next fetch at the end waits for new records.
+    assert ask(n, fetch(n.epoch, end, n.epoch, replica=7, wait=60_000), now + 3) is None
 
 
 def test_parked_fetches_are_answered_not_leader_when_the_leader_resigns() -> None:

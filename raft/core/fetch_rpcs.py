@@ -66,11 +66,15 @@ def handle_fetch_request(node: RaftNode, req: InboundRequest, message: FetchRequ
             or p.last_fetched_epoch > p.current_leader_epoch):
         return _empty_fetch_response(node, req, E.INVALID_REQUEST)
     replica = ReplicaKey.of(rpcs.fetch_replica_id(message), p.replica_directory_id)
+    state = node.quorum.state
+    told = state.told_high_watermark.get(replica) if isinstance(state, LeaderState) else None
     response = try_complete_fetch(node, req, message, replica, now_ms)
     part = response.responses[0].partitions[0]
     if (part.error_code != E.NONE or part.records or message.max_wait_ms == 0 or rpcs.is_diverging(part)
             or rpcs.is_snapshot_redirect(part)):
         return response
+    if told is not None and told < p.fetch_offset and part.high_watermark > told:
+        return response  # records it holds, told uncommitted, are committed now: it may apply them
     node.purgatory.park(ParkedFetch(message, req.api_version, req.reply_to, req.listener, replica, p.fetch_offset,
                                     now_ms + message.max_wait_ms, response, part.high_watermark))
     return None
@@ -114,8 +118,10 @@ def _try_complete_fetch(node: RaftNode, req: InboundRequest, p: FetchRequest.Fet
         node.stats.diverging_answers += 1
     else:
         node.stats.snapshot_redirects += 1
+    hw = state.high_watermark
+    state.told_high_watermark[replica] = -1 if hw is None else hw
     return rpcs.fetch_response(req.listener, req.api_version, E.NONE, state.epoch, state.local_key.id,
-                               state.leader_endpoints, records=records, high_watermark=state.high_watermark,
+                               state.leader_endpoints, records=records, high_watermark=hw,
                                log_start_offset=log.start_offset, valid=valid)
 
 

@@ -75,6 +75,10 @@ class LeaderState:
     observer_states: dict[ReplicaKey, ReplicaState] = field(default_factory=dict)
     observer_capacity: int = 16  # the table size Kafka's HashMap of observers has grown to
     fetched_voters: set[int] = field(default_factory=set)
+    # The high watermark each fetcher was last told. A fetch at an offset beyond it holds records
+    # it was told are uncommitted; once they are committed it is answered at once rather than
+    # parked (what Fetch v18's HighWatermark field tells Kafka 4.1's leader, KIP-1166).
+    told_high_watermark: dict[ReplicaKey, int] = field(default_factory=dict)
     check_quorum_timeout_ms: int = 0
     check_quorum_timer: Timer = field(init=False)
     begin_quorum_epoch_timeout_ms: int = 0
