@@ -496,7 +496,7 @@ class QuorumController:
         try:
             records = activation_records(self.image, self.metadata_dir,
                                          self.config.get("zookeeper.metadata.migration.enable"))
-        except ActivationError as e:
+        except (ActivationError, files.StorageError) as e:  # the latter: a bootstrap this release cannot run
             self._fail(FatalControllerError(str(e)))
             return
         if self.image.features.metadata_version is not None:
