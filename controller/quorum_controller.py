@@ -172,6 +172,7 @@ class QuorumController:
         # The last log offset (data or control) the image reflects: a standby replays from here.
         self._applied_offset = -1
         self._reload_needed = False  # the log changed under the image (a cut tail, a fetched snapshot)
+        self._features_published = False  # the FinalizedFeaturesEpoch of the first activation set
         self._active_once: asyncio.Future[None] | None = None  # start-up of a lone voter waits on it
         self.fatal: BaseException | None = None
         self.fault_reason = ""
@@ -499,10 +500,14 @@ class QuorumController:
         except (ActivationError, files.StorageError) as e:  # the latter: a bootstrap this release cannot run
             self._fail(FatalControllerError(str(e)))
             return
-        if self.image.features.metadata_version is not None:
-            # Kafka's first publish after a leader change covers the log up to the new epoch's
-            # LeaderChange: that is the FinalizedFeaturesEpoch until features change again.
-            self.managers.features.epoch = start
+        if not self._features_published:
+            # Kafka's first publish after a restart covers the log up to the new epoch's
+            # LeaderChange: that is the FinalizedFeaturesEpoch until features change again (on an
+            # empty log, the bootstrap records' batch). A later leader change in the same process
+            # publishes no features: the epoch stays.
+            self._features_published = True
+            if self.image.features.metadata_version is not None:
+                self.managers.features.epoch = start
         # Active from here (Kafka's claim), so that a renouncement from now on undoes it.
         self.active = True
         self.managers.cluster.activate()

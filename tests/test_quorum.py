@@ -414,8 +414,10 @@ def test_a_voter_partition_fault_cuts_the_leader_off_it_resigns_and_rejoins(tmp_
             faults.add("voter-partition", voter=leader, peers=[1])
         fault = faults.add("voter-partition", voter=leader, duration="5s")
         new = q.leader(among=others, timeout=30)
-        status, doc = q.nodes[leader].health() or (0, {})
-        assert doc.get("status") != "active" and doc.get("injectedFaults"), doc
+        # It resigns 1.5 fetch timeouts after it last heard a majority: maybe after the election.
+        poll(lambda: (q.nodes[leader].health() or (0, {}))[1].get("status") not in (None, "active"), 30,
+             "the cut-off leader resigning")
+        assert (q.nodes[leader].health() or (0, {}))[1].get("injectedFaults")
         assert "links to voter(s)" in q.nodes[leader].output()
         assert q.cluster_id is not None
         run(register_and_unfence(q.nodes[new], q.cluster_id))
