@@ -109,15 +109,16 @@ async def connect(running: RunningController, client_id: str = "test") -> KafkaC
     return await KafkaClient.connect("127.0.0.1", running.server.port, client_id=client_id)
 
 
-async def poll_until(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.01) -> object:
-    """Poll with a deadline (never a bare sleep as synchronisation)."""
+async def poll_until(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.01,
+                     what: str = "condition") -> object:
+    """Poll with a deadline (never a bare sleep as synchronisation); ``what`` names the condition."""
     deadline = time.monotonic() + timeout
     while True:
         v = cond()
         if v:
             return v
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            raise AssertionError(f"{what} not met within {timeout}s")
         await asyncio.sleep(interval)
 
 

@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -29,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from kraftsim import __version__
-from tests import container_image
+from tests import container_image, harness
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,11 +114,7 @@ def built(request: pytest.FixtureRequest) -> Iterator[tuple[Engine, str]]:
 
 
 def _wait(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout}s")
-        time.sleep(0.2)
+    harness.poll_sync(predicate, timeout, 0.2, what=what)
 
 
 def _get(port: int, path: str) -> tuple[int, str]:

@@ -338,11 +338,7 @@ def test_kill_9_of_the_leader_under_load_a_follower_takes_over_and_the_fleet_fol
 
 
 async def async_poll(cond: Any, timeout: float, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{what} (after {timeout} s)")
-        await asyncio.sleep(0.05)
+    await harness.poll_until(cond, timeout, 0.05, what=what)
 
 
 # ---- a leader cut off from its majority resigns; back, it truncates its divergent tail -------------

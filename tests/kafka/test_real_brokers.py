@@ -323,8 +323,10 @@ def test_heartbeats_refused_for_half_a_session_make_the_brokers_retry_and_fence_
     until("every broker unfenced", c.all_unfenced, 60)
     api = faults(c)
     fault = api.add("request", api="BrokerHeartbeat", error="NOT_CONTROLLER", duration_ms=SESSION_TIMEOUT_MS // 2)
+    deadline = time.monotonic() + SESSION_TIMEOUT_MS / 1000 + 30
     while any(f["id"] == fault["id"] for f in api.active()):
         assert c.broker_counts() == (3, 0)
+        assert time.monotonic() < deadline, "the fault never ended"
         time.sleep(0.2)
     end = next(e for e in api.timeline() if e["id"] == fault["id"] and e["event"] == "end")
     assert end["reason"] == "expired" and end["hits"] >= len(BROKER_IDS)  # each broker heard it, and retried
