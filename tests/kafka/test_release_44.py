@@ -234,6 +234,28 @@ async def test_controller_registration(shared_pair_44: d.Pair) -> None:
     assert t.error("a controller that is not a voter") == 0
 
 
+async def test_describe_cluster_v2(shared_pair_44: d.Pair) -> None:
+    """DescribeCluster v2 (KIP-1073) on a controller: IncludeFencedBrokers changes nothing there,
+    IsFenced is false (the controllers listed are never fenced)."""
+    from kraftsim.rpc.messages import DescribeClusterRequest as DCR
+
+    def dc(endpoint_type: int, fenced: bool) -> d.Builder:
+        return lambda side: DCR(include_cluster_authorized_operations=True, endpoint_type=endpoint_type,
+                                include_fenced_brokers=fenced)
+    steps = [Call("v1", dc(2, False), 1), Call("v2", dc(2, False), 2),
+             Call("v2 with fenced brokers", dc(2, True), 2), Call("v2 for broker endpoints", dc(1, True), 2)]
+    transcripts = await d.run(shared_pair_44, steps)
+    for side, transcript in zip((shared_pair_44.kafka, shared_pair_44.kraftsim), transcripts, strict=True):
+        own = int(side.node.bootstrap.rsplit(":", 1)[1])  # each lists itself, on its own port
+        for step in transcript:
+            for b in step["response"].get("brokers", []):
+                b["port"] = "own port" if b["port"] == own else b["port"]
+    d.assert_same(*transcripts)
+    t = d.Transcript(transcripts[0])
+    assert t.error("v2 with fenced brokers") == 0
+    assert [b["is_fenced"] for b in t.response("v2 with fenced brokers")["brokers"]] == [False]
+
+
 async def test_40_api_versions_and_features(pair_factory: Callable[..., PairNodes]) -> None:
     """Kafka 4.0: no ApiVersions v5, UpdateFeatures v2, and kraft.version written as a
     FeatureLevelRecord that its replay skips."""
