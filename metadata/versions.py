@@ -293,6 +293,16 @@ class Release:
         return self._on("isDirectoryAssignmentSupported", level)
 
     @property
+    def names_cluster_operation(self) -> bool:
+        """4.1+: a refused cluster operation says which ("Request ... needs ALTER
+        permission."); 3.9 and 4.0 say "Request ... is not authorized." [jar: AuthHelper]."""
+        return tuple(int(x) for x in self.line.split(".")) >= (4, 1)
+
+    def controller_unregistration_supported(self, level: int) -> bool:
+        """UnregisterController (4.4-IV2+)."""
+        return self._on("isControllerUnregistrationSupported", level, False)
+
+    @property
     def knows_cordoned_log_dirs(self) -> bool:
         """A release of KIP-1066 (4.3+), whatever its level: its placer's refusals name
         cordoned log directories."""

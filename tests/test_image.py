@@ -172,6 +172,20 @@ def test_register_controller() -> None:
     assert roundtrip(img) == img
 
 
+def test_unregister_controller() -> None:
+    """UnregisterControllerRecord (4.4): the registration goes; unknown to 3.9."""
+    rc, urc = R("RegisterControllerRecord"), R("UnregisterControllerRecord")
+    img = MetadataImage(release=versions.release("4.4"))
+    img.replay(mv(33), 0)
+    img.replay(rc(controller_id=3001, incarnation_id=T2), 1)
+    img.replay(urc(controller_id=3001), 2)
+    assert not img.cluster.controllers
+    with pytest.raises(ReplayError, match="no controller registration found"):
+        img.replay(urc(controller_id=3001), 3)
+    with pytest.raises(ReplayError, match="Unknown metadata id 29"):
+        image(urc(controller_id=3001))
+
+
 # ----- topics -------------------------------------------------------------------------------
 
 def test_partition_epoch_bumps_on_every_change_and_leader_minus_two_keeps_leader() -> None:

@@ -316,3 +316,13 @@ def replay_register_controller(cluster: ClusterImage, record: Any, undo: list | 
         supported_features=_features(record.features)))
     if undo is not None:
         undo.append((cluster.swap_controller, record.controller_id, old))
+
+
+def replay_unregister_controller(cluster: ClusterImage, record: Any, undo: list | None) -> None:
+    """UnregisterControllerRecord (4.4): the registration goes; a controller not registered is
+    a fault, as in Kafka's replay."""
+    if record.controller_id not in cluster.controllers:
+        raise ReplayError(f"Unable to replay {record}: no controller registration found for that id")
+    old = cluster.swap_controller(record.controller_id, None)
+    if undo is not None:
+        undo.append((cluster.swap_controller, record.controller_id, old))

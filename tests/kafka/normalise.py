@@ -151,13 +151,14 @@ ENVELOPE_DATA = Normalisation(
 
 REQUEST_TEXT = Normalisation(
     "the text of a request in 'is not authorized' messages",
-    "Kafka's AuthHelper.authorizeClusterOperation refuses with 'Request <request> is not authorized.', where "
+    "Kafka's AuthHelper.authorizeClusterOperation refuses with 'Request <request> is not authorized.' (4.1+: "
+    "'Request <request> needs <OPERATION> permission.'), where "
     "<request> is the JVM's RequestChannel.Request.toString: processor number, connection id with ephemeral "
     "ports, a Session object's identity hash, buffer positions. Any ErrorMessage of the form 'Request "
-    "Request(...) is not authorized.' is compared as 'Request <request> is not authorized.' (kraftsim names the "
-    "listener, protocol, principal and api there).")
+    "Request(...) is not authorized.' is compared as 'Request <request> is not authorized.', and so for "
+    "'needs ... permission.' (kraftsim names the listener, protocol, principal and api there).")
 
-_REQUEST_TEXT = re.compile(r"^Request Request\(.*\) is not authorized\.$", re.DOTALL)
+_REQUEST_TEXT = re.compile(r"^Request Request\(.*\) (is not authorized\.|needs [A-Z_]+ permission\.)$", re.DOTALL)
 
 CONFIG_PUBLICATION_LAG = Normalisation(
     "DescribeConfigs waits until the node has applied the log's broker configs",
@@ -486,8 +487,8 @@ def normalise(obj: Any, view: SideView, cls_name: str | None = None, mask: bool 
                 out[attr] = raft_records(bytes(v or b""), view, view.fetch_offset)
             elif top == "FetchSnapshotResponse" and attr == "unaligned_records":
                 out[attr] = "snapshot bytes" if v else v
-            elif attr == "error_message" and isinstance(v, str) and _REQUEST_TEXT.match(v):  # REQUEST_TEXT
-                out[attr] = "Request <request> is not authorized."
+            elif attr == "error_message" and isinstance(v, str) and (m := _REQUEST_TEXT.match(v)):  # REQUEST_TEXT
+                out[attr] = f"Request <request> {m.group(1)}"
             else:
                 out[attr] = normalise(v, view, top, mask)
         if name == top == "DescribeConfigsResponse":

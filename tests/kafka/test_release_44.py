@@ -207,13 +207,15 @@ async def test_rolling_upgrade_from_39(pair_factory: Callable[..., PairNodes]) -
         t = await d.check(pair, [
             Call("ApiVersions before", d.api_versions(), 4),
             Call("a broker of 4.4", register44(4430)),
+            Call("UnregisterController below 4.4-IV2", unregister_controller(4431)),
+            Call("the active controller below 4.4-IV2", unregister_controller(3000)),
             Call("upgrade (validate only)", d.update_features(*everything, validate_only=True), 2),
             Call("upgrade", d.update_features(*everything), 2),
             Call("ApiVersions after", d.api_versions(), 4),
             Call("downgrade to 3.9", d.update_features(*((n, lvl, SAFE) for n, lvl, _ in (
                 (n, R44.default_level(n, 21) if n != MV else 21, 0) for n in (MV, *R44.production_features)))), 2),
         ])
-        assert t.error("upgrade") == 0
+        assert t.error("upgrade") == 0 and t.error("UnregisterController below 4.4-IV2") == 35
         assert t.record_types("upgrade")[:3] == ["KRaftVersionRecord", "VotersRecord", "ConfigRecord"]
     finally:
         await close(pair)
@@ -250,18 +252,94 @@ async def test_describe_broker_configs(shared_pair_44: d.Pair) -> None:
         resources=[DC.DescribeConfigsResource(resource_type=4, resource_name="3000", configuration_keys=None)]), 4)])
 
 
-async def test_controller_registration(shared_pair_44: d.Pair) -> None:
+def register_controller(cid: int) -> d.Builder:
     from kraftsim.rpc.messages import ControllerRegistrationRequest as CR
 
-    def reg(cid: int) -> d.Builder:
-        return lambda side: CR(controller_id=cid, incarnation_id=d.scenario_uuid(cid), zk_migration_ready=False,
-                               listeners=[CR.Listener(name="CONTROLLER", host="localhost", port=19093,
-                                                      security_protocol=0)],
-                               features=[CR.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
-                                         for n, (lo, hi) in R44.supported_features().items()])
-    t = await d.check(shared_pair_44, [Call("a controller that is not a voter", reg(4440)),
-                                        Call("the voter itself, again", reg(3000))])
+    return lambda side: CR(controller_id=cid, incarnation_id=d.scenario_uuid(cid), zk_migration_ready=False,
+                           listeners=[CR.Listener(name="CONTROLLER", host="localhost", port=19093,
+                                                  security_protocol=0)],
+                           features=[CR.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
+                                     for n, (lo, hi) in R44.supported_features().items()])
+
+
+def unregister_controller(cid: int) -> d.Builder:
+    from kraftsim.rpc.messages import UnregisterControllerRequest
+
+    return lambda side: UnregisterControllerRequest(controller_id=cid)
+
+
+def _own_port(pair: d.Pair, transcripts: tuple[list[Any], list[Any]]) -> None:
+    """DescribeCluster lists each controller on its own port: compared as 'own port'."""
+    for side, transcript in zip((pair.kafka, pair.kraftsim), transcripts, strict=True):
+        own = int(side.node.bootstrap.rsplit(":", 1)[1])
+        for step in transcript:
+            if isinstance(step["response"], dict):
+                for b in step["response"].get("brokers", []):
+                    b["port"] = "own port" if b["port"] == own else b["port"]
+
+
+async def test_unregister_controller(shared_pair_44: d.Pair) -> None:
+    """UnregisterController (4.4, KIP-1312): one UnregisterControllerRecord, after which
+    DescribeCluster no longer lists the controller; the refusals in Kafka's order."""
+    from kraftsim.rpc.messages import DescribeClusterRequest as DCR
+
+    def dc() -> d.Builder:
+        return lambda side: DCR(include_cluster_authorized_operations=False, endpoint_type=2)
+    steps = [
+        Call("register", register_controller(4470)),
+        Call("described", dc(), 2),
+        Call("unregister", unregister_controller(4470)),
+        Call("described after", dc(), 2),
+        Call("again", unregister_controller(4470)),
+        Call("the active controller", unregister_controller(3000)),
+        Call("an id never registered", unregister_controller(-1)),
+        Call("register again", register_controller(4470)),
+    ]
+    transcripts = await d.run(shared_pair_44, steps)
+    _own_port(shared_pair_44, transcripts)
+    d.assert_same(*transcripts)
+    t = d.Transcript(transcripts[0])
+    assert t.record_types("unregister") == ["UnregisterControllerRecord"] and t.error("unregister") == 0
+    assert 4470 in {b["broker_id"] for b in t.response("described")["brokers"]}
+    assert 4470 not in {b["broker_id"] for b in t.response("described after")["brokers"]}
+    assert (t.error("again"), t.error("the active controller")) == (136, 42)  # CONTROLLER_ID_NOT_REGISTERED
+
+
+async def test_controller_registration(shared_pair_44: d.Pair) -> None:
+    """After test_unregister_controller: registering 3000 anew makes each side register itself
+    again a moment later, a record no scenario can place."""
+    t = await d.check(shared_pair_44, [Call("a controller that is not a voter", register_controller(4440)),
+                                        Call("the voter itself, again", register_controller(3000))])
     assert t.error("a controller that is not a voter") == 0
+
+
+async def test_unregister_controller_authorized_and_forwarded(pair_factory: Callable[..., PairNodes]) -> None:
+    """ALTER on the cluster, asked before anything else; a broker may forward it (Envelope)."""
+    from kraftsim.controller.envelope import serialize_principal
+    from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
+    from kraftsim.rpc import frames
+    from kraftsim.rpc.messages import EnvelopeRequest
+
+    def forwarded(build: d.Builder, principal: str) -> d.Builder:
+        def envelope(side: d.Side) -> Any:
+            data = frames.encode_request(build(side), 0, 77, "the-client")[4:]
+            return EnvelopeRequest(request_data=data, request_principal=serialize_principal(principal),
+                                   client_host_address=b"\x0a\x01\x02\x03")
+        return envelope
+    nodes = pair_factory("unregister-controller-authz", release="4.4", kafka_release="4.4",
+                         authorizer_class_name=STANDARD_AUTHORIZER, super_users="User:ANONYMOUS",
+                         allow_everyone_if_no_acl_found="false")
+    pair = await connect(nodes)
+    try:
+        t = await d.check(pair, [
+            Call("register", register_controller(4471)),
+            Call("not allowed, an id never registered", forwarded(unregister_controller(-1), "User:alice")),
+            Call("not allowed, the active controller", forwarded(unregister_controller(3000), "User:alice")),
+            Call("forwarded for a super user", forwarded(unregister_controller(4471), "User:ANONYMOUS")),
+        ])
+    finally:
+        await close(pair)
+    assert t.record_types("forwarded for a super user") == ["UnregisterControllerRecord"]
 
 
 async def test_describe_cluster_v2(shared_pair_44: d.Pair) -> None:
@@ -275,15 +353,12 @@ async def test_describe_cluster_v2(shared_pair_44: d.Pair) -> None:
     steps = [Call("v1", dc(2, False), 1), Call("v2", dc(2, False), 2),
              Call("v2 with fenced brokers", dc(2, True), 2), Call("v2 for broker endpoints", dc(1, True), 2)]
     transcripts = await d.run(shared_pair_44, steps)
-    for side, transcript in zip((shared_pair_44.kafka, shared_pair_44.kraftsim), transcripts, strict=True):
-        own = int(side.node.bootstrap.rsplit(":", 1)[1])  # each lists itself, on its own port
-        for step in transcript:
-            for b in step["response"].get("brokers", []):
-                b["port"] = "own port" if b["port"] == own else b["port"]
+    _own_port(shared_pair_44, transcripts)
     d.assert_same(*transcripts)
     t = d.Transcript(transcripts[0])
     assert t.error("v2 with fenced brokers") == 0
-    assert [b["is_fenced"] for b in t.response("v2 with fenced brokers")["brokers"]] == [False]
+    listed = t.response("v2 with fenced brokers")["brokers"]
+    assert listed and not any(b["is_fenced"] for b in listed)
 
 
 async def test_40_api_versions_and_features(pair_factory: Callable[..., PairNodes]) -> None:
