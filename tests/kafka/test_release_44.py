@@ -50,6 +50,11 @@ async def test_api_versions_every_version(shared_pair_44: d.Pair) -> None:
         Call("v3 with an invalid software name", d.api_versions(software="-bad name-"), 3),
         Raw("v6 (unknown to 4.4)", raw_request(18, 6, APIVERSIONS_V4_BODY)),
         Raw("ControlledShutdown v3 (gone in 4.0)", raw_request(7, 3, b"\x00" * 16)),
+        # KIP-896: versions 4.0 removed, and the ZooKeeper-era APIs no release of 4.x defines
+        *(Raw(f"api {key} v{v} (removed in 4.0)", raw_request(key, v, b"\x00" * 16, flexible_header=False))
+          for key, v in ((19, 1), (20, 0), (29, 0), (32, 0), (1, 3), (38, 0))),
+        Raw("AlterPartition v1 (removed in 4.0)", raw_request(56, 1, b"\x00" * 16)),
+        *(Raw(f"api {key} (ZooKeeper era)", raw_request(key, v, b"\x00" * 16)) for key, v in ((4, 7), (5, 4), (6, 8))),
     ]
     t = await d.check(shared_pair_44, steps)
     v5 = t.response("ApiVersions v5")
@@ -60,6 +65,8 @@ async def test_api_versions_every_version(shared_pair_44: d.Pair) -> None:
     assert t.error("v5 with a cluster id and no node id") == 42  # INVALID_REQUEST
     assert t.error("v5 with both") == 0
     assert t.response("v6 (unknown to 4.4)").startswith("0023")  # UNSUPPORTED_VERSION
+    assert t.response("api 19 v1 (removed in 4.0)").startswith("<closed") and t.response("api 4 (ZooKeeper era)") \
+        .startswith("<closed")  # the connection closed, unanswered
 
 
 @pytest.mark.xfail(strict=True, reason="divergence: kraftsim does not serve every 4.4 controller API yet "
