@@ -130,6 +130,13 @@ async def test_cordoned_log_dirs(shared_pair_44: d.Pair) -> None:
         Call("placement leaves it out", d.create_topics(too_many, validate_only=True)),
         Call("v1 says nothing of them", d.heartbeat(4460), 1),
         Call("with an offline directory", d.heartbeat(4460, offline_dirs=[b], cordoned_dirs=[]), 2),
+        Call("config: set on the controller, not a subset", _incremental_alter(4, "4460", CORDONED, "/a")),
+        Call("config: set, forwarded by a broker", forwarded(_incremental_alter(4, "4460", CORDONED, "/a, /b"), 1)),
+        Call("config: a subset, on the controller", _incremental_alter(4, "4460", CORDONED, "/b ,/a")),
+        Call("config: a smaller one", _incremental_alter(4, "4460", CORDONED, "/a")),
+        Call("config: more again", _incremental_alter(4, "4460", CORDONED, "/a,/c")),
+        Call("config: empty", _incremental_alter(4, "4460", CORDONED, " ")),
+        Call("config: deleted", _incremental_alter(4, "4460", CORDONED, None, op=1)),
         Call("unregister", d.unregister(4460)),
     ])
     assert t.record_types("null: not caught up, says nothing") == []
@@ -140,14 +147,33 @@ async def test_cordoned_log_dirs(shared_pair_44: d.Pair) -> None:
                                                                                "placement leaves it out"))
     assert counted != left_out and "log directories cordoned" in left_out
     assert t.record_types("with an offline directory") == ["BrokerRegistrationChangeRecord"] * 2
+    assert [t.response(s)["responses"][0]["error_code"] for s in (
+        "config: set on the controller, not a subset", "config: a subset, on the controller",
+        "config: more again")] == [40, 0, 40]  # INVALID_CONFIG
 
 
-def _incremental_alter(resource_type: int, name: str, key: str, value: str) -> d.Builder:
+CORDONED = "cordoned.log.dirs"
+
+
+def _incremental_alter(resource_type: int, name: str, key: str, value: str | None, op: int = 0) -> d.Builder:
     from kraftsim.rpc.messages import IncrementalAlterConfigsRequest as IAC
 
     return lambda side: IAC(validate_only=False, resources=[IAC.AlterConfigsResource(
         resource_type=resource_type, resource_name=name,
-        configs=[IAC.AlterableConfig(name=key, config_operation=0, value=value)])])
+        configs=[IAC.AlterableConfig(name=key, config_operation=op, value=value)])])
+
+
+def forwarded(build: d.Builder, version: int, principal: str = "User:ANONYMOUS") -> d.Builder:
+    """``build``'s request at ``version`` inside an Envelope, as a broker forwards it."""
+    from kraftsim.controller.envelope import serialize_principal
+    from kraftsim.rpc import frames
+    from kraftsim.rpc.messages import EnvelopeRequest
+
+    def envelope(side: d.Side) -> Any:
+        data = frames.encode_request(build(side), version, 77, "the-client")[4:]
+        return EnvelopeRequest(request_data=data, request_principal=serialize_principal(principal),
+                               client_host_address=b"\x0a\x01\x02\x03")
+    return envelope
 
 
 async def test_update_features_every_version(shared_pair_44: d.Pair) -> None:
@@ -216,6 +242,7 @@ async def test_rolling_upgrade_from_39(pair_factory: Callable[..., PairNodes]) -
             Call("a broker of 4.4", register44(4430)),
             Call("UnregisterController below 4.4-IV2", unregister_controller(4431)),
             Call("the active controller below 4.4-IV2", unregister_controller(3000)),
+            Call("cordoned.log.dirs below 4.3-IV0", _incremental_alter(4, "4430", CORDONED, "")),
             Call("upgrade (validate only)", d.update_features(*everything, validate_only=True), 2),
             Call("upgrade", d.update_features(*everything), 2),
             Call("ApiVersions after", d.api_versions(), 4),
@@ -223,6 +250,7 @@ async def test_rolling_upgrade_from_39(pair_factory: Callable[..., PairNodes]) -
                 (n, R44.default_level(n, 21) if n != MV else 21, 0) for n in (MV, *R44.production_features)))), 2),
         ])
         assert t.error("upgrade") == 0 and t.error("UnregisterController below 4.4-IV2") == 35
+        assert t.response("cordoned.log.dirs below 4.3-IV0")["responses"][0]["error_code"] == 40
         assert t.record_types("upgrade")[:3] == ["KRaftVersionRecord", "VotersRecord", "ConfigRecord"]
     finally:
         await close(pair)
@@ -322,17 +350,8 @@ async def test_controller_registration(shared_pair_44: d.Pair) -> None:
 
 async def test_unregister_controller_authorized_and_forwarded(pair_factory: Callable[..., PairNodes]) -> None:
     """ALTER on the cluster, asked before anything else; a broker may forward it (Envelope)."""
-    from kraftsim.controller.envelope import serialize_principal
     from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
-    from kraftsim.rpc import frames
-    from kraftsim.rpc.messages import EnvelopeRequest
 
-    def forwarded(build: d.Builder, principal: str) -> d.Builder:
-        def envelope(side: d.Side) -> Any:
-            data = frames.encode_request(build(side), 0, 77, "the-client")[4:]
-            return EnvelopeRequest(request_data=data, request_principal=serialize_principal(principal),
-                                   client_host_address=b"\x0a\x01\x02\x03")
-        return envelope
     nodes = pair_factory("unregister-controller-authz", release="4.4", kafka_release="4.4",
                          authorizer_class_name=STANDARD_AUTHORIZER, super_users="User:ANONYMOUS",
                          allow_everyone_if_no_acl_found="false")
@@ -340,9 +359,9 @@ async def test_unregister_controller_authorized_and_forwarded(pair_factory: Call
     try:
         t = await d.check(pair, [
             Call("register", register_controller(4471)),
-            Call("not allowed, an id never registered", forwarded(unregister_controller(-1), "User:alice")),
-            Call("not allowed, the active controller", forwarded(unregister_controller(3000), "User:alice")),
-            Call("forwarded for a super user", forwarded(unregister_controller(4471), "User:ANONYMOUS")),
+            Call("not allowed, an id never registered", forwarded(unregister_controller(-1), 0, "User:alice")),
+            Call("not allowed, the active controller", forwarded(unregister_controller(3000), 0, "User:alice")),
+            Call("forwarded for a super user", forwarded(unregister_controller(4471), 0)),
         ])
     finally:
         await close(pair)
