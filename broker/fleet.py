@@ -151,6 +151,11 @@ class Fleet:
         self.shared = Shared(self.cluster_id, o.heartbeat_interval_ms, o.session_timeout_ms,
                              lambda: self.observer.applied_offset if self.observer else -1,
                              self.observer.applied, self.controller_address, self.latencies, clock=self.clock)
+        release, observer = self.release, self.observer
+        self.shared.heartbeat_version = release.apis[ApiKey.BROKER_HEARTBEAT][1]
+        if release.knows_cordoned_log_dirs:
+            self.shared.cordoned_log_dirs_supported = \
+                lambda: release.cordoned_log_dirs_supported(observer.image.metadata_version)
         if o.listen is not None:
             from kraftsim.broker.listener import ClientListeners
 

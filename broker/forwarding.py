@@ -28,7 +28,7 @@ from kraftsim.rpc.codec_errors import CodecError
 from kraftsim.rpc.dispatch import CloseConnection, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.error_response import error_response
-from kraftsim.rpc.forwardable import FORWARDABLE
+from kraftsim.rpc.forwardable import FORWARDABLE_ANY_RELEASE
 from kraftsim.rpc.frames import api_codec
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import EnvelopeRequest
@@ -101,7 +101,7 @@ class Forwarder:
         if ApiKey.ENVELOPE not in self.versions:
             return {}
         out = {}
-        for key in sorted(FORWARDABLE):
+        for key in sorted(FORWARDABLE_ANY_RELEASE):
             theirs = self.versions.get(key)
             if theirs is None or not registry.has_api(key):  # a forwardable API we have no schema of
                 continue

@@ -102,6 +102,10 @@ class Shared:
     # the fleet has applied (its replay has stopped).
     silenced: set[int] = field(default_factory=set)
     lagging: dict[int, int] = field(default_factory=dict)
+    # The highest BrokerHeartbeat version the brokers' release speaks (v2 from 4.3), and whether
+    # they report cordoned log directories: a 4.3+ release on a metadata.version that records them.
+    heartbeat_version: int = 1
+    cordoned_log_dirs_supported: Callable[[], bool] = lambda: False
 
     def loop_future(self) -> asyncio.Future[None]:
         return asyncio.get_running_loop().create_future()
@@ -119,6 +123,7 @@ class BrokerLifecycle:
         self.broker_epoch = -1
         self.registered = False
         self.ready_to_unfence = True  # no log recovery to wait for in a simulated broker
+        self.initial_catch_up = False  # a heartbeat has said it caught up (its first time only)
         self.failed_attempts = 0
         self.got_controlled_shutdown_response = False
         self.controlled_shutdown_done = False
@@ -299,6 +304,9 @@ class BrokerLifecycle:
         log.debug("[broker %d] registered with broker epoch %d", self.broker_id, self.broker_epoch)
         return 0  # heartbeat at once
 
+    def _heartbeat_version(self, channel: ControllerChannel) -> int:
+        return channel.version(ApiKey.BROKER_HEARTBEAT, self.shared.heartbeat_version)
+
     def _registration_failed(self, why: str) -> float:
         """Retry later; but a broker told to shut down while its registration was in flight
         stops now: the controller does not have it (or has it fenced, which holds nothing)."""
@@ -318,11 +326,15 @@ class BrokerLifecycle:
                                      current_metadata_offset=offset,
                                      want_fence=not self.ready_to_unfence,
                                      want_shut_down=sent_state == BrokerState.PENDING_CONTROLLED_SHUTDOWN)
+        if self.initial_catch_up and self.shared.cordoned_log_dirs_supported():
+            # A 4.3+ broker reports its cordoned directories (cordoned.log.dirs) once it has
+            # caught up; a simulated broker cordons none.
+            req.cordoned_log_dirs = []
         t0 = time.perf_counter()
         clock = self.shared.clock
         self.last_heartbeat_ms = clock.monotonic_ms() if clock is not None else int(time.monotonic() * 1000)
         try:
-            resp = await self.channel.request(req, _heartbeat_version)
+            resp = await self.channel.request(req, self._heartbeat_version)
         except (ChannelTimeout, ConnectionClosed) as e:
             return self._after_failure(f"heartbeat: {e}")
         self.shared.latencies.add(time.perf_counter() - t0)
@@ -348,6 +360,7 @@ class BrokerLifecycle:
         if state == BrokerState.STARTING:
             if resp.is_caught_up:
                 self.state = BrokerState.RECOVERY
+                self.initial_catch_up = True
             elif self.shared.applied_offset() < self.broker_epoch:
                 # Kafka heartbeats every 10 ms until caught up; a heartbeat before the fleet has
                 # applied this broker's registration (at offset = its new epoch) could only say
@@ -382,8 +395,6 @@ def _registration_version(channel: ControllerChannel) -> int:
     return channel.version(ApiKey.BROKER_REGISTRATION, 4)
 
 
-def _heartbeat_version(channel: ControllerChannel) -> int:
-    return channel.version(ApiKey.BROKER_HEARTBEAT, 1)
 
 
 def _java_uuid_order(u: uuid.UUID) -> tuple[int, int]:

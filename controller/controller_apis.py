@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from kraftsim.controller.audit import audit
-from kraftsim.controller.envelope import EnvelopeHandler
+from kraftsim.controller.envelope import KAFKA_API_KEYS, EnvelopeHandler
 from kraftsim.controller.event_queue import EventTimeoutError
 from kraftsim.controller.managers.controlled_shutdown import controlled_shutdown
 from kraftsim.controller.managers.delegation_tokens import describe_tokens
@@ -45,6 +45,7 @@ from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import Dispatcher, Handler, Lane, LaterAnswer, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.forwardable import forwardable
 from kraftsim.rpc.frames import api_codec, body_offset, fixed_fields
 from kraftsim.rpc.message import Message
 
@@ -58,12 +59,9 @@ log = logging.getLogger("kraftsim.apis")
 NOT_SERVED: dict[int, int | None] = {
     ApiKey.FETCH: 17,  # v18, the follower's high watermark (4.1+)
     ApiKey.VOTE: 1,  # v2, pre-vote (4.0+)
-    ApiKey.DESCRIBE_CLUSTER: 1,  # v2, fenced brokers (4.0+)
-    ApiKey.BROKER_HEARTBEAT: 1,  # v2, cordoned log directories (4.3+)
     80: None,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: the dynamic quorum's voter changes
     81: None,
     82: None,
-    ApiKey.UNREGISTER_CONTROLLER: None,  # 4.4
 }
 
 
@@ -99,7 +97,11 @@ class ControllerApis:
             registry.request_class(route.api_key)  # compile the codecs now, not on the first request
             registry.response_class(route.api_key)
         authorizer = self.controller.ctx.authorizer if self.controller.ctx is not None else None
-        dispatcher.register(Api.ENVELOPE, EnvelopeHandler(dispatcher, authorizer))
+        release = self.controller.release
+        # An inner header may name any key the release defines: 3.9's 0-87, or more in 4.x.
+        api_keys = frozenset(KAFKA_API_KEYS) | frozenset(release.apis)
+        dispatcher.register(Api.ENVELOPE, EnvelopeHandler(dispatcher, authorizer, forwardable(release.controller_apis),
+                                                          api_keys))
         dispatcher.register(Api.DESCRIBE_USER_SCRAM_CREDENTIALS, describe_credentials)
         dispatcher.register(Api.DESCRIBE_DELEGATION_TOKEN, describe_tokens)
         dispatcher.register(Api.CONTROLLED_SHUTDOWN, controlled_shutdown)
@@ -122,13 +124,14 @@ class ControllerApis:
         fixed_timeout = timeout_ms if isinstance(timeout_ms, int) else None
         timeout_of = timeout_ms if callable(timeout_ms) else None
         operation = route.cluster_operation
+        names_operation = c.release.names_cluster_operation
 
         def handle(ctx: RequestContext, request: Message) -> Message | Awaitable[Message]:
             try:
                 if operation is not None and c.ctx is not None:
                     authorizer = c.ctx.authorizer
                     if authorizer.__class__ is not AllowAll:  # AllowAll allows everything
-                        authorize_cluster(authorizer, ctx, operation)
+                        authorize_cluster(authorizer, ctx, operation, names_operation)
                 t = fixed_timeout if timeout_of is None else timeout_of(request)
                 deadline = None
                 if t is not None:

@@ -32,7 +32,7 @@ import ipaddress
 import logging
 import struct
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Container
 from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.audit import audit, contains_error
@@ -103,13 +103,14 @@ def parse_client_address(data: bytes) -> str:
     return str(addr)
 
 
-def parse_header(data: bytes) -> tuple[int, int, int, str, int]:
-    """RequestHeader.parse: (api key, version, correlation id, client id, body offset)."""
+def parse_header(data: bytes, api_keys: Container[int] = KAFKA_API_KEYS) -> tuple[int, int, int, str, int]:
+    """RequestHeader.parse: (api key, version, correlation id, client id, body offset).
+    ``api_keys``: every key the release defines (3.9's by default)."""
     try:
         api_key, version, correlation_id = _HEADER_HEAD.unpack_from(data, 0)
     except struct.error as e:
         raise EnvelopeError(ErrorCode.UNSUPPORTED_VERSION, "Failed to parse request header from envelope") from e
-    if api_key not in KAFKA_API_KEYS:
+    if api_key not in api_keys:
         raise EnvelopeError(ErrorCode.UNSUPPORTED_VERSION, f"Unknown API key {api_key}")
     if registry.has_api(api_key):
         try:
@@ -141,9 +142,12 @@ def _api_name(api_key: int) -> str:
 class EnvelopeHandler:
     """The dispatcher handler for api 58; re-enters ``dispatcher`` with the inner request."""
 
-    def __init__(self, dispatcher: Dispatcher, authorizer: Authorizer | None = None) -> None:
+    def __init__(self, dispatcher: Dispatcher, authorizer: Authorizer | None = None,
+                 forwardable: frozenset[int] = FORWARDABLE, api_keys: Container[int] = KAFKA_API_KEYS) -> None:
         self.dispatcher = dispatcher
         self.authorizer: Authorizer = authorizer if authorizer is not None else AllowAll()
+        self.forwardable = forwardable  # the release's (rpc.forwardable.forwardable)
+        self.api_keys = api_keys  # every api key the release defines
 
     def __call__(self, ctx: RequestContext, envelope: EnvelopeRequest) -> EnvelopeResponse | Awaitable[EnvelopeResponse]:
         started = time.monotonic()
@@ -172,8 +176,8 @@ class EnvelopeHandler:
         principal, token = parse_principal(envelope.request_principal)
         address = parse_client_address(envelope.client_host_address)
         data = bytes(envelope.request_data)
-        api_key, version, correlation_id, client_id, pos = parse_header(data)
-        if api_key not in FORWARDABLE:
+        api_key, version, correlation_id, client_id, pos = parse_header(data, self.api_keys)
+        if api_key not in self.forwardable:
             raise EnvelopeError(ErrorCode.INVALID_REQUEST,
                                 f"API {_api_name(api_key)} is not enabled or is not eligible for forwarding")
         route = self.dispatcher.route(api_key, version)

@@ -1,6 +1,6 @@
 """ApiKeys.forwardable in Kafka 3.9: what a broker may send its controller inside an Envelope
 (KIP-590). The controller refuses anything else inside one; the simulated brokers forward
-exactly these for their clients.
+exactly these for their clients. Kafka 4.4 adds UnregisterController (``forwardable``).
 """
 
 from __future__ import annotations
@@ -18,3 +18,15 @@ FORWARDABLE: Final[frozenset[int]] = frozenset({
     ApiKey.ALLOCATE_PRODUCER_IDS,
     80, 81,  # AddRaftVoter, RemoveRaftVoter: kraftsim has no schema of them, so no ApiKey either
 })
+
+
+def forwardable(controller_apis: dict[int, tuple[int, int]]) -> frozenset[int]:
+    """What a controller serving ``controller_apis`` (its release's) takes inside an Envelope:
+    3.9's set, and UnregisterController where the release has it (4.4)."""
+    if ApiKey.UNREGISTER_CONTROLLER in controller_apis:
+        return FORWARDABLE | {ApiKey.UNREGISTER_CONTROLLER}
+    return FORWARDABLE
+
+
+# Every API a controller of some release takes forwarded: a broker offers what its controller serves of them.
+FORWARDABLE_ANY_RELEASE: Final[frozenset[int]] = FORWARDABLE | {ApiKey.UNREGISTER_CONTROLLER}

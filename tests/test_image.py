@@ -172,6 +172,20 @@ def test_register_controller() -> None:
     assert roundtrip(img) == img
 
 
+def test_unregister_controller() -> None:
+    """UnregisterControllerRecord (4.4): the registration goes; unknown to 3.9."""
+    rc, urc = R("RegisterControllerRecord"), R("UnregisterControllerRecord")
+    img = MetadataImage(release=versions.release("4.4"))
+    img.replay(mv(33), 0)
+    img.replay(rc(controller_id=3001, incarnation_id=T2), 1)
+    img.replay(urc(controller_id=3001), 2)
+    assert not img.cluster.controllers
+    with pytest.raises(ReplayError, match="no controller registration found"):
+        img.replay(urc(controller_id=3001), 3)
+    with pytest.raises(ReplayError, match="Unknown metadata id 29"):
+        image(urc(controller_id=3001))
+
+
 # ----- topics -------------------------------------------------------------------------------
 
 def test_partition_epoch_bumps_on_every_change_and_leader_minus_two_keeps_leader() -> None:
@@ -445,3 +459,27 @@ def test_equality_ignores_offsets_and_registration_offsets() -> None:
     assert a == b and a.cluster.brokers[1].registration_offset != b.cluster.brokers[1].registration_offset
     b.replay(change(isr=[1, 2]), 200)
     assert a != b
+
+
+def test_cordoned_directories() -> None:
+    """4.3+ (KIP-1066): RegisterBrokerRecord v4 and BrokerRegistrationChangeRecord v3 carry the
+    cordoned directories (null: not reported, or no change), which a snapshot keeps."""
+    r44 = versions.release("4.4")
+    img = MetadataImage(release=r44)
+    img.replay(mv(33), 0)
+    img.replay(broker(1, log_dirs=D[:2]), 1)
+    reg = img.cluster.brokers[1]
+    assert reg.cordoned_directories is None and reg.has_uncordoned_dirs
+    brc = R("BrokerRegistrationChangeRecord")
+    img.replay(brc(broker_id=1, broker_epoch=10, cordoned_log_dirs=[D[1]]), 2)
+    img.replay(brc(broker_id=1, broker_epoch=10, fenced=-1), 3)  # null: no change
+    reg = img.cluster.brokers[1]
+    assert reg.cordoned_directories == (D[1],) and reg.has_uncordoned_dirs and not reg.fenced
+    img.replay(brc(broker_id=1, broker_epoch=10, cordoned_log_dirs=[D[1], D[0]]), 4)
+    assert not img.cluster.brokers[1].has_uncordoned_dirs
+    loaded = MetadataImage(img.supported_features, r44)
+    loaded.load_snapshot(list(img.records()), img.offset)
+    assert loaded.cluster.brokers[1] == img.cluster.brokers[1]
+    img.replay(mv(29), 5)  # below 4.3-IV0 the field cannot be written
+    with pytest.raises(UnwritableMetadataError):
+        list(img.records())

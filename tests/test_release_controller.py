@@ -98,7 +98,8 @@ def test_a_record_version_the_release_does_not_define_is_refused_on_load(tmp_pat
 
 async def test_simulated_brokers_are_of_the_controllers_release(tmp_path: Path) -> None:
     """``kraftsim brokers`` without --release: brokers of the release the controller's
-    ApiVersions tells (4.4: they support share.version 2, which 4.4 finalizes, so they register)."""
+    ApiVersions tells (4.4: they support share.version 2, which 4.4 finalizes, so they register;
+    once caught up, their heartbeats (v2) report no cordoned log directory, which is recorded)."""
     node = KraftsimNode(tmp_path / "controller", cluster_id=random_cluster_id(),
                         release_version="4.4", overrides={"kraftsim.release": "4.4"})
     node.format()
@@ -111,6 +112,8 @@ async def test_simulated_brokers_are_of_the_controllers_release(tmp_path: Path) 
         reg = view.image.cluster.brokers[1]
         assert reg.supported_features["share.version"] == (0, 2)
         assert reg.supported_features["metadata.version"] == (7, 33)
+        await view.until(lambda img: all(img.cluster.brokers[b].cordoned_directories == () for b in (1, 2)), 30,
+                         "the brokers' cordoned log directories (none) recorded")
     finally:
         fleet.kill()
         await view.stop()

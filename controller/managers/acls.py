@@ -92,7 +92,7 @@ class AclControlManager:
         return self.ctx.config.get("authorizer.class.name").strip() == STANDARD_AUTHORIZER
 
     def _authorize_cluster(self, context: RequestContext, op: AclOperation) -> None:
-        authorize_cluster(self.ctx.authorizer, context, op)
+        authorize_cluster(self.ctx.authorizer, context, op, self.ctx.release.names_cluster_operation)
 
     # ----- CreateAcls ---------------------------------------------------------------------------
 

@@ -93,6 +93,11 @@ BROKER_LIST_CONFIGS: Final[dict[str, str | None]] = {
     "zookeeper.ssl.enabled.protocols": None,
 }
 
+# The broker config listing a broker's cordoned log directories (4.3+, KIP-1066), split as
+# ConfigurationControlManager splits it.
+CORDONED_LOG_DIRS: Final = "cordoned.log.dirs"
+_COMMA_WITH_WHITESPACE: Final = re.compile(r"\s*,\s*")
+
 # ClientMetricsConfigs (KIP-714)
 CLIENT_METRICS_KEYS: Final = ("metrics", "interval.ms", "match")
 CLIENT_MATCH_PARAMS: Final = frozenset({"client_instance_id", "client_id", "client_software_name",
@@ -147,7 +152,7 @@ class ConfigurationControlManager:
         records: list[RecordAndVersion] = []
         for resource, ops in changes.items():
             try:
-                records.extend(self.alter_resource(resource, ops))
+                records.extend(self.alter_resource(resource, ops, context.from_envelope))
                 responses.append(_response(*resource, None))
             except ApiError as e:
                 responses.append(_response(*resource, e))
@@ -185,7 +190,7 @@ class ConfigurationControlManager:
         records: list[RecordAndVersion] = []
         for resource, configs in changes.items():
             try:
-                records.extend(self.replace_resource(resource, configs))
+                records.extend(self.replace_resource(resource, configs, context.from_envelope))
                 responses.append(_legacy_response(*resource, None))
             except ApiError as e:
                 responses.append(_legacy_response(*resource, e))
@@ -193,8 +198,8 @@ class ConfigurationControlManager:
         return ControllerResult([] if request.validate_only else records,
                                 AlterConfigsResponse(responses=responses), atomic=True)
 
-    def replace_resource(self, resource: tuple[int, str],
-                         configs: dict[str, str | None]) -> list[tuple[ConfigRecord, int]]:
+    def replace_resource(self, resource: tuple[int, str], configs: dict[str, str | None],
+                         forwarded: bool = False) -> list[tuple[ConfigRecord, int]]:
         """legacyAlterConfigResource: the records that make ``configs`` the resource's whole set."""
         rtype, rname = resource
         current = self.ctx.image.configs.get(rtype, rname)
@@ -204,6 +209,7 @@ class ConfigurationControlManager:
         deleted: list[tuple[ConfigRecord, int]] = [
             (ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=None), 0)
             for key in current if key not in configs]
+        self._check_cordoned(current, altered + deleted, forwarded)
         self.validate(resource, current, altered + deleted)
         return altered + deleted
 
@@ -219,8 +225,8 @@ class ConfigurationControlManager:
             return ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
         return None
 
-    def alter_resource(self, resource: tuple[int, str],
-                       ops: dict[str, tuple[int, str | None]]) -> list[tuple[ConfigRecord, int]]:
+    def alter_resource(self, resource: tuple[int, str], ops: dict[str, tuple[int, str | None]],
+                       forwarded: bool = False) -> list[tuple[ConfigRecord, int]]:
         """incrementalAlterConfigResource: the resource's records, or ApiError for the resource."""
         rtype, rname = resource
         current = self.ctx.image.configs.get(rtype, rname)
@@ -239,6 +245,7 @@ class ConfigurationControlManager:
                 raise RuntimeError(f"Unknown config operation {op} for {key}")
             if new != old or rtype == BROKER:
                 records.append((ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=new), 0))
+        self._check_cordoned(current, records, forwarded)
         self.validate(resource, current, records)
         return records
 
@@ -257,6 +264,29 @@ class ConfigurationControlManager:
             elif v in parts:
                 parts.remove(v)
         return ",".join(parts)
+
+    def _check_cordoned(self, current: dict[str, str], records: list[tuple[ConfigRecord, int]],
+                        forwarded: bool) -> None:
+        """4.3+ (KIP-1066), record by record before the resource is validated: a broker's
+        ``cordoned.log.dirs`` needs 4.3-IV0, and set on a controller directly (not forwarded by
+        a broker, which checks the paths itself) it may only shrink to a subset of its value."""
+        release = self.ctx.release
+        if not release.knows_cordoned_log_dirs:
+            return
+        for rec, _ in records:
+            if rec.name != CORDONED_LOG_DIRS or rec.resource_type != BROKER:
+                continue
+            if not release.cordoned_log_dirs_supported(self.ctx.image.metadata_version):
+                raise ApiError(ErrorCode.INVALID_CONFIG, f"The {CORDONED_LOG_DIRS} configuration value cannot be set "
+                                                         f"because it requires metadata.version >= 4.3-IV0")
+            if forwarded or rec.value is None or not rec.value.strip():
+                continue
+            old = current.get(CORDONED_LOG_DIRS)
+            old_dirs = [] if old is None else _COMMA_WITH_WHITESPACE.split(old.strip())
+            if not all(d in old_dirs for d in _COMMA_WITH_WHITESPACE.split(rec.value.strip())):
+                raise ApiError(ErrorCode.INVALID_CONFIG, f"When updating {CORDONED_LOG_DIRS} via controllers,  the "
+                                                         f"new value must be a subset of the current configuration "
+                                                         f"value.")
 
     # ----- validation (ControllerConfigurationValidator + the existence checker) ----------------
 

@@ -1,5 +1,7 @@
 """The controllers' own registrations (KIP-919): ControllerRegistration (api 70), this node's
-self-registration, and DescribeCluster (api 60) as a controller answers it.
+self-registration, DescribeCluster (api 60) as a controller answers it, and (4.4, KIP-1312)
+UnregisterController (api 94), which removes another controller's registration: ALTER on the
+cluster, metadata.version 4.4-IV2, never the active controller itself.
 
 **ControllerRegistration.** Every Kafka 3.7+ controller registers itself with the active
 controller: its node id, an incarnation id new at every process start, its listeners, the
@@ -20,7 +22,9 @@ metadata.version); so does ours.
 registered controllers that have an endpoint on the listener the request came in on, and the
 active controller's id (-1 if it has not registered yet). It needs metadata.version 3.7-IV0, and
 only answers a request for the CONTROLLER endpoint type: the default BROKER type (and so every
-v0 request) gets MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST in v0), as in Kafka.
+v0 request) gets MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST in v0), as in Kafka. v2 (4.0+,
+KIP-1073) adds the request's IncludeFencedBrokers and the response's IsFenced: a 4.x controller
+ignores the one and leaves the other false (controllers are never fenced), so v2 is v1.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from kraftsim.metadata.authorizer.authorizer import (
     authorize_cluster,
     authorized_operations,
 )
-from kraftsim.metadata.messages import RegisterControllerRecord
+from kraftsim.metadata.messages import RegisterControllerRecord, UnregisterControllerRecord
 from kraftsim.rpc.api_errors import ApiError
 from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import RequestContext
@@ -51,11 +55,12 @@ from kraftsim.rpc.messages import (
     ControllerRegistrationRequest,
     ControllerRegistrationResponse,
     DescribeClusterResponse,
+    UnregisterControllerResponse,
 )
 from kraftsim.rpc.security import SECURITY_PROTOCOL_IDS, SecurityProtocol
 
 if TYPE_CHECKING:
-    from kraftsim.rpc.messages import DescribeClusterRequest
+    from kraftsim.rpc.messages import DescribeClusterRequest, UnregisterControllerRequest
 
 # EndpointType
 UNKNOWN_ENDPOINT, BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 0, 1, 2
@@ -121,11 +126,15 @@ class ControllerRegistrations:
         self.local = local
 
     def routes(self) -> list[Route]:
-        return [
+        routes = [
             Route(Api.CONTROLLER_REGISTRATION, "registerController", self.register_controller,
                   error=registration_error_response, cluster_operation=AclOperation.CLUSTER_ACTION),
             Route(Api.DESCRIBE_CLUSTER, "describeCluster", self.describe_cluster, mutating=False),
         ]
+        if Api.UNREGISTER_CONTROLLER in self.ctx.release.controller_apis:  # 4.4
+            routes.append(Route(Api.UNREGISTER_CONTROLLER, "unregisterController", self.unregister_controller,
+                                cluster_operation=AclOperation.ALTER))
+        return routes
 
     # ----- ControllerRegistration ---------------------------------------------------------------
 
@@ -152,6 +161,25 @@ class ControllerRegistrations:
                                           end_points=list(end_points.values()), features=list(features.values()))
         return ControllerResult([(record, 0)], ControllerRegistrationResponse(error_code=0), atomic=True)
 
+    # ----- UnregisterController (4.4) ------------------------------------------------------------
+
+    def unregister_controller(self, request: UnregisterControllerRequest,
+                              context: RequestContext) -> ControllerResult[UnregisterControllerResponse]:
+        """QuorumController.unregisterController, then ClusterControlManager's: the active
+        controller refuses itself before anything else, then the metadata.version and the
+        registration are checked; one UnregisterControllerRecord v0 (atomic)."""
+        cid = request.controller_id
+        if cid == self.ctx.node_id:
+            raise ApiError(ErrorCode.INVALID_REQUEST, "Controller cannot unregister itself while it is active.")
+        image = self.ctx.image
+        if not self.ctx.release.controller_unregistration_supported(image.metadata_version):
+            raise ApiError(ErrorCode.UNSUPPORTED_VERSION,
+                           "The current MetadataVersion is too old to support controller unregistration.")
+        if cid not in image.cluster.controllers:
+            raise ApiError(ErrorCode.CONTROLLER_ID_NOT_REGISTERED, f"Controller ID {cid} is not currently registered.")
+        return ControllerResult([(UnregisterControllerRecord(controller_id=cid), 0)],
+                                UnregisterControllerResponse(error_code=0), atomic=True)
+
     def needs_registration(self) -> bool:
         """This node should (re-)register: its listener is bound, metadata.version allows it, and
         the image has no registration of this incarnation."""
@@ -172,7 +200,8 @@ class ControllerRegistrations:
             raise ApiError(ErrorCode.UNSUPPORTED_VERSION, "Direct-to-controller communication is not supported "
                                                           "with the current MetadataVersion.")
         authorizer = self.ctx.authorizer
-        authorize_cluster(authorizer, context, AclOperation.ALTER)  # after the version check, as in Kafka
+        # after the version check, as in Kafka
+        authorize_cluster(authorizer, context, AclOperation.ALTER, self.ctx.release.names_cluster_operation)
         v0 = context.api_version == 0
         wanted = request.endpoint_type if not v0 else BROKER_ENDPOINT
         if wanted not in ENDPOINT_NAMES:

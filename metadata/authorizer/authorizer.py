@@ -103,13 +103,19 @@ def request_text(context: RequestContext) -> str:
             f"forwarded={str(context.from_envelope).lower()})")
 
 
-def cluster_refusal(context: RequestContext) -> ApiError:
+def cluster_refusal(context: RequestContext, needs: AclOperation | None = None) -> ApiError:
     """AuthHelper.authorizeClusterOperation's ClusterAuthorizationException: the API's
-    whole-request error response carries it (with this message where it has one)."""
+    whole-request error response carries it (with this message where it has one). ``needs``:
+    the operation, named as Kafka 4.1+ name it ("... needs ALTER permission.")."""
+    if needs is not None:
+        return ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        f"Request {request_text(context)} needs {needs.name} permission.")
     return ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"Request {request_text(context)} is not authorized.")
 
 
-def authorize_cluster(authorizer: Authorizer, context: RequestContext, operation: AclOperation) -> None:
-    """AuthHelper.authorizeClusterOperation: raise unless ``operation`` on the cluster is allowed."""
+def authorize_cluster(authorizer: Authorizer, context: RequestContext, operation: AclOperation,
+                      names_operation: bool = False) -> None:
+    """AuthHelper.authorizeClusterOperation: raise unless ``operation`` on the cluster is allowed.
+    ``names_operation``: refuse in Kafka 4.1+'s words (``Release.names_cluster_operation``)."""
     if not authorizer.authorize(context, operation, ResourceType.CLUSTER, CLUSTER_NAME):
-        raise cluster_refusal(context)
+        raise cluster_refusal(context, operation if names_operation else None)

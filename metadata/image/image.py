@@ -342,6 +342,12 @@ def _remove_topic(img: MetadataImage, rec: Any, _off: int) -> None:
     _configs.delete_topic_configs(img.configs, topic.name, img._undo)
 
 
+def _unregister_controller(img: MetadataImage, rec: Any, off: int) -> None:
+    if RecordType.UNREGISTER_CONTROLLER_RECORD not in img._record_versions:  # before 4.4
+        raise ReplayError(f"Unknown metadata id {RecordType.UNREGISTER_CONTROLLER_RECORD}")
+    _cluster.replay_unregister_controller(img.cluster, rec, img._undo)
+
+
 def _noop(img: MetadataImage, rec: Any, off: int) -> None:
     """NoOpRecord only advances the offset (it exists to move the high watermark)."""
 
@@ -378,6 +384,7 @@ _HANDLERS: dict[RecordType, Handler] = {
     RecordType.REMOVE_DELEGATION_TOKEN_RECORD: lambda i, r, o: _tokens.replay_remove_token(i.tokens, r, i._undo),
     RecordType.REGISTER_CONTROLLER_RECORD:
         lambda i, r, o: _cluster.replay_register_controller(i.cluster, r, i._undo),
+    RecordType.UNREGISTER_CONTROLLER_RECORD: _unregister_controller,
 }
 
 _TABLE: list[Handler | None] = [None] * (max(RecordType) + 1)

@@ -151,13 +151,14 @@ ENVELOPE_DATA = Normalisation(
 
 REQUEST_TEXT = Normalisation(
     "the text of a request in 'is not authorized' messages",
-    "Kafka's AuthHelper.authorizeClusterOperation refuses with 'Request <request> is not authorized.', where "
+    "Kafka's AuthHelper.authorizeClusterOperation refuses with 'Request <request> is not authorized.' (4.1+: "
+    "'Request <request> needs <OPERATION> permission.'), where "
     "<request> is the JVM's RequestChannel.Request.toString: processor number, connection id with ephemeral "
     "ports, a Session object's identity hash, buffer positions. Any ErrorMessage of the form 'Request "
-    "Request(...) is not authorized.' is compared as 'Request <request> is not authorized.' (kraftsim names the "
-    "listener, protocol, principal and api there).")
+    "Request(...) is not authorized.' is compared as 'Request <request> is not authorized.', and so for "
+    "'needs ... permission.' (kraftsim names the listener, protocol, principal and api there).")
 
-_REQUEST_TEXT = re.compile(r"^Request Request\(.*\) is not authorized\.$", re.DOTALL)
+_REQUEST_TEXT = re.compile(r"^Request Request\(.*\) (is not authorized\.|needs [A-Z_]+ permission\.)$", re.DOTALL)
 
 CONFIG_PUBLICATION_LAG = Normalisation(
     "DescribeConfigs waits until the node has applied the log's broker configs",
@@ -262,11 +263,11 @@ class KnownDivergence:
 _RAFT_VOTERS: dict[int, int | None] = {80: None, 81: None, 82: None}  # KIP-853's voter changes: one voter
 NOT_SERVED_YET: dict[str, dict[int, int | None]] = {
     "3.9": _RAFT_VOTERS,
-    "4.0": {**_RAFT_VOTERS, 52: 1, 60: 1},  # Vote v2 (pre-vote), DescribeCluster v2 (fenced brokers)
-    "4.1": {**_RAFT_VOTERS, 52: 1, 60: 1, 1: 17},  # Fetch v18 (the follower's high watermark)
-    "4.2": {**_RAFT_VOTERS, 52: 1, 60: 1, 1: 17},
-    "4.3": {**_RAFT_VOTERS, 52: 1, 60: 1, 1: 17, 63: 1},  # BrokerHeartbeat v2 (cordoned log dirs)
-    "4.4": {**_RAFT_VOTERS, 52: 1, 60: 1, 1: 17, 63: 1, 94: None},  # UnregisterController
+    "4.0": {**_RAFT_VOTERS, 52: 1},  # Vote v2 (pre-vote)
+    "4.1": {**_RAFT_VOTERS, 52: 1, 1: 17},  # Fetch v18 (the follower's high watermark)
+    "4.2": {**_RAFT_VOTERS, 52: 1, 1: 17},
+    "4.3": {**_RAFT_VOTERS, 52: 1, 1: 17},
+    "4.4": {**_RAFT_VOTERS, 52: 1, 1: 17, 94: None},  # UnregisterController
 }
 
 
@@ -289,8 +290,8 @@ CONTROLLER_APIS = KnownDivergence(
     "controller APIs not served yet",
     "ApiVersionsResponse.ApiKeys: a Kafka controller also serves what NOT_SERVED_YET lists for its release "
     "(the Raft voter APIs of KIP-853, AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: kraftsim runs a "
-    "single voter; from 4.0 pre-vote, DescribeCluster's fenced brokers, from 4.1 Fetch v18, from 4.3 "
-    "cordoned log directories, in 4.4 UnregisterController). Those entries are left out of the general "
+    "single voter; from 4.0 pre-vote, from 4.1 Fetch v18, in 4.4 "
+    "UnregisterController). Those entries are left out of the general "
     "comparison, or cut to the versions kraftsim serves; every other entry is compared with its versions.",
     "tests/kafka/test_api_versions.py::test_api_versions_lists_every_controller_api",
     "ApiVersionsResponse", "api_keys", _served)
@@ -486,8 +487,8 @@ def normalise(obj: Any, view: SideView, cls_name: str | None = None, mask: bool 
                 out[attr] = raft_records(bytes(v or b""), view, view.fetch_offset)
             elif top == "FetchSnapshotResponse" and attr == "unaligned_records":
                 out[attr] = "snapshot bytes" if v else v
-            elif attr == "error_message" and isinstance(v, str) and _REQUEST_TEXT.match(v):  # REQUEST_TEXT
-                out[attr] = "Request <request> is not authorized."
+            elif attr == "error_message" and isinstance(v, str) and (m := _REQUEST_TEXT.match(v)):  # REQUEST_TEXT
+                out[attr] = f"Request <request> {m.group(1)}"
             else:
                 out[attr] = normalise(v, view, top, mask)
         if name == top == "DescribeConfigsResponse":

@@ -50,6 +50,11 @@ async def test_api_versions_every_version(shared_pair_44: d.Pair) -> None:
         Call("v3 with an invalid software name", d.api_versions(software="-bad name-"), 3),
         Raw("v6 (unknown to 4.4)", raw_request(18, 6, APIVERSIONS_V4_BODY)),
         Raw("ControlledShutdown v3 (gone in 4.0)", raw_request(7, 3, b"\x00" * 16)),
+        # KIP-896: versions 4.0 removed, and the ZooKeeper-era APIs no release of 4.x defines
+        *(Raw(f"api {key} v{v} (removed in 4.0)", raw_request(key, v, b"\x00" * 16, flexible_header=False))
+          for key, v in ((19, 1), (20, 0), (29, 0), (32, 0), (1, 3), (38, 0))),
+        Raw("AlterPartition v1 (removed in 4.0)", raw_request(56, 1, b"\x00" * 16)),
+        *(Raw(f"api {key} (ZooKeeper era)", raw_request(key, v, b"\x00" * 16)) for key, v in ((4, 7), (5, 4), (6, 8))),
     ]
     t = await d.check(shared_pair_44, steps)
     v5 = t.response("ApiVersions v5")
@@ -60,6 +65,8 @@ async def test_api_versions_every_version(shared_pair_44: d.Pair) -> None:
     assert t.error("v5 with a cluster id and no node id") == 42  # INVALID_REQUEST
     assert t.error("v5 with both") == 0
     assert t.response("v6 (unknown to 4.4)").startswith("0023")  # UNSUPPORTED_VERSION
+    assert t.response("api 19 v1 (removed in 4.0)").startswith("<closed") and t.response("api 4 (ZooKeeper era)") \
+        .startswith("<closed")  # the connection closed, unanswered
 
 
 @pytest.mark.xfail(strict=True, reason="divergence: kraftsim does not serve every 4.4 controller API yet "
@@ -105,12 +112,68 @@ async def test_topics_and_configs(shared_pair_44: d.Pair) -> None:
     assert {r["version"] for r in t["create"]["records"] if r["type"] == "PartitionRecord"} == {2}
 
 
-def _incremental_alter(resource_type: int, name: str, key: str, value: str) -> d.Builder:
+async def test_cordoned_log_dirs(shared_pair_44: d.Pair) -> None:
+    """BrokerHeartbeat v2 (KIP-1066, 4.3+): the CordonedLogDirs a heartbeat reports are recorded
+    when they change, and placement leaves out a broker whose every directory is cordoned."""
+    a, b = d.scenario_uuid(44601), d.scenario_uuid(44602)
+    too_many = TopicSpec("t44-cordoned", partitions=1, rf=1000)
+    t = await d.check(shared_pair_44, [
+        Call("register", register44(4460, log_dirs=[a, b])),
+        Call("unfence", d.heartbeat(4460), 2),
+        Call("null: not caught up, says nothing", d.heartbeat(4460, cordoned_dirs=None), 2),
+        Call("none cordoned", d.heartbeat(4460, cordoned_dirs=[]), 2),
+        Call("none cordoned, again", d.heartbeat(4460, cordoned_dirs=[]), 2),
+        Call("one cordoned", d.heartbeat(4460, cordoned_dirs=[a]), 2),
+        Call("placement counts it", d.create_topics(too_many, validate_only=True)),
+        Call("both cordoned, in another order", d.heartbeat(4460, cordoned_dirs=[b, a]), 2),
+        Call("the same set", d.heartbeat(4460, cordoned_dirs=[a, b]), 2),
+        Call("placement leaves it out", d.create_topics(too_many, validate_only=True)),
+        Call("v1 says nothing of them", d.heartbeat(4460), 1),
+        Call("with an offline directory", d.heartbeat(4460, offline_dirs=[b], cordoned_dirs=[]), 2),
+        Call("config: set on the controller, not a subset", _incremental_alter(4, "4460", CORDONED, "/a")),
+        Call("config: set, forwarded by a broker", forwarded(_incremental_alter(4, "4460", CORDONED, "/a, /b"), 1)),
+        Call("config: a subset, on the controller", _incremental_alter(4, "4460", CORDONED, "/b ,/a")),
+        Call("config: a smaller one", _incremental_alter(4, "4460", CORDONED, "/a")),
+        Call("config: more again", _incremental_alter(4, "4460", CORDONED, "/a,/c")),
+        Call("config: empty", _incremental_alter(4, "4460", CORDONED, " ")),
+        Call("config: deleted", _incremental_alter(4, "4460", CORDONED, None, op=1)),
+        Call("unregister", d.unregister(4460)),
+    ])
+    assert t.record_types("null: not caught up, says nothing") == []
+    assert [(r["type"], r["version"]) for r in t["none cordoned"]["records"]] == [
+        ("BrokerRegistrationChangeRecord", 3)]
+    assert t.record_types("none cordoned, again") == t.record_types("the same set") == []
+    counted, left_out = (t.response(s)["topics"][0]["error_message"] for s in ("placement counts it",
+                                                                               "placement leaves it out"))
+    assert counted != left_out and "log directories cordoned" in left_out
+    assert t.record_types("with an offline directory") == ["BrokerRegistrationChangeRecord"] * 2
+    assert [t.response(s)["responses"][0]["error_code"] for s in (
+        "config: set on the controller, not a subset", "config: a subset, on the controller",
+        "config: more again")] == [40, 0, 40]  # INVALID_CONFIG
+
+
+CORDONED = "cordoned.log.dirs"
+
+
+def _incremental_alter(resource_type: int, name: str, key: str, value: str | None, op: int = 0) -> d.Builder:
     from kraftsim.rpc.messages import IncrementalAlterConfigsRequest as IAC
 
     return lambda side: IAC(validate_only=False, resources=[IAC.AlterConfigsResource(
         resource_type=resource_type, resource_name=name,
-        configs=[IAC.AlterableConfig(name=key, config_operation=0, value=value)])])
+        configs=[IAC.AlterableConfig(name=key, config_operation=op, value=value)])])
+
+
+def forwarded(build: d.Builder, version: int, principal: str = "User:ANONYMOUS") -> d.Builder:
+    """``build``'s request at ``version`` inside an Envelope, as a broker forwards it."""
+    from kraftsim.controller.envelope import serialize_principal
+    from kraftsim.rpc import frames
+    from kraftsim.rpc.messages import EnvelopeRequest
+
+    def envelope(side: d.Side) -> Any:
+        data = frames.encode_request(build(side), version, 77, "the-client")[4:]
+        return EnvelopeRequest(request_data=data, request_principal=serialize_principal(principal),
+                               client_host_address=b"\x0a\x01\x02\x03")
+    return envelope
 
 
 async def test_update_features_every_version(shared_pair_44: d.Pair) -> None:
@@ -177,13 +240,17 @@ async def test_rolling_upgrade_from_39(pair_factory: Callable[..., PairNodes]) -
         t = await d.check(pair, [
             Call("ApiVersions before", d.api_versions(), 4),
             Call("a broker of 4.4", register44(4430)),
+            Call("UnregisterController below 4.4-IV2", unregister_controller(4431)),
+            Call("the active controller below 4.4-IV2", unregister_controller(3000)),
+            Call("cordoned.log.dirs below 4.3-IV0", _incremental_alter(4, "4430", CORDONED, "")),
             Call("upgrade (validate only)", d.update_features(*everything, validate_only=True), 2),
             Call("upgrade", d.update_features(*everything), 2),
             Call("ApiVersions after", d.api_versions(), 4),
             Call("downgrade to 3.9", d.update_features(*((n, lvl, SAFE) for n, lvl, _ in (
                 (n, R44.default_level(n, 21) if n != MV else 21, 0) for n in (MV, *R44.production_features)))), 2),
         ])
-        assert t.error("upgrade") == 0
+        assert t.error("upgrade") == 0 and t.error("UnregisterController below 4.4-IV2") == 35
+        assert t.response("cordoned.log.dirs below 4.3-IV0")["responses"][0]["error_code"] == 40
         assert t.record_types("upgrade")[:3] == ["KRaftVersionRecord", "VotersRecord", "ConfigRecord"]
     finally:
         await close(pair)
@@ -220,18 +287,104 @@ async def test_describe_broker_configs(shared_pair_44: d.Pair) -> None:
         resources=[DC.DescribeConfigsResource(resource_type=4, resource_name="3000", configuration_keys=None)]), 4)])
 
 
-async def test_controller_registration(shared_pair_44: d.Pair) -> None:
+def register_controller(cid: int) -> d.Builder:
     from kraftsim.rpc.messages import ControllerRegistrationRequest as CR
 
-    def reg(cid: int) -> d.Builder:
-        return lambda side: CR(controller_id=cid, incarnation_id=d.scenario_uuid(cid), zk_migration_ready=False,
-                               listeners=[CR.Listener(name="CONTROLLER", host="localhost", port=19093,
-                                                      security_protocol=0)],
-                               features=[CR.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
-                                         for n, (lo, hi) in R44.supported_features().items()])
-    t = await d.check(shared_pair_44, [Call("a controller that is not a voter", reg(4440)),
-                                        Call("the voter itself, again", reg(3000))])
+    return lambda side: CR(controller_id=cid, incarnation_id=d.scenario_uuid(cid), zk_migration_ready=False,
+                           listeners=[CR.Listener(name="CONTROLLER", host="localhost", port=19093,
+                                                  security_protocol=0)],
+                           features=[CR.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
+                                     for n, (lo, hi) in R44.supported_features().items()])
+
+
+def unregister_controller(cid: int) -> d.Builder:
+    from kraftsim.rpc.messages import UnregisterControllerRequest
+
+    return lambda side: UnregisterControllerRequest(controller_id=cid)
+
+
+def _own_port(pair: d.Pair, transcripts: tuple[list[Any], list[Any]]) -> None:
+    """DescribeCluster lists each controller on its own port: compared as 'own port'."""
+    for side, transcript in zip((pair.kafka, pair.kraftsim), transcripts, strict=True):
+        own = int(side.node.bootstrap.rsplit(":", 1)[1])
+        for step in transcript:
+            if isinstance(step["response"], dict):
+                for b in step["response"].get("brokers", []):
+                    b["port"] = "own port" if b["port"] == own else b["port"]
+
+
+async def test_unregister_controller(shared_pair_44: d.Pair) -> None:
+    """UnregisterController (4.4, KIP-1312): one UnregisterControllerRecord, after which
+    DescribeCluster no longer lists the controller; the refusals in Kafka's order."""
+    from kraftsim.rpc.messages import DescribeClusterRequest as DCR
+
+    def dc() -> d.Builder:
+        return lambda side: DCR(include_cluster_authorized_operations=False, endpoint_type=2)
+    steps = [
+        Call("register", register_controller(4470)),
+        Call("described", dc(), 2),
+        Call("unregister", unregister_controller(4470)),
+        Call("described after", dc(), 2),
+        Call("again", unregister_controller(4470)),
+        Call("the active controller", unregister_controller(3000)),
+        Call("an id never registered", unregister_controller(-1)),
+        Call("register again", register_controller(4470)),
+    ]
+    transcripts = await d.run(shared_pair_44, steps)
+    _own_port(shared_pair_44, transcripts)
+    d.assert_same(*transcripts)
+    t = d.Transcript(transcripts[0])
+    assert t.record_types("unregister") == ["UnregisterControllerRecord"] and t.error("unregister") == 0
+    assert 4470 in {b["broker_id"] for b in t.response("described")["brokers"]}
+    assert 4470 not in {b["broker_id"] for b in t.response("described after")["brokers"]}
+    assert (t.error("again"), t.error("the active controller")) == (136, 42)  # CONTROLLER_ID_NOT_REGISTERED
+
+
+async def test_controller_registration(shared_pair_44: d.Pair) -> None:
+    """After test_unregister_controller: registering 3000 anew makes each side register itself
+    again a moment later, a record no scenario can place."""
+    t = await d.check(shared_pair_44, [Call("a controller that is not a voter", register_controller(4440)),
+                                        Call("the voter itself, again", register_controller(3000))])
     assert t.error("a controller that is not a voter") == 0
+
+
+async def test_unregister_controller_authorized_and_forwarded(pair_factory: Callable[..., PairNodes]) -> None:
+    """ALTER on the cluster, asked before anything else; a broker may forward it (Envelope)."""
+    from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
+
+    nodes = pair_factory("unregister-controller-authz", release="4.4", kafka_release="4.4",
+                         authorizer_class_name=STANDARD_AUTHORIZER, super_users="User:ANONYMOUS",
+                         allow_everyone_if_no_acl_found="false")
+    pair = await connect(nodes)
+    try:
+        t = await d.check(pair, [
+            Call("register", register_controller(4471)),
+            Call("not allowed, an id never registered", forwarded(unregister_controller(-1), 0, "User:alice")),
+            Call("not allowed, the active controller", forwarded(unregister_controller(3000), 0, "User:alice")),
+            Call("forwarded for a super user", forwarded(unregister_controller(4471), 0)),
+        ])
+    finally:
+        await close(pair)
+    assert t.record_types("forwarded for a super user") == ["UnregisterControllerRecord"]
+
+
+async def test_describe_cluster_v2(shared_pair_44: d.Pair) -> None:
+    """DescribeCluster v2 (KIP-1073) on a controller: IncludeFencedBrokers changes nothing there,
+    IsFenced is false (the controllers listed are never fenced)."""
+    from kraftsim.rpc.messages import DescribeClusterRequest as DCR
+
+    def dc(endpoint_type: int, fenced: bool) -> d.Builder:
+        return lambda side: DCR(include_cluster_authorized_operations=True, endpoint_type=endpoint_type,
+                                include_fenced_brokers=fenced)
+    steps = [Call("v1", dc(2, False), 1), Call("v2", dc(2, False), 2),
+             Call("v2 with fenced brokers", dc(2, True), 2), Call("v2 for broker endpoints", dc(1, True), 2)]
+    transcripts = await d.run(shared_pair_44, steps)
+    _own_port(shared_pair_44, transcripts)
+    d.assert_same(*transcripts)
+    t = d.Transcript(transcripts[0])
+    assert t.error("v2 with fenced brokers") == 0
+    listed = t.response("v2 with fenced brokers")["brokers"]
+    assert listed and not any(b["is_fenced"] for b in listed)
 
 
 async def test_40_api_versions_and_features(pair_factory: Callable[..., PairNodes]) -> None:
