@@ -162,8 +162,11 @@ def describe_cluster(image: MetadataImage, cluster_id: str, listener: str, versi
             error_code=ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
             error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
                           "CONTROLLER")
-    nodes = [DescribeClusterResponse.DescribeClusterBroker(broker_id=b.id, host=ep[0], port=ep[1], rack=b.rack)
-             for b in alive_brokers(image) if (ep := b.listeners.get(listener)) is not None]
+    # v2 (4.0+): fenced brokers too when asked for, each saying whether it is (KafkaApis).
+    listed = image.cluster.brokers.values() if req.include_fenced_brokers else alive_brokers(image)
+    nodes = [DescribeClusterResponse.DescribeClusterBroker(broker_id=b.id, host=ep[0], port=ep[1], rack=b.rack,
+                                                           is_fenced=b.fenced)
+             for b in listed if (ep := b.listeners.get(listener)) is not None]
     controller = random_alive_broker(image)
     if not any(n.broker_id == controller for n in nodes):
         controller = -1

@@ -58,8 +58,6 @@ log = logging.getLogger("kraftsim.apis")
 NOT_SERVED: dict[int, int | None] = {
     ApiKey.FETCH: 17,  # v18, the follower's high watermark (4.1+)
     ApiKey.VOTE: 1,  # v2, pre-vote (4.0+)
-    ApiKey.DESCRIBE_CLUSTER: 1,  # v2, fenced brokers (4.0+)
-    ApiKey.BROKER_HEARTBEAT: 1,  # v2, cordoned log directories (4.3+)
     80: None,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: the dynamic quorum's voter changes
     81: None,
     82: None,

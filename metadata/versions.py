@@ -292,6 +292,16 @@ class Release:
     def directory_assignment_supported(self, level: int) -> bool:
         return self._on("isDirectoryAssignmentSupported", level)
 
+    @property
+    def knows_cordoned_log_dirs(self) -> bool:
+        """A release of KIP-1066 (4.3+), whatever its level: its placer's refusals name
+        cordoned log directories."""
+        return "isCordonedLogDirsSupported" in self._gates
+
+    def cordoned_log_dirs_supported(self, level: int) -> bool:
+        """Cordoned log directories (KIP-1066): heartbeats' CordonedLogDirs recorded, 4.3-IV0+."""
+        return self._on("isCordonedLogDirsSupported", level)
+
     def is_elr_supported(self, level: int) -> bool:
         """From 4.0-IV1 in 4.x; from 3.9's unstable 4.0-IV0 in 3.9."""
         return self._on("isElrSupported", level)

@@ -445,3 +445,27 @@ def test_equality_ignores_offsets_and_registration_offsets() -> None:
     assert a == b and a.cluster.brokers[1].registration_offset != b.cluster.brokers[1].registration_offset
     b.replay(change(isr=[1, 2]), 200)
     assert a != b
+
+
+def test_cordoned_directories() -> None:
+    """4.3+ (KIP-1066): RegisterBrokerRecord v4 and BrokerRegistrationChangeRecord v3 carry the
+    cordoned directories (null: not reported, or no change), which a snapshot keeps."""
+    r44 = versions.release("4.4")
+    img = MetadataImage(release=r44)
+    img.replay(mv(33), 0)
+    img.replay(broker(1, log_dirs=D[:2]), 1)
+    reg = img.cluster.brokers[1]
+    assert reg.cordoned_directories is None and reg.has_uncordoned_dirs
+    brc = R("BrokerRegistrationChangeRecord")
+    img.replay(brc(broker_id=1, broker_epoch=10, cordoned_log_dirs=[D[1]]), 2)
+    img.replay(brc(broker_id=1, broker_epoch=10, fenced=-1), 3)  # null: no change
+    reg = img.cluster.brokers[1]
+    assert reg.cordoned_directories == (D[1],) and reg.has_uncordoned_dirs and not reg.fenced
+    img.replay(brc(broker_id=1, broker_epoch=10, cordoned_log_dirs=[D[1], D[0]]), 4)
+    assert not img.cluster.brokers[1].has_uncordoned_dirs
+    loaded = MetadataImage(img.supported_features, r44)
+    loaded.load_snapshot(list(img.records()), img.offset)
+    assert loaded.cluster.brokers[1] == img.cluster.brokers[1]
+    img.replay(mv(29), 5)  # below 4.3-IV0 the field cannot be written
+    with pytest.raises(UnwritableMetadataError):
+        list(img.records())

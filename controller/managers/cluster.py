@@ -454,6 +454,11 @@ class ClusterControlManager:
             return self._heartbeat_transition(request, reg, st)
         if request.offline_log_dirs:
             return self._heartbeat_dirs(request, reg, [], k >= CAUGHT_UP, bool(k & FENCED_BIT), False)
+        if request.cordoned_log_dirs is not None:
+            result = self._heartbeat_dirs(request, reg, [], k >= CAUGHT_UP, bool(k & FENCED_BIT), False)
+            if result.records:  # replaying the change re-registers the broker with the tracker
+                self._after_registration_changes(broker_id, result.records)
+            return result
         return HeartbeatResult([], BrokerHeartbeatResponse(
             is_caught_up=k >= CAUGHT_UP, is_fenced=bool(k & FENCED_BIT), should_shut_down=False), False)
 
@@ -518,7 +523,8 @@ class ClusterControlManager:
     def _heartbeat_dirs(self, request: BrokerHeartbeatRequest, reg: BrokerRegistration,
                         records: list[RecordAndVersion], caught_up: bool,
                         fenced: bool, shut_down: bool) -> HeartbeatResult:
-        """handleDirectoriesOffline (MV >= 3.7-IV2), then the reply."""
+        """handleDirectoriesOffline (MV >= 3.7-IV2), handleDirectoriesCordoned (4.3-IV0+), then
+        the reply."""
         offline = request.offline_log_dirs
         image = self.ctx.image
         if offline and self.ctx.release.directory_assignment_supported(image.metadata_version):
@@ -535,8 +541,22 @@ class ClusterControlManager:
                 records.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch,
                                                                log_dirs=remaining),
                                 self.ctx.release.broker_registration_change_record_version(log_dirs=True)))
+        self._heartbeat_cordoned(request, reg, records)
         return HeartbeatResult(records, BrokerHeartbeatResponse(
             is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down), False)
+
+    def _heartbeat_cordoned(self, request: BrokerHeartbeatRequest, reg: BrokerRegistration,
+                            records: list[RecordAndVersion]) -> None:
+        """A BrokerRegistrationChangeRecord v3 when the heartbeat's CordonedLogDirs (v2) differ,
+        as a set, from the registration's; recorded even when empty if the registration has
+        none yet. A null list (a broker not caught up yet) says nothing."""
+        cordoned = request.cordoned_log_dirs
+        if cordoned is None or not self.ctx.release.cordoned_log_dirs_supported(self.ctx.image.metadata_version):
+            return
+        now = reg.cordoned_directories
+        if now is None or set(now) != set(cordoned):
+            records.append((BrokerRegistrationChangeRecord(broker_id=reg.id, broker_epoch=request.broker_epoch,
+                                                           cordoned_log_dirs=list(cordoned)), 3))
 
     def _after_registration_changes(self, broker_id: int, records: list[RecordAndVersion]) -> None:
         """What replaying our own fence/unfence/registration-change records does to the tracker:

@@ -20,7 +20,9 @@ metadata.version); so does ours.
 registered controllers that have an endpoint on the listener the request came in on, and the
 active controller's id (-1 if it has not registered yet). It needs metadata.version 3.7-IV0, and
 only answers a request for the CONTROLLER endpoint type: the default BROKER type (and so every
-v0 request) gets MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST in v0), as in Kafka.
+v0 request) gets MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST in v0), as in Kafka. v2 (4.0+,
+KIP-1073) adds the request's IncludeFencedBrokers and the response's IsFenced: a 4.x controller
+ignores the one and leaves the other false (controllers are never fenced), so v2 is v1.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ class InvalidReplicationFactor(ApiError):
 
 def usable_brokers(image: MetadataImage,
                    shutting_down: Callable[[int], bool] | None = None) -> Iterator[UsableBroker]:
-    """Registered brokers not in controlled shutdown (BrokerHeartbeatManager.usableBrokers).
+    """Registered brokers not in controlled shutdown and not with every log directory cordoned
+    (BrokerHeartbeatManager.usableBrokers).
 
     ``shutting_down`` is the active controller's heartbeat soft state (a controlled-shutdown
     offset), and when given it is the only judge, as in Kafka: the image's InControlledShutdown
@@ -54,6 +55,8 @@ def usable_brokers(image: MetadataImage,
     it (tools reading an image) the image's flag stands in."""
     for b in image.cluster.brokers.values():
         if shutting_down(b.id) if shutting_down is not None else b.in_controlled_shutdown:
+            continue
+        if not b.has_uncordoned_dirs:  # 4.3+: every directory cordoned (KIP-1066)
             continue
         yield UsableBroker(b.id, b.rack, b.fenced)
 
@@ -143,7 +146,7 @@ class _RackList:
             rack.fenced.shuffle(self.rng)
             rack.unfenced.shuffle(self.rng)
 
-    def place_many(self, count: int, replication_factor: int) -> list[list[int]]:
+    def place_many(self, count: int, replication_factor: int, cordoned_words: bool = False) -> list[list[int]]:
         """Replica lists for ``count`` partitions, the leader first: Kafka's walk for one
         partition, repeated, with the refusals checked once (nothing they look at changes in
         between) and ``_BrokerList.next`` inlined for unfenced brokers (a million partitions
@@ -153,7 +156,7 @@ class _RackList:
         After as many partitions as there are unfenced brokers, the racks and brokers are
         reshuffled so the next round does not repeat the same assignments (never for a single
         unfenced broker: that loops)."""
-        check_replication_factor(replication_factor, self.num_total, self.num_unfenced)
+        check_replication_factor(replication_factor, self.num_total, self.num_unfenced, cordoned_words)
         racks = self.racks
         names = self.rack_names  # shuffle() shuffles it in place
         nracks = len(names)
@@ -221,27 +224,32 @@ class _RackList:
         return placed
 
 
-def check_replication_factor(replication_factor: int, num_total: int, num_unfenced: int) -> None:
-    """The placer's three refusals, in StripedReplicaPlacer.place's order."""
+def check_replication_factor(replication_factor: int, num_total: int, num_unfenced: int,
+                             cordoned_words: bool = False) -> None:
+    """The placer's three refusals, in StripedReplicaPlacer.place's order; ``cordoned_words``:
+    as 4.3+ word them, naming cordoned log directories too."""
     if replication_factor <= 0:
         raise InvalidReplicationFactor(f"Invalid replication factor {replication_factor}: "
                                        f"the replication factor must be positive.")
     if num_unfenced == 0:
-        raise InvalidReplicationFactor("All brokers are currently fenced.")
+        raise InvalidReplicationFactor("All brokers are currently fenced, or have all their log directories cordoned."
+                                       if cordoned_words else "All brokers are currently fenced.")
     if replication_factor > num_total:
+        tail = " or some brokers have all their log directories cordoned." if cordoned_words else "."
         raise InvalidReplicationFactor(f"The target replication factor of {replication_factor} cannot be "
-                                       f"reached because only {num_total} broker(s) are registered.")
+                                       f"reached because only {num_total} broker(s) are registered{tail}")
 
 
 class StripedReplicaPlacer:
     """Places one topic's partitions; keep one instance (and its rng) per controller."""
 
-    def __init__(self, rng: random.Random | None = None) -> None:
+    def __init__(self, rng: random.Random | None = None, cordoned_words: bool = False) -> None:
         self.rng = rng if rng is not None else random.Random()
+        self.cordoned_words = cordoned_words  # refusals in 4.3+'s words (check_replication_factor)
 
     def place(self, num_partitions: int, replication_factor: int,
               brokers: Iterable[UsableBroker]) -> list[list[int]]:
         """Replica lists for partitions 0..num_partitions-1; the first replica is the leader."""
         racks = _RackList(self.rng, brokers)
-        check_replication_factor(replication_factor, racks.num_total, racks.num_unfenced)
-        return racks.place_many(num_partitions, replication_factor)
+        check_replication_factor(replication_factor, racks.num_total, racks.num_unfenced, self.cordoned_words)
+        return racks.place_many(num_partitions, replication_factor, self.cordoned_words)

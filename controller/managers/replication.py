@@ -108,7 +108,7 @@ class ReplicationControlManager:
                  shutting_down: Callable[[int], bool] | None = None) -> None:
         self.ctx = ctx
         self.rng = rng if rng is not None else random.Random()
-        self.placer = StripedReplicaPlacer(self.rng)
+        self.placer = StripedReplicaPlacer(self.rng, ctx.release.knows_cordoned_log_dirs)
         self.new_topic_id = new_topic_id
         self.shutting_down = shutting_down
         self._tails: tuple[TailsContext, Tails] | None = None  # PartitionRecord tails (see _Placement)
@@ -293,7 +293,7 @@ class ReplicationControlManager:
         if rf == -1:
             rf = self.ctx.config.get("default.replication.factor")
         try:
-            check_replication_factor(rf, num_usable, num_unfenced)
+            check_replication_factor(rf, num_usable, num_unfenced, self.placer.cordoned_words)
         except InvalidReplicationFactor as e:
             raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
                            f"Unable to replicate the partition {rf} time(s): {e.message}") from None

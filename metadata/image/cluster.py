@@ -58,7 +58,19 @@ class BrokerRegistration:
     in_controlled_shutdown: bool
     is_migrating_zk_broker: bool
     directories: tuple[uuid.UUID, ...]
+    # The directories the broker reports cordoned (KIP-1066, 4.3+), as its last heartbeat listed
+    # them; None until a heartbeat has said (a broker reports them once caught up).
+    cordoned_directories: tuple[uuid.UUID, ...] | None = None
     registration_offset: int = field(default=-1, compare=False)
+
+    @property
+    def has_uncordoned_dirs(self) -> bool:
+        """Whether placement may put replicas here (BrokerRegistration.hasUncordonedDirs): true
+        unless the broker lists directories and has cordoned every one of them."""
+        cordoned = self.cordoned_directories
+        if not self.directories or cordoned is None:
+            return True
+        return any(d not in cordoned for d in self.directories)
 
     @property
     def active(self) -> bool:
@@ -81,6 +93,10 @@ class BrokerRegistration:
             if not release.directory_assignment_supported(mv):
                 raise UnwritableMetadataError("the online log directories of one or more brokers")
             rec.log_dirs = list(self.directories)
+        if self.cordoned_directories is not None:
+            if not release.cordoned_log_dirs_supported(mv):
+                raise UnwritableMetadataError("the cordoned log directories of one or more brokers")
+            rec.cordoned_log_dirs = list(self.cordoned_directories)
         rec.end_points = [RegisterBrokerRecord.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
                           for n, (h, p, s) in self.listeners.items()]
         rec.features = [RegisterBrokerRecord.BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
@@ -227,7 +243,9 @@ def replay_register_broker(cluster: ClusterImage, record: Any, offset: int, undo
         supported_features=_features(record.features), rack=record.rack, fenced=record.fenced,
         in_controlled_shutdown=record.in_controlled_shutdown,
         is_migrating_zk_broker=record.is_migrating_zk_broker,
-        directories=sorted_dirs(record.log_dirs), registration_offset=offset)
+        directories=sorted_dirs(record.log_dirs),
+        cordoned_directories=None if record.cordoned_log_dirs is None else tuple(record.cordoned_log_dirs),
+        registration_offset=offset)
     _put_broker(cluster, reg.id, reg, undo)
 
 
@@ -247,13 +265,14 @@ def replay_unregister_broker(cluster: ClusterImage, record: Any, undo: list | No
 
 def _change(cluster: ClusterImage, reg: BrokerRegistration, fenced: bool | None,
             in_controlled_shutdown: bool | None, directories: tuple[uuid.UUID, ...] | None,
-            undo: list | None) -> None:
+            undo: list | None, cordoned: tuple[uuid.UUID, ...] | None = None) -> None:
     """A changed copy replaces the registration: registrations are never mutated in place, so
     the journal (and a frozen snapshot view) can keep the old one."""
     new = dataclasses.replace(
         reg, fenced=reg.fenced if fenced is None else fenced,
         in_controlled_shutdown=reg.in_controlled_shutdown if in_controlled_shutdown is None else in_controlled_shutdown,
-        directories=reg.directories if directories is None else directories)
+        directories=reg.directories if directories is None else directories,
+        cordoned_directories=reg.cordoned_directories if cordoned is None else cordoned)
     _put_broker(cluster, reg.id, new, undo)
 
 
@@ -284,7 +303,9 @@ def replay_broker_registration_change(cluster: ClusterImage, record: Any, undo: 
     else:
         raise ReplayError(f"Unable to replay {record}: unknown value for inControlledShutdown field: {c}")
     dirs = sorted_dirs(record.log_dirs) if record.log_dirs else None  # empty list = no change
-    _change(cluster, reg, fenced, ics, dirs, undo)
+    # CordonedLogDirs (v3): null is no change; an empty list is a change (none cordoned).
+    cordoned = None if record.cordoned_log_dirs is None else tuple(record.cordoned_log_dirs)
+    _change(cluster, reg, fenced, ics, dirs, undo, cordoned)
 
 
 def replay_register_controller(cluster: ClusterImage, record: Any, undo: list | None) -> None:

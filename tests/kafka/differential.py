@@ -663,14 +663,16 @@ def register(broker_id: int, *, incarnation: int | None = None, cluster_id: str 
 
 def heartbeat(broker_id: int, *, epoch: int | None = None, epoch_delta: int = 0, offset: int | str = "last",
               want_fence: bool = False, want_shutdown: bool = False,
-              offline_dirs: list[uuid.UUID] | None = None) -> Builder:
+              offline_dirs: list[uuid.UUID] | None = None, cordoned_dirs: list[uuid.UUID] | None = None) -> Builder:
     """``offset``: "last" (the side's last offset: caught up), or an offset relative to the start.
-    ``epoch``: by default the epoch this side gave the broker, -1 if it gave none."""
+    ``epoch``: by default the epoch this side gave the broker, -1 if it gave none.
+    ``cordoned_dirs``: v2's CordonedLogDirs (None: null, a broker not caught up)."""
     def build(side: Side) -> Message:
         e = (side.epochs.get(broker_id, -1) if epoch is None else epoch) + epoch_delta
         off = side.last_offset() if offset == "last" else side.offset(int(offset))
         return HB(broker_id=broker_id, broker_epoch=e, current_metadata_offset=off, want_fence=want_fence,
-                  want_shut_down=want_shutdown, offline_log_dirs=list(offline_dirs or []))
+                  want_shut_down=want_shutdown, offline_log_dirs=list(offline_dirs or []),
+                  cordoned_log_dirs=cordoned_dirs)
     return build
 
 

@@ -262,11 +262,11 @@ class KnownDivergence:
 _RAFT_VOTERS: dict[int, int | None] = {80: None, 81: None, 82: None}  # KIP-853's voter changes: one voter
 NOT_SERVED_YET: dict[str, dict[int, int | None]] = {
     "3.9": _RAFT_VOTERS,
-    "4.0": {**_RAFT_VOTERS, 52: 1, 60: 1},  # Vote v2 (pre-vote), DescribeCluster v2 (fenced brokers)
-    "4.1": {**_RAFT_VOTERS, 52: 1, 60: 1, 1: 17},  # Fetch v18 (the follower's high watermark)
-    "4.2": {**_RAFT_VOTERS, 52: 1, 60: 1, 1: 17},
-    "4.3": {**_RAFT_VOTERS, 52: 1, 60: 1, 1: 17, 63: 1},  # BrokerHeartbeat v2 (cordoned log dirs)
-    "4.4": {**_RAFT_VOTERS, 52: 1, 60: 1, 1: 17, 63: 1, 94: None},  # UnregisterController
+    "4.0": {**_RAFT_VOTERS, 52: 1},  # Vote v2 (pre-vote)
+    "4.1": {**_RAFT_VOTERS, 52: 1, 1: 17},  # Fetch v18 (the follower's high watermark)
+    "4.2": {**_RAFT_VOTERS, 52: 1, 1: 17},
+    "4.3": {**_RAFT_VOTERS, 52: 1, 1: 17},
+    "4.4": {**_RAFT_VOTERS, 52: 1, 1: 17, 94: None},  # UnregisterController
 }
 
 
@@ -289,8 +289,8 @@ CONTROLLER_APIS = KnownDivergence(
     "controller APIs not served yet",
     "ApiVersionsResponse.ApiKeys: a Kafka controller also serves what NOT_SERVED_YET lists for its release "
     "(the Raft voter APIs of KIP-853, AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: kraftsim runs a "
-    "single voter; from 4.0 pre-vote, DescribeCluster's fenced brokers, from 4.1 Fetch v18, from 4.3 "
-    "cordoned log directories, in 4.4 UnregisterController). Those entries are left out of the general "
+    "single voter; from 4.0 pre-vote, from 4.1 Fetch v18, in 4.4 "
+    "UnregisterController). Those entries are left out of the general "
     "comparison, or cut to the versions kraftsim serves; every other entry is compared with its versions.",
     "tests/kafka/test_api_versions.py::test_api_versions_lists_every_controller_api",
     "ApiVersionsResponse", "api_keys", _served)

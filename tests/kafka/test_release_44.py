@@ -105,6 +105,36 @@ async def test_topics_and_configs(shared_pair_44: d.Pair) -> None:
     assert {r["version"] for r in t["create"]["records"] if r["type"] == "PartitionRecord"} == {2}
 
 
+async def test_cordoned_log_dirs(shared_pair_44: d.Pair) -> None:
+    """BrokerHeartbeat v2 (KIP-1066, 4.3+): the CordonedLogDirs a heartbeat reports are recorded
+    when they change, and placement leaves out a broker whose every directory is cordoned."""
+    a, b = d.scenario_uuid(44601), d.scenario_uuid(44602)
+    too_many = TopicSpec("t44-cordoned", partitions=1, rf=1000)
+    t = await d.check(shared_pair_44, [
+        Call("register", register44(4460, log_dirs=[a, b])),
+        Call("unfence", d.heartbeat(4460), 2),
+        Call("null: not caught up, says nothing", d.heartbeat(4460, cordoned_dirs=None), 2),
+        Call("none cordoned", d.heartbeat(4460, cordoned_dirs=[]), 2),
+        Call("none cordoned, again", d.heartbeat(4460, cordoned_dirs=[]), 2),
+        Call("one cordoned", d.heartbeat(4460, cordoned_dirs=[a]), 2),
+        Call("placement counts it", d.create_topics(too_many, validate_only=True)),
+        Call("both cordoned, in another order", d.heartbeat(4460, cordoned_dirs=[b, a]), 2),
+        Call("the same set", d.heartbeat(4460, cordoned_dirs=[a, b]), 2),
+        Call("placement leaves it out", d.create_topics(too_many, validate_only=True)),
+        Call("v1 says nothing of them", d.heartbeat(4460), 1),
+        Call("with an offline directory", d.heartbeat(4460, offline_dirs=[b], cordoned_dirs=[]), 2),
+        Call("unregister", d.unregister(4460)),
+    ])
+    assert t.record_types("null: not caught up, says nothing") == []
+    assert [(r["type"], r["version"]) for r in t["none cordoned"]["records"]] == [
+        ("BrokerRegistrationChangeRecord", 3)]
+    assert t.record_types("none cordoned, again") == t.record_types("the same set") == []
+    counted, left_out = (t.response(s)["topics"][0]["error_message"] for s in ("placement counts it",
+                                                                               "placement leaves it out"))
+    assert counted != left_out and "log directories cordoned" in left_out
+    assert t.record_types("with an offline directory") == ["BrokerRegistrationChangeRecord"] * 2
+
+
 def _incremental_alter(resource_type: int, name: str, key: str, value: str) -> d.Builder:
     from kraftsim.rpc.messages import IncrementalAlterConfigsRequest as IAC
 
@@ -232,6 +262,28 @@ async def test_controller_registration(shared_pair_44: d.Pair) -> None:
     t = await d.check(shared_pair_44, [Call("a controller that is not a voter", reg(4440)),
                                         Call("the voter itself, again", reg(3000))])
     assert t.error("a controller that is not a voter") == 0
+
+
+async def test_describe_cluster_v2(shared_pair_44: d.Pair) -> None:
+    """DescribeCluster v2 (KIP-1073) on a controller: IncludeFencedBrokers changes nothing there,
+    IsFenced is false (the controllers listed are never fenced)."""
+    from kraftsim.rpc.messages import DescribeClusterRequest as DCR
+
+    def dc(endpoint_type: int, fenced: bool) -> d.Builder:
+        return lambda side: DCR(include_cluster_authorized_operations=True, endpoint_type=endpoint_type,
+                                include_fenced_brokers=fenced)
+    steps = [Call("v1", dc(2, False), 1), Call("v2", dc(2, False), 2),
+             Call("v2 with fenced brokers", dc(2, True), 2), Call("v2 for broker endpoints", dc(1, True), 2)]
+    transcripts = await d.run(shared_pair_44, steps)
+    for side, transcript in zip((shared_pair_44.kafka, shared_pair_44.kraftsim), transcripts, strict=True):
+        own = int(side.node.bootstrap.rsplit(":", 1)[1])  # each lists itself, on its own port
+        for step in transcript:
+            for b in step["response"].get("brokers", []):
+                b["port"] = "own port" if b["port"] == own else b["port"]
+    d.assert_same(*transcripts)
+    t = d.Transcript(transcripts[0])
+    assert t.error("v2 with fenced brokers") == 0
+    assert [b["is_fenced"] for b in t.response("v2 with fenced brokers")["brokers"]] == [False]
 
 
 async def test_40_api_versions_and_features(pair_factory: Callable[..., PairNodes]) -> None:
