@@ -10,7 +10,7 @@ DATA := kraft-data
 CONFIG ?= deploy/controller.properties
 ARGS ?=
 
-.PHONY: run run-migration test test-fast test-compiled compiled lint bench image image-base dist clean kafka
+.PHONY: run run-migration run-road test test-fast test-compiled compiled lint bench image image-base dist clean kafka
 
 $(VENV)/.installed: pyproject.toml
 	@echo "kraftsim: installing kraftsim with its test, Spark and dev extras into $(VENV) (a few minutes the first time)"
@@ -78,6 +78,14 @@ kafka: $(VENV)/.installed
 # controller (tests/kafka/rehearsal.py). KEEP=1 keeps its directory (logs, data) afterwards.
 run-migration: kafka
 	$(PY) -m tests.kafka.rehearsal $(if $(KEEP),--keep)
+
+# The whole road: the rehearsal above, then kraftsim restarted as a Kafka $(TO) controller, the
+# brokers rolled to Kafka $(TO) and metadata.version raised by that release's kafka-features, with a
+# producer and a consumer running across every step; each step timed.
+TO ?= 4.4
+run-road: kafka
+	$(PY) -m tests.kafka.provision --release $(TO)
+	$(PY) -m tests.kafka.rehearsal --to $(TO) $(if $(KEEP),--keep)
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q $(XDIST) -m "not slow"

@@ -1,9 +1,11 @@
-"""The ZooKeeper migration rehearsed end to end (tests/kafka/rehearsal.py plays it): a real
-ZooKeeper, three real Kafka 3.9.2 brokers in ZooKeeper mode filled by Kafka's tools and a
+"""The road from ZooKeeper to Kafka 4.4 rehearsed end to end (tests/kafka/rehearsal.py plays it):
+a real ZooKeeper, three real Kafka 3.9.2 brokers in ZooKeeper mode filled by Kafka's tools and a
 producer, rolled with the migration configs onto kraftsim, rolled again to KRaft mode, their
-messages consumed, and kraftsim finalized. The oracle: a real Kafka 3.9.2 KRaft controller
-migrates a copy of the same ZooKeeper content, and the records it writes for the copy are those
-kraftsim wrote."""
+messages consumed, and kraftsim finalized; then kraftsim restarted as a Kafka 4.4 controller, the
+brokers rolled to Kafka 4.4.0 and metadata.version raised to 4.4 by Kafka 4.4's own tool, with a
+producer and a consumer running across every step and nothing acknowledged lost. The oracle for
+the migration: a real Kafka 3.9.2 KRaft controller migrates a copy of the same ZooKeeper content,
+and the records it writes for the copy are those kraftsim wrote."""
 
 from __future__ import annotations
 
@@ -19,7 +21,17 @@ import pytest
 from tests.harness import poll_until
 from tests.kafka.conftest import PAIR_CONFIG
 from tests.kafka.harness import KafkaNode
-from tests.kafka.rehearsal import BROKER_IDS, MESSAGE_TOPICS, TOPICS, Rehearsal, create_topic, until
+from tests.kafka.provision import RELEASES
+from tests.kafka.rehearsal import (
+    BROKER_IDS,
+    MESSAGE_TOPICS,
+    OFFSETS_PARTITIONS,
+    TOPICS,
+    Rehearsal,
+    Traffic,
+    create_topic,
+    until,
+)
 from tests.kafka.test_migration import copied, copy_tree, migration_section, normalised, register_zk_brokers
 from tests.zookeeper import ZooKeeper, running
 
@@ -80,16 +92,25 @@ async def oracle_copy(r: Rehearsal, tmp_path: Path, zookeeper: ZooKeeper) -> Kaf
 
 async def test_the_rehearsal_from_zookeeper_to_kraft(tmp_path: Path, zookeeper: ZooKeeper) -> None:
     r = Rehearsal(tmp_path, zookeeper, say=log.info)
+    traffic: Traffic | None = None
     try:
-        # 1. The ZooKeeper-mode cluster, filled by Kafka's tools, with messages.
+        # 1. The ZooKeeper-mode cluster, filled by Kafka's tools, with messages; from here on a
+        # producer and a consumer run across every step.
         r.start_zk_cluster()
         r.fill()
         r.produce()
         assert sorted(r.zk.get_children(f"{r.chroot}/brokers/topics")) == sorted(TOPICS)
+        topic_names = {*TOPICS, "__consumer_offsets"}
+        traffic = Traffic(r.bootstrap).start()
+        until("the traffic flowing", lambda: traffic is not None and min(traffic.counts()) > 0, 60)
+        # (Its consumer's group made the brokers create __consumer_offsets, as any group does.)
+        until("__consumer_offsets created", lambda: r.exists("/brokers/topics/__consumer_offsets"), 60)
+        traffic.step("ZooKeeper mode")
 
         # 2. kraftsim with migration on; the brokers rolled with the migration configs.
         r.start_controller()
-        assert r.migration_state()["zkMigrationState"] == "PRE_MIGRATION"
+        # (PRE_MIGRATION is in the activation records, committed a moment after /healthz says active.)
+        until("PRE_MIGRATION", lambda: r.migration_state()["zkMigrationState"] == "PRE_MIGRATION", 30)
         r.roll_with_migration_configs()
         state = r.wait_dual_write()
         assert state["zkMigrationState"] == "MIGRATION"
@@ -98,10 +119,10 @@ async def test_the_rehearsal_from_zookeeper_to_kraft(tmp_path: Path, zookeeper: 
         # Every ZooKeeper entity is a record (as `kraftsim dump-log` shows them).
         got = records(r.dump_log())
         topics = {d["name"]: d["topicId"] for t, d in got if t == "TopicRecord"}
-        assert set(topics) == set(TOPICS)
+        assert set(topics) == topic_names
         for t in TOPICS:  # the ids ZooKeeper-mode Kafka gave them
             assert r.znode(f"/brokers/topics/{t}")["topic_id"] == topics[t]
-        assert sum(t == "PartitionRecord" for t, _ in got) == 2 * len(TOPICS)
+        assert sum(t == "PartitionRecord" for t, _ in got) == 2 * len(TOPICS) + OFFSETS_PARTITIONS
         configs = {(d["resourceType"], d["resourceName"], d["name"]): d["value"] for t, d in got if t == "ConfigRecord"}
         assert configs[(2, TOPICS[0], "cleanup.policy")] == "compact"
         assert configs[(2, TOPICS[1], "retention.ms")] == "3600001"
@@ -143,11 +164,33 @@ async def test_the_rehearsal_from_zookeeper_to_kraft(tmp_path: Path, zookeeper: 
         for t in MESSAGE_TOPICS:
             assert sorted(consumed.get(t, [])) == sorted(r.sent[t]), t
 
+        traffic.step("migration")
+
         # 4. Finalized: POST_MIGRATION, and ZooKeeper is written no more.
         assert r.finalize() == {"enabled": False, "zkMigrationState": "POST_MIGRATION"}
         create_topic(r.bootstrap, "after-finalization")
         assert r.controller is not None
         assert "after-finalization" in {d["name"] for t, d in records(r.dump_log()) if t == "TopicRecord"}
         assert not r.exists("/brokers/topics/after-finalization")
+        traffic.step("finalized")
+
+        # 5. On to Kafka 4.4: kraftsim speaks 4.4 on the 3.9-IV0 log (the middle of a rolling
+        # upgrade), the brokers are rolled to 4.4.0's jars, and 4.4's kafka-features finishes it.
+        assert "is a Kafka 4.4 controller" in r.upgrade_controller("4.4")
+        r.roll_to_release(RELEASES["4.4"])
+        assert all(b.kafka_version == RELEASES["4.4"] and "Kafka version: 4.4.0" in b.log_tail(100_000)
+                   for b in r.brokers.values())
+        assert r.upgrade_features("4.4", RELEASES["4.4"]) == "4.4-IV2"
+        create_topic(r.bootstrap, "on-4.4")  # forwarded by a 4.4 broker, at 4.4-IV2
+        until("on-4.4 led and in sync", r.brokers_in_sync, 60)
+        traffic.step("Kafka 4.4")
+
+        # Nothing the producer was told was written is lost, and it wrote throughout.
+        acked, lost = traffic.finish()
+        assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages lost"
+        assert not traffic.errors, traffic.errors[:3]
+        assert all(during[0] > 0 for during in (s[1:] for s in traffic.steps)), traffic.steps
     finally:
+        if traffic is not None:
+            traffic.finish(timeout=0)
         r.close()

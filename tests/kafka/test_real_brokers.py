@@ -13,30 +13,19 @@ import json
 import re
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
 from kraftsim.faults.client import FaultClient
-from tests.kafka.harness import (
-    KafkaNode,
-    KraftsimNode,
-    kafka_metadata_quorum,
-    kafka_reassign_partitions,
-    kafka_topics,
-    random_cluster_id,
-)
+from tests.kafka.harness import kafka_metadata_quorum, kafka_reassign_partitions, kafka_topics
+from tests.kafka.real_cluster import AdminClient, Cluster, consume, produce, until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-ck = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient  # noqa: E402
-
 BROKER_IDS = (1, 2, 3)
 SESSION_TIMEOUT_MS = 6000
-T = TypeVar("T")
 
 # Snapshots every second and segments of 4 KiB kept only until a snapshot covers them, so that a
 # broker that starts late finds the log start past offset 0 and must fetch a snapshot.
@@ -63,127 +52,15 @@ BROKER_CONFIG = {
 }
 
 
-def until(what: str, probe: Callable[[], T | None], timeout: float = 90, every: float = 0.2) -> T:
-    """Poll ``probe`` until it returns something truthy, with a deadline."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            got = probe()
-        except Exception as e:  # noqa: BLE001 - a tool or client may fail while the cluster moves
-            last = e  # (and is asked again: an exception is no answer)
-        else:
-            if got:
-                return got
-            last = got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
-        time.sleep(every)
-
-
-class Cluster:
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        cid = random_cluster_id()
-        self.controller = KraftsimNode(directory / "controller", cluster_id=cid, overrides=dict(CONTROLLER_CONFIG))
-        self.voters = f"{self.controller.node_id}@{self.controller.bootstrap}"
-        self.brokers = {i: self.new_broker(i) for i in BROKER_IDS}
-
-    def new_broker(self, node_id: int) -> KafkaNode:
-        return KafkaNode(self.directory / f"broker-{node_id}", role="broker", node_id=node_id,
-                         cluster_id=self.controller.cluster_id, voters=self.voters, overrides=dict(BROKER_CONFIG))
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers.values() if b.running)
-
-    def metrics(self) -> dict[str, float]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.controller.http_port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(kafka_controller_\w+) (\S+)$", text, re.M)}
-
-    def broker_counts(self) -> tuple[int, int]:
-        m = self.metrics()
-        return int(m["kafka_controller_kafkacontroller_activebrokercount"]), \
-            int(m["kafka_controller_kafkacontroller_fencedbrokercount"])
-
-    def admin(self) -> Any:
-        return AdminClient({"bootstrap.servers": self.bootstrap})
-
-    def partitions(self, topic: str) -> dict[int, tuple[int, list[int], list[int]]] | None:
-        """{partition: (leader, replicas in order, sorted isr)} as a broker's metadata cache has it."""
-        md = self.admin().list_topics(topic, timeout=10)
-        t = md.topics.get(topic)
-        if t is None or t.error is not None:
-            return None
-        return {p.id: (p.leader, list(p.replicas), sorted(p.isrs)) for p in t.partitions.values()}
-
-    def all_unfenced(self) -> bool:
-        return self.broker_counts() == (len(self.brokers), 0)
-
-    def stop(self) -> None:
-        for b in self.brokers.values():
-            b.kill()
-        self.controller.stop()
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("real-brokers"))
-    c.controller.format()
-    c.controller.start()
+    c = Cluster(tmp_path_factory.mktemp("real-brokers"), BROKER_IDS, controller_config=CONTROLLER_CONFIG,
+                broker_config=BROKER_CONFIG)
     try:
-        for b in c.brokers.values():
-            b.format()
-            b.start(wait=False)
-        for b in c.brokers.values():
-            b.wait_ready(120)
+        c.start()
         yield c
     finally:
         c.stop()
-
-
-def produce(c: Cluster, topic: str, count: int, prefix: str) -> set[str]:
-    """Idempotent producer, acks=all: the values every broker acknowledged."""
-    acked: set[str] = set()
-    errors: list[str] = []
-
-    def delivered(err: Any, msg: Any) -> None:
-        if err is None:
-            acked.add(msg.value().decode())
-        else:
-            errors.append(str(err))
-
-    p = ck.Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": True, "acks": "all",
-                     "linger.ms": 5, "message.timeout.ms": 60_000})
-    for i in range(count):
-        while True:
-            try:
-                p.produce(topic, value=f"{prefix}-{i}".encode(), key=str(i).encode(), on_delivery=delivered)
-                break
-            except BufferError:
-                p.poll(0.1)
-        p.poll(0)
-    assert p.flush(90) == 0, "messages still in flight after 90 s"
-    assert not errors, errors[:3]
-    return acked
-
-
-def consume(c: Cluster, topic: str, group: str, expected: int) -> list[str]:
-    consumer = ck.Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                            "enable.auto.commit": True})
-    consumer.subscribe([topic])
-    seen: list[str] = []
-    deadline = time.monotonic() + 120
-    try:
-        while len(seen) < expected and time.monotonic() < deadline:
-            for m in consumer.consume(1000, 1.0):
-                if m.error() is None:
-                    seen.append(m.value().decode())
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
-    return seen
 
 
 def test_brokers_register_fetch_and_are_unfenced(cluster: Cluster) -> None:
