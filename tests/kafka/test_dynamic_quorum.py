@@ -1,0 +1,125 @@
+"""A KIP-853 dynamic quorum beside Kafka 3.9.2: ``format --initial-controllers`` / ``--standalone``
+writes what Kafka's storage tool writes, each side reads the other's files, and the refusals are
+Kafka's. No server runs here: Kafka's storage tool is one JVM run (warm, through tool_server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kraftsim.metadata import files
+from kraftsim.metadata.log import LogConfig, MetadataLog
+from kraftsim.metadata.snapshots import last_contained_timestamp
+from kraftsim.raft.dynamic_voters import read_voters
+from kraftsim.rpc import uuids
+from tests.kafka.harness import KafkaNode, KraftsimNode, dump_log, kraftsim_cli, random_cluster_id
+
+pytestmark = pytest.mark.kafka
+
+DIRS = ["I7SfA9gyQImvGV3euyxX6A", "A-fmgU6kQJ2Aa_EJtJLBWg", "07R5amHmR32VDA6jHkGbTA"]
+
+
+def dynamic(port: int) -> dict[str, str]:
+    """The overrides that make a controller one of a dynamic quorum: no voters, bootstrap servers."""
+    return {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": f"127.0.0.1:{port}"}
+
+
+def pair(tmp_path: Path, node_id: int = 1, port: int = 19193) -> tuple[KafkaNode, KraftsimNode]:
+    cid = random_cluster_id()
+    return (KafkaNode(tmp_path / "kafka", node_id=node_id, port=port, cluster_id=cid, overrides=dynamic(port)),
+            KraftsimNode(tmp_path / "kraftsim", node_id=node_id, port=port, cluster_id=cid, overrides=dynamic(port)))
+
+
+def masked(path: Path) -> bytes:
+    """A snapshot file with what must differ between two runs zeroed: each batch's CRC and
+    timestamps, and the header's LastContainedLogTimestamp (the format's clock)."""
+    data = bytearray(path.read_bytes())
+    ts = last_contained_timestamp(path)
+    pos = 0
+    while pos + 12 <= len(data):
+        length = int.from_bytes(data[pos + 8:pos + 12], "big")
+        data[pos + 17:pos + 21] = bytes(4)  # crc
+        data[pos + 27:pos + 43] = bytes(16)  # base and max timestamp
+        pos += 12 + length
+    if ts:
+        data = bytearray(data.replace(ts.to_bytes(8, "big"), bytes(8)))
+    return bytes(data)
+
+
+def meta_properties(node: KafkaNode | KraftsimNode) -> list[str]:
+    """meta.properties without its date comment."""
+    return [line for line in (node.data_dir / files.META_PROPERTIES).read_text().splitlines()
+            if not line.startswith("#")]
+
+
+def dump_records(path: Path) -> list[str]:
+    """kafka-dump-log's record lines for ``path``, less the times."""
+    r = dump_log(path).check()
+    out = []
+    for line in r.stdout.splitlines():
+        if line.startswith("| offset:"):
+            body = line.split("valueSize:", 1)[1]
+            out.append(body.split(" ", 2)[2] if "SnapshotHeader" not in body else "SnapshotHeader")
+    return out
+
+
+def test_initial_controllers_write_what_kafkas_storage_tool_writes(tmp_path: Path) -> None:
+    kafka, sim = pair(tmp_path)
+    voters = f"1@127.0.0.1:19193:{DIRS[0]},2@127.0.0.1:19194:{DIRS[1]},3@127.0.0.1:19195:{DIRS[2]}"
+    k = kafka.format("--initial-controllers", voters)
+    s = sim.format("--initial-controllers", voters)
+    assert s.stdout.replace(str(sim.data_dir), "<dir>") == k.stdout.replace(str(kafka.data_dir), "<dir>")
+    assert meta_properties(sim) == meta_properties(kafka)
+    snapshot = Path(files.METADATA_TOPIC_DIR) / files.BOOTSTRAP_SNAPSHOT
+    for name in (Path(files.BOOTSTRAP_CHECKPOINT), snapshot):
+        assert masked(sim.data_dir / name) == masked(kafka.data_dir / name), name
+    assert sorted(p.name for p in sim.data_dir.rglob("*")) == sorted(p.name for p in kafka.data_dir.rglob("*"))
+    # Kafka's kafka-dump-log reads ours as it reads its own.
+    assert dump_records(sim.data_dir / snapshot) == dump_records(kafka.data_dir / snapshot)
+    assert "KRaftVoters" in " ".join(dump_records(sim.data_dir / snapshot))
+
+
+def test_standalone_and_our_reader_of_kafkas_files(tmp_path: Path) -> None:
+    kafka, sim = pair(tmp_path, node_id=7)
+    k = kafka.format("--standalone")
+    s = sim.format("--standalone")
+    assert s.stdout.replace(str(sim.data_dir), "<dir>") == k.stdout.replace(str(kafka.data_dir), "<dir>")
+    for node in (kafka, sim):
+        mlog = MetadataLog.open(node.data_dir, LogConfig(linger_ms=0))
+        try:
+            got = read_voters(mlog)
+        finally:
+            mlog.close()
+        mine = files.MetaProperties.read(node.data_dir / files.META_PROPERTIES).directory_id
+        assert got.kraft_version == 1, node
+        assert got.voters is not None
+        [voter] = got.voters.nodes()
+        assert (voter.key.id, uuids.to_str(voter.key.directory_id or uuids.ZERO)) == (7, mine), node
+        assert [(n, str(a)) for n, a in voter.endpoints.items()] == [("CONTROLLER", "127.0.0.1:19193")], node
+        assert voter.kraft_versions == (0, 1)
+
+
+@pytest.mark.parametrize("args", [(), ("--standalone", "-N"), ("-I", "1@h:1:bad"), ("--no-initial-controllers",)])
+def test_the_refusals_are_kafkas(tmp_path: Path, args: tuple[str, ...]) -> None:
+    kafka, sim = pair(tmp_path)
+    k = kafka.format(*args, check=False)
+    s = sim.format(*args, check=False)
+    assert (s.returncode == 0) == (k.returncode == 0), (k, s)
+    if k.returncode == 0:
+        assert s.stdout.replace(str(sim.data_dir), "<dir>") == k.stdout.replace(str(kafka.data_dir), "<dir>")
+        return
+    # Kafka's argument errors come from argparse4j, its bad voter strings as an uncaught
+    # exception's message: kraftsim says the same words in one line.
+    last = [line for line in k.stderr.splitlines() if line.strip()]
+    theirs = " ".join(" ".join(last).split())
+    ours = s.stderr.strip().splitlines()
+    assert len(ours) == 1, s.stderr
+    words = ours[0].removeprefix("kraftsim format: ").removeprefix("kraftsim: error: ")
+    assert " ".join(words.split()) in theirs, (theirs, ours)
+
+
+def test_kraftsim_cli_names_the_flags_as_kafka() -> None:
+    r = kraftsim_cli("format", "--help")
+    for flag in ("--standalone, -s", "--no-initial-controllers, -N", "--initial-controllers"):
+        assert flag in r.stdout, r.stdout
