@@ -20,8 +20,8 @@ from kraftsim.metadata.batch import BatchError, ControlRecordType, decode_contro
 from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.messages import KRaftVersionRecord, VotersRecord
 from kraftsim.metadata.segments import iter_file_batches
-from kraftsim.raft.core.keys import ReplicaKey
-from kraftsim.raft.core.voters import Endpoints, VoterNode, VoterSet
+from kraftsim.raft.core.voters import VoterSet
+from kraftsim.raft.core.voters_records import voter_set_of
 from kraftsim.rpc import uuids
 from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.message import Message
@@ -139,15 +139,6 @@ def bootstrap_control_records(voters: Iterable[DynamicVoter], listener: str,
     """What follows the SnapshotHeader in the bootstrap snapshot of a dynamic quorum."""
     return [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=kraft_version)),
             (ControlRecordType.KRAFT_VOTERS, voters_record(voters, listener))]
-
-
-def voter_set_of(record: VotersRecord) -> VoterSet:
-    """A VotersRecord as the Raft core's VoterSet (Kafka's VoterSet.fromVotersRecord)."""
-    return VoterSet(
-        VoterNode(ReplicaKey(v.voter_id, v.voter_directory_id),
-                  Endpoints.of((e.name, e.host, e.port) for e in v.endpoints),
-                  (v.kraft_version_feature.min_supported_version, v.kraft_version_feature.max_supported_version))
-        for v in record.voters)
 
 
 @dataclass(frozen=True, slots=True)
