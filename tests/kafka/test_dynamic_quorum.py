@@ -1,6 +1,7 @@
 """A KIP-853 dynamic quorum beside Kafka 3.9.2: ``format --initial-controllers`` / ``--standalone``
 writes what Kafka's storage tool writes, each side reads the other's files, and the refusals are
-Kafka's. No server runs here: Kafka's storage tool is one JVM run (warm, through tool_server)."""
+Kafka's (Kafka's storage tool is one JVM run, warm through tool_server); then one pair of
+controllers formatted --standalone, described by Kafka's own tools."""
 
 from __future__ import annotations
 
@@ -13,7 +14,16 @@ from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.snapshots import last_contained_timestamp
 from kraftsim.raft.dynamic_voters import read_voters
 from kraftsim.rpc import uuids
-from tests.kafka.harness import KafkaNode, KraftsimNode, dump_log, kraftsim_cli, random_cluster_id
+from tests.kafka.conftest import PAIR_CONFIG, PairNodes
+from tests.kafka.harness import (
+    KafkaNode,
+    KraftsimNode,
+    dump_log,
+    kafka_features,
+    kafka_metadata_quorum,
+    kraftsim_cli,
+    random_cluster_id,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -123,3 +133,42 @@ def test_kraftsim_cli_names_the_flags_as_kafka() -> None:
     r = kraftsim_cli("format", "--help")
     for flag in ("--standalone, -s", "--no-initial-controllers, -N", "--initial-controllers"):
         assert flag in r.stdout, r.stdout
+
+
+def described(node: KafkaNode | KraftsimNode, *args: str) -> list[str]:
+    """Kafka's tool's lines about ``node``, with what differs by nature masked: the node's
+    directory id and port, and the fetch timestamps."""
+    r = kafka_metadata_quorum("--bootstrap-controller", node.bootstrap, *args).check()
+    mine = files.MetaProperties.read(node.data_dir / files.META_PROPERTIES).directory_id
+    out = []
+    for line in r.stdout.splitlines():
+        line = line.replace(mine, "<dir>").replace(str(node.port), "<port>")
+        cells = line.split("\t")
+        if len(cells) > 5 and cells[4].strip().isdigit():
+            cells[4:6] = ["<ts>", "<ts>"]
+        out.append("\t".join(cells))
+    return out
+
+
+def test_a_standalone_controller_is_described_as_kafkas(tmp_path: Path) -> None:
+    cid = random_cluster_id()
+    kafka = KafkaNode(tmp_path / "kafka", cluster_id=cid, overrides={**PAIR_CONFIG})
+    sim = KraftsimNode(tmp_path / "kraftsim", cluster_id=cid, overrides={**PAIR_CONFIG})
+    for node in (kafka, sim):
+        node.overrides.update(dynamic(node.port))
+        node.format("--standalone")
+    pair = PairNodes(kafka, sim).start()
+    try:
+        for args in (("describe", "--status"), ("describe", "--replication")):
+            assert described(sim, *args) == described(kafka, *args), args
+        features = [kafka_features("--bootstrap-controller", n.bootstrap, "describe").check().stdout
+                    for n in (kafka, sim)]
+        assert "Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1" \
+            in features[0]
+        assert features[1] == features[0]
+    finally:
+        pair.stop()
+    for node in (kafka, sim):
+        assert (node.data_dir / files.METADATA_TOPIC_DIR / files.QUORUM_STATE).read_text() == \
+            f'{{"leaderId":{node.node_id},"leaderEpoch":1,"votedId":-1,"votedDirectoryId":"AAAAAAAAAAAAAAAAAAAAAA",' \
+            '"data_version":1}', node
