@@ -97,14 +97,15 @@ def write_snapshot_file(path: Path, items: Iterable[recs.RecordAndVersion], *, e
 
 
 async def write_snapshot_file_async(path: Path, items: Iterable[recs.RecordAndVersion], *, epoch: int,
-                                    timestamp: int, last_contained_timestamp: int) -> int:
+                                    timestamp: int, last_contained_timestamp: int,
+                                    control: Sequence[tuple[ControlRecordType, Message]] = ()) -> int:
     """The same, yielding to the event loop after every batch of records, so a controller
     keeps serving while it writes a large snapshot."""
     import asyncio
 
     count = 0
     steps = _snapshot_steps(path, items, epoch=epoch, timestamp=timestamp,
-                            last_contained_timestamp=last_contained_timestamp)
+                            last_contained_timestamp=last_contained_timestamp, control=control)
     try:
         for count in steps:  # noqa: B007 - the last value is the total
             await asyncio.sleep(0)

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.metadata.log import MetadataLog
+from kraftsim.metadata.messages import KRaftVersionRecord
 from kraftsim.metadata.offset_waiters import OffsetWaiters
 from kraftsim.metadata.segments import LogFailedError
 from kraftsim.raft.core.config import QuorumConfig
@@ -52,6 +53,7 @@ from kraftsim.raft.core.node import NotLeaderError, RaftNode
 from kraftsim.raft.core.state_store import QuorumStateStore
 from kraftsim.raft.core.timer import NEVER
 from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
+from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.raft.disk_log import DiskLog
 from kraftsim.raft.network import RaftNetwork
 from kraftsim.rpc.clock import Clock, SystemClock
@@ -192,6 +194,18 @@ class RaftClient:
         last = self.node.append(epoch, values, self.clock.wall_ms())
         self._kick()
         return last
+
+    def snapshot_control_records(self, last_offset: int) -> list[tuple[ControlRecordType, Message]]:
+        """What a snapshot of the log up to ``last_offset`` starts with after its header, as
+        Kafka's RecordsSnapshotWriter writes it: nothing at kraft.version 0; from 1 the
+        KRaftVersionRecord and the VotersRecord of the voter set in force at that offset (the
+        node's voter set: this node changes no voters)."""
+        node = self.node
+        kraft_version = node.quorum.kraft_version
+        if kraft_version < 1 or node.voters_offset is None:
+            return []
+        return [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=kraft_version)),
+                (ControlRecordType.KRAFT_VOTERS, voters_record_of(node.quorum.voters))]
 
     def append_control(self, messages: Sequence[tuple[ControlRecordType, Message]], timestamp: int) -> int:
         """Append one control batch in the epoch this node leads (a kraft.version upgrade's

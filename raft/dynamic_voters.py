@@ -154,22 +154,26 @@ class LogVoters:
 def read_voters(mlog: MetadataLog) -> LogVoters:
     """The latest kraft.version and voter set in the metadata partition: those of the newest
     snapshot (the bootstrap snapshot of a fresh dynamic quorum included), then of every
-    KRaftVersionRecord and VotersRecord in the log after it, as Kafka's
+    KRaftVersionRecord and VotersRecord in the log after it (from the log's start when the
+    snapshot names no voters), as Kafka's
     KRaftControlRecordStateMachine reads them at start-up. ``voters`` is None when neither
     holds a VotersRecord (a static quorum)."""
     kraft_version = 0
     voters: VoterSet | None = None
     offset = -1
-    start = 0
+    start = mlog.start_offset
     sid = mlog.latest_snapshot()
     if sid is not None:
-        start = sid.end_offset
         for _kind, msg in _snapshot_control_records(mlog.snapshot_path(sid)):
             if isinstance(msg, KRaftVersionRecord):
                 kraft_version = msg.kraft_version
             elif isinstance(msg, VotersRecord):
                 voters = voter_set_of(msg)
-    for batch in mlog.batches(max(start, mlog.start_offset), flushed_only=False):
+        if voters is not None:
+            # The snapshot's set holds at its end; a snapshot without one (kraft.version 0, or
+            # written by an earlier kraftsim) leaves the log's records before it to count.
+            start = max(start, sid.end_offset)
+    for batch in mlog.batches(start, flushed_only=False):
         if not batch.is_control:
             continue
         for rec in batch.records():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,16 @@ import pytest
 from kraftsim.metadata.batch import decode_control_record
 from kraftsim.metadata.files import QUORUM_STATE
 from kraftsim.metadata.segments import iter_file_batches
+from kraftsim.metadata.snapshots import list_snapshots
 from kraftsim.rpc import uuids
 from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.messages import CreateTopicsRequest, DescribeQuorumRequest
+from kraftsim.rpc.messages import (
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    CreateTopicsRequest,
+    DescribeQuorumRequest,
+)
 from tests import harness
 from tests.quorum_harness import Node, Quorum, poll
 
@@ -30,7 +37,7 @@ CT = CreateTopicsRequest
 
 @pytest.fixture
 def quorum(tmp_path: Path) -> Iterator[Quorum]:
-    q = Quorum(tmp_path, size=3, dynamic=True, observers=1)
+    q = Quorum(tmp_path, size=3, dynamic=True, observers=1, metadata_log_max_record_bytes_between_snapshots="4096")
     q.start()
     try:
         yield q
@@ -57,11 +64,36 @@ def describe_quorum() -> DescribeQuorumRequest:
         topic_name="__cluster_metadata", partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])])
 
 
-def first_batch(node: Node) -> list[str]:
-    """The control records of the first batch of ``node``'s log, by type."""
-    seg = sorted(node.data.glob("*.log"))[0]
-    _, batch = next(iter_file_batches(seg))
+def first_batch(path: Path) -> list[str]:
+    """The control records of the first batch of a segment or snapshot, by type."""
+    _, batch = next(iter_file_batches(path))
     return [ctl[0].name for rec in batch.records() if (ctl := decode_control_record(rec)) is not None]
+
+
+async def create_topics(node: Node, cluster_id: str, names: list[str]) -> None:
+    """One broker registered and unfenced (supporting kraft.version 1, which a kraft.version 1
+    quorum requires of it, as Kafka's does), then ``names`` created on it."""
+    c = await KafkaClient.connect("127.0.0.1", node.port, client_id="dynamic-quorum-test")
+    try:
+        await c.negotiate()
+        reg = await c.request(BrokerRegistrationRequest(
+            broker_id=1, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
+            listeners=[BrokerRegistrationRequest.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol=0)],
+            features=[BrokerRegistrationRequest.Feature(name="metadata.version", min_supported_version=7,
+                                                        max_supported_version=21),
+                      BrokerRegistrationRequest.Feature(name="kraft.version", min_supported_version=0,
+                                                        max_supported_version=1)],
+            log_dirs=[uuid.uuid4()]), 3)
+        assert reg.error_code == 0, reg
+        hb = await c.request(BrokerHeartbeatRequest(broker_id=1, broker_epoch=reg.broker_epoch,
+                                                    current_metadata_offset=2**62), 1)
+        assert hb.error_code == 0 and not hb.is_fenced, hb
+        for name in names:
+            r = await c.request(CT(topics=[CT.CreatableTopic(name=name, num_partitions=1, replication_factor=1)],
+                                   timeout_ms=10_000), 7)
+            assert r.topics[0].error_code == 0, r
+    finally:
+        await c.close()
 
 
 def test_initial_controllers_form_a_quorum_and_an_observer_follows_it(quorum: Quorum) -> None:
@@ -76,7 +108,7 @@ def test_initial_controllers_form_a_quorum_and_an_observer_follows_it(quorum: Qu
         assert set(state) == {"leaderId", "leaderEpoch", "votedId", "votedDirectoryId", "data_version"}, state
         assert (state["data_version"], state["leaderId"]) == (1, leader), state
     # The leader opened its first epoch with the voter set, in the LeaderChange's batch.
-    assert first_batch(lead) == ["LEADER_CHANGE", "KRAFT_VERSION", "KRAFT_VOTERS"]
+    assert first_batch(sorted(lead.data.glob("*.log"))[0]) == ["LEADER_CHANGE", "KRAFT_VERSION", "KRAFT_VOTERS"]
 
     # The observer finds the leader through the bootstrap servers, fetches and replays.
     obs = q.nodes[observer]
@@ -115,3 +147,19 @@ def test_initial_controllers_form_a_quorum_and_an_observer_follows_it(quorum: Qu
     for i in voters:
         assert f'{{"id": {i}, "directoryId": "{q.directory_ids[i]}", ' \
                f'"endpoints": ["CONTROLLER://127.0.0.1:{q.nodes[i].port}"]}}' in line, line
+
+    # A snapshot carries the voter set after its header, as Kafka's does, and a quorum restarted
+    # on it (its log may be cleaned past the VotersRecord) starts from it.
+    asyncio.run(create_topics(lead, q.cluster_id, [f"topic-{i:03d}" for i in range(60)]))
+    snaps = poll(lambda: [sid for sid in list_snapshots(lead.data) if sid.end_offset > 0], 30, "a snapshot")
+    snapshot = lead.data / snaps[-1].file_name  # type: ignore[index]
+    assert first_batch(snapshot) == ["SNAPSHOT_HEADER", "KRAFT_VERSION", "KRAFT_VOTERS"]
+    for i in q.nodes:
+        q.stop(i)
+    for i in q.nodes:
+        (q.nodes[i].data / QUORUM_STATE).unlink()  # nothing remembered but the log
+    q.start()
+    leader = q.leader()
+    part = asyncio.run(ask(q.nodes[leader], describe_quorum(), 2)).topics[0].partitions[0]
+    assert [(v.replica_id, uuids.to_str(v.replica_directory_id)) for v in part.current_voters] == [
+        (i, q.directory_ids[i]) for i in voters]
