@@ -165,16 +165,18 @@ def format_storage(config_path: Path, cluster_id: str, release_version: str | No
                         target.parent.mkdir(exist_ok=True)
                     else:
                         target = d / files.BOOTSTRAP_CHECKPOINT
+                    # Kafka's snapshot writer stamps the voters' snapshot with the format's time;
+                    # bootstrap.checkpoint (and 4.4's bootstrap snapshot of a static quorum) with 0.
                     control = bootstrap_control_records(voters, listener) if voters is not None else []
+                    now = int(time.time() * 1000)
                     if voters is not None and not release.bootstrap_in_log:
                         snapshot = d / files.METADATA_TOPIC_DIR / files.BOOTSTRAP_SNAPSHOT
                         snapshot.parent.mkdir(exist_ok=True)
-                        now = int(time.time() * 1000)
                         write_snapshot_file(snapshot, [], epoch=0, timestamp=now, last_contained_timestamp=now,
                                             control=control)
                         control = []
                     write_snapshot_file(target, bootstrap_records(levels),  # type: ignore[arg-type]
-                                        epoch=0, timestamp=int(time.time() * 1000), last_contained_timestamp=0,
+                                        epoch=0, timestamp=now, last_contained_timestamp=now if control else 0,
                                         control=control)
                 directory_id = uuids.to_str(mine.directory_id) if d == meta_dir and mine else files.new_directory_id()
                 files.MetaProperties(cluster_id, cfg.node_id, directory_id).write(d / files.META_PROPERTIES)

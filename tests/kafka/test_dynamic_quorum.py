@@ -18,12 +18,14 @@ from tests.kafka.conftest import PAIR_CONFIG, PairNodes
 from tests.kafka.harness import (
     KafkaNode,
     KraftsimNode,
+    ToolResult,
     dump_log,
     kafka_features,
     kafka_metadata_quorum,
     kraftsim_cli,
     random_cluster_id,
 )
+from tests.kafka.provision import RELEASES
 
 pytestmark = pytest.mark.kafka
 
@@ -35,10 +37,21 @@ def dynamic(port: int) -> dict[str, str]:
     return {"controller.quorum.voters": "", "controller.quorum.bootstrap.servers": f"127.0.0.1:{port}"}
 
 
-def pair(tmp_path: Path, node_id: int = 1, port: int = 19193) -> tuple[KafkaNode, KraftsimNode]:
+def pair(tmp_path: Path, node_id: int = 1, port: int = 19193, release: str = "3.9") -> tuple[KafkaNode, KraftsimNode]:
+    """Two directories to format alike: by Kafka's storage tool of ``release``, and by kraftsim
+    playing that release."""
     cid = random_cluster_id()
-    return (KafkaNode(tmp_path / "kafka", node_id=node_id, port=port, cluster_id=cid, overrides=dynamic(port)),
-            KraftsimNode(tmp_path / "kraftsim", node_id=node_id, port=port, cluster_id=cid, overrides=dynamic(port)))
+    ours = {**dynamic(port), **({"kraftsim.release": release} if release != "3.9" else {})}
+    return (KafkaNode(tmp_path / "kafka", node_id=node_id, port=port, cluster_id=cid, overrides=dynamic(port),
+                      kafka_version=RELEASES[release], release_version=release),
+            KraftsimNode(tmp_path / "kraftsim", node_id=node_id, port=port, cluster_id=cid, overrides=ours,
+                         release_version=release))
+
+
+def formatting(r: ToolResult, node: KafkaNode | KraftsimNode) -> list[str]:
+    """What a format said of the directories (4.x also echoes its bootstrap records)."""
+    return [line.replace(str(node.data_dir), "<dir>") for line in r.stdout.splitlines()
+            if line.startswith("Formatting ")]
 
 
 def masked(path: Path) -> bytes:
@@ -74,16 +87,21 @@ def dump_records(path: Path) -> list[str]:
     return out
 
 
-def test_initial_controllers_write_what_kafkas_storage_tool_writes(tmp_path: Path) -> None:
-    kafka, sim = pair(tmp_path)
+@pytest.mark.parametrize("release", ["3.9", "4.4"])  # 4.4 keeps its bootstrap records in the snapshot too
+def test_initial_controllers_write_what_kafkas_storage_tool_writes(tmp_path: Path, release: str) -> None:
+    kafka, sim = pair(tmp_path, release=release)
     voters = f"1@127.0.0.1:19193:{DIRS[0]},2@127.0.0.1:19194:{DIRS[1]},3@127.0.0.1:19195:{DIRS[2]}"
     k = kafka.format("--initial-controllers", voters)
     s = sim.format("--initial-controllers", voters)
-    assert s.stdout.replace(str(sim.data_dir), "<dir>") == k.stdout.replace(str(kafka.data_dir), "<dir>")
+    assert formatting(s, sim) == formatting(k, kafka) != []
     assert meta_properties(sim) == meta_properties(kafka)
     snapshot = Path(files.METADATA_TOPIC_DIR) / files.BOOTSTRAP_SNAPSHOT
-    for name in (Path(files.BOOTSTRAP_CHECKPOINT), snapshot):
+    names = [snapshot] if release == "4.4" else [Path(files.BOOTSTRAP_CHECKPOINT), snapshot]
+    for name in names:
         assert masked(sim.data_dir / name) == masked(kafka.data_dir / name), name
+        # The masked time is the format's (not 0) where Kafka's is.
+        assert (last_contained_timestamp(sim.data_dir / name) > 0) == \
+            (last_contained_timestamp(kafka.data_dir / name) > 0), name
     assert sorted(p.name for p in sim.data_dir.rglob("*")) == sorted(p.name for p in kafka.data_dir.rglob("*"))
     # Kafka's kafka-dump-log reads ours as it reads its own.
     assert dump_records(sim.data_dir / snapshot) == dump_records(kafka.data_dir / snapshot)
