@@ -22,6 +22,7 @@ from tests.kafka.harness import (
     dump_log,
     kafka_features,
     kafka_metadata_quorum,
+    kafka_storage,
     kraftsim_cli,
     random_cluster_id,
 )
@@ -190,3 +191,25 @@ def test_a_standalone_controller_is_described_as_kafkas(tmp_path: Path) -> None:
         assert (node.data_dir / files.METADATA_TOPIC_DIR / files.QUORUM_STATE).read_text() == \
             f'{{"leaderId":{node.node_id},"leaderEpoch":1,"votedId":-1,"votedDirectoryId":"AAAAAAAAAAAAAAAAAAAAAA",' \
             '"data_version":1}', node
+
+
+def test_each_starts_on_the_others_standalone_format(tmp_path: Path) -> None:
+    """Kafka 3.9.2 runs a dynamic quorum kraftsim formatted, and kraftsim one Kafka formatted:
+    each is the single voter its directory names."""
+    cid = random_cluster_id()
+    kafka = KafkaNode(tmp_path / "kafka", cluster_id=cid, overrides={**PAIR_CONFIG})
+    sim = KraftsimNode(tmp_path / "kraftsim", cluster_id=cid, overrides={**PAIR_CONFIG})
+    for node in (kafka, sim):
+        node.overrides.update(dynamic(node.port))
+        node.write_properties()
+    kraftsim_cli("format", "-t", cid, "-c", str(kafka.properties_path), "--standalone").check()
+    kafka_storage("format", "-t", cid, "-c", str(sim.properties_path), "--standalone").check()
+    pair = PairNodes(kafka, sim).start()
+    try:
+        for node in (kafka, sim):
+            mine = files.MetaProperties.read(node.data_dir / files.META_PROPERTIES).directory_id
+            out = kafka_metadata_quorum("--bootstrap-controller", node.bootstrap, "describe", "--status").check()
+            assert f'[{{"id": {node.node_id}, "directoryId": "{mine}", ' \
+                   f'"endpoints": ["CONTROLLER://127.0.0.1:{node.port}"]}}]' in out.stdout, (node, out.stdout)
+    finally:
+        pair.stop()
