@@ -391,6 +391,8 @@ class RaftNode:
                      granting_voters=[lc.Voter(voter_id=v) for v in leader.granting_voters])
         records: list[tuple[ControlRecordType, Message]] = [(ControlRecordType.LEADER_CHANGE, message)]
         if self.voters_offset is not None:
+            if self.voters_offset >= start:
+                self.voters_offset = -1  # the record it named was truncated away
             local = VoterNode(leader.local_key, self.quorum.listeners, self.supported_kraft_versions)
             voters, more = start_of_epoch_records(self.quorum.voters, self.voters_offset, self.quorum.kraft_version,
                                                   local)
