@@ -269,8 +269,9 @@ class QuorumController:
         return StartingQuorum(VoterSet(()), found.kraft_version, -1, Endpoints({name: Address(host, port)}), bootstrap)
 
     def voter_set(self) -> VoterSet:
-        """``controller.quorum.voters`` (a static quorum); with none configured, this node alone
-        at its controller listener."""
+        """``controller.quorum.voters`` (a static quorum); with none (a configuration the
+        server.properties checks refuse, built by hand), this node alone at its controller
+        listener."""
         listener = self.config.controller_listener
         voters = self.config.get("controller.quorum.voters")
         if not voters:
