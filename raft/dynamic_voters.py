@@ -20,8 +20,9 @@ from kraftsim.metadata.batch import BatchError, ControlRecordType, decode_contro
 from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.messages import KRaftVersionRecord, VotersRecord
 from kraftsim.metadata.segments import iter_file_batches
-from kraftsim.raft.core.voters import VoterSet
-from kraftsim.raft.core.voters_records import voter_set_of
+from kraftsim.raft.core.keys import ReplicaKey
+from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
+from kraftsim.raft.core.voters_records import voter_set_of, voters_record_of
 from kraftsim.rpc import uuids
 from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.message import Message
@@ -124,14 +125,12 @@ def parse_dynamic_voters(text: str) -> list[DynamicVoter]:
 
 def voters_record(voters: Iterable[DynamicVoter], listener: str) -> VotersRecord:
     """The VotersRecord the format writes: each voter with its directory id, its one endpoint on
-    the controller listener (named as Kafka normalises it, upper case) and kraft.version 0-1."""
-    lo, hi = FORMAT_KRAFT_VERSIONS
-    return VotersRecord(version=0, voters=[
-        VotersRecord.Voter(
-            voter_id=v.node_id, voter_directory_id=v.directory_id,
-            endpoints=[VotersRecord.Endpoint(name=listener.upper(), host=v.host, port=v.port)],
-            kraft_version_feature=VotersRecord.KRaftVersionFeature(min_supported_version=lo, max_supported_version=hi))
-        for v in voters])
+    the controller listener (named as Kafka normalises it, upper case) and kraft.version 0-1, in
+    Kafka's VoterSet order."""
+    return voters_record_of(VoterSet(
+        VoterNode(ReplicaKey(v.node_id, v.directory_id), Endpoints({listener.upper(): Address(v.host, v.port)}),
+                  FORMAT_KRAFT_VERSIONS)
+        for v in voters))
 
 
 def bootstrap_control_records(voters: Iterable[DynamicVoter], listener: str,

@@ -109,6 +109,21 @@ def test_initial_controllers_write_what_kafkas_storage_tool_writes(tmp_path: Pat
     assert "KRaftVoters" in " ".join(dump_records(sim.data_dir / snapshot))
 
 
+def test_a_non_voter_directory_and_the_voters_order_are_kafkas(tmp_path: Path) -> None:
+    """Node 1 is not among the voters (its directory gets an id of its own), and the voters are
+    listed in Kafka's VoterSet (HashMap) order: 16, 33, 2, 5."""
+    kafka, sim = pair(tmp_path)
+    voters = f"5@h5:9005:{DIRS[0]},16@h16:9016:{DIRS[1]},33@h33:9033:{DIRS[2]},2@h2:9002:{DIRS[0]}"
+    k = kafka.format("-I", voters)
+    s = sim.format("-I", voters)
+    assert formatting(s, sim) == formatting(k, kafka) == ["Formatting dynamic metadata directory <dir> with "
+                                                          "metadata.version 3.9-IV0."]
+    snapshot = Path(files.METADATA_TOPIC_DIR) / files.BOOTSTRAP_SNAPSHOT
+    assert masked(sim.data_dir / snapshot) == masked(kafka.data_dir / snapshot)
+    ids = [line for line in (meta_properties(kafka) + meta_properties(sim)) if line.startswith("directory.id=")]
+    assert len(set(ids)) == 2 and not any(d in line for d in DIRS for line in ids)
+
+
 def test_standalone_and_our_reader_of_kafkas_files(tmp_path: Path) -> None:
     kafka, sim = pair(tmp_path, node_id=7)
     k = kafka.format("--standalone")
