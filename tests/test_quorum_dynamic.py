@@ -96,6 +96,7 @@ async def create_topics(node: Node, cluster_id: str, names: list[str]) -> None:
         await c.close()
 
 
+@pytest.mark.slow  # a quorum of four processes, a snapshot, and a restart of all of them
 def test_initial_controllers_form_a_quorum_and_an_observer_follows_it(quorum: Quorum) -> None:
     q = quorum
     voters = sorted(q.directory_ids)
