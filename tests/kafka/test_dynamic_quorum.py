@@ -14,6 +14,7 @@ from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.snapshots import last_contained_timestamp
 from kraftsim.raft.dynamic_voters import read_voters
 from kraftsim.rpc import uuids
+from tests.harness import poll_sync
 from tests.kafka.conftest import PAIR_CONFIG, PairNodes
 from tests.kafka.harness import (
     KafkaNode,
@@ -228,3 +229,37 @@ def test_each_starts_on_the_others_standalone_format(tmp_path: Path) -> None:
                    f'"endpoints": ["CONTROLLER://127.0.0.1:{node.port}"]}}]' in out.stdout, (node, out.stdout)
     finally:
         pair.stop()
+
+
+def test_an_observer_of_either_kind_follows_a_leader_of_the_other(tmp_path: Path) -> None:
+    """A controller formatted --no-initial-controllers finds a --standalone leader through
+    controller.quorum.bootstrap.servers and fetches from it: a Kafka 3.9.2 observer of a
+    kraftsim leader, and a kraftsim observer of a Kafka leader; each leader lists the other kind
+    among its observers, with its directory id, caught up."""
+    def observed(leader: KafkaNode | KraftsimNode, observer: KafkaNode | KraftsimNode) -> None:
+        mine = files.MetaProperties.read(observer.data_dir / files.META_PROPERTIES).directory_id
+
+        def caught_up() -> bool:
+            rows = kafka_metadata_quorum("--bootstrap-controller", leader.bootstrap, "describe",
+                                         "--replication").check().stdout.splitlines()[1:]
+            cells = {r.split("\t")[0].strip(): [c.strip() for c in r.split("\t")] for r in rows}
+            row = cells.get(str(observer.node_id))
+            return row is not None and row[1] == mine and row[3] == "0" and row[6] == "Observer"
+
+        poll_sync(caught_up, 60, 1.0, what=f"{observer} caught up as an observer of {leader}")
+
+    for name, leader_kind, observer_kind in (("a", KraftsimNode, KafkaNode), ("b", KafkaNode, KraftsimNode)):
+        cid = random_cluster_id()
+        leader = leader_kind(tmp_path / name / "leader", node_id=1, cluster_id=cid, overrides={**PAIR_CONFIG})
+        leader.overrides.update(dynamic(leader.port))
+        observer = observer_kind(tmp_path / name / "observer", node_id=2, cluster_id=cid,
+                                 overrides={**PAIR_CONFIG, **dynamic(leader.port)})
+        leader.format("--standalone")
+        observer.format("--no-initial-controllers")
+        leader.start()
+        try:
+            observer.start(wait=False)
+            observed(leader, observer)
+        finally:
+            observer.stop()
+            leader.stop()
