@@ -98,6 +98,11 @@ def initial_voters(cfg: Config, standalone: bool, initial_controllers: str | Non
     that joins one later), with Kafka 3.9's StorageTool rules: ``--standalone`` is this node
     alone at its controller listener with a new directory id; without ``controller.quorum.voters``
     a controller must be told which of the three it is."""
+    if (standalone or initial_controllers is not None) and cfg.get("controller.quorum.voters"):
+        # Kafka 3.9.1 on: a dynamic quorum's controllers name no static voters.
+        raise FormatError("You cannot specify controller.quorum.voters and format the node with --initial-controllers "
+                          "or --standalone. If you want to use dynamic quorum, please remove controller.quorum.voters "
+                          "and specify controller.quorum.bootstrap.servers instead.")
     voters = None
     if initial_controllers is not None:
         try:

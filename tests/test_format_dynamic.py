@@ -92,6 +92,16 @@ def test_a_static_quorum_formats_as_before(tmp_path: Path) -> None:
     assert not snapshot(tmp_path).exists()
 
 
+def test_static_voters_refuse_a_dynamic_format(tmp_path: Path) -> None:
+    cfg = harness.write_config(tmp_path)
+    for kw in ({"standalone": True}, {"initial_controllers": "1@h:1:bad"}):
+        with pytest.raises(FormatError, match="^You cannot specify controller.quorum.voters and format the node "
+                                              "with --initial-controllers or --standalone. If you want"):
+            format_storage(cfg, CID, "3.9", False, **kw)  # type: ignore[arg-type]
+    assert format_storage(cfg, CID, "3.9", False, no_initial_controllers=True)[0].startswith(
+        "Formatting metadata directory ")
+
+
 @pytest.mark.parametrize(("value", "message"), [
     ("1@h:1:bad", "Failed to parse directory ID in dynamic voter string."),
     (f"1@h:1:{DIRS[0]},1@h:2:{DIRS[1]}", "Node id 1 was specified more than once."),

@@ -145,9 +145,15 @@ def test_standalone_and_our_reader_of_kafkas_files(tmp_path: Path) -> None:
         assert voter.kraft_versions == (0, 1)
 
 
-@pytest.mark.parametrize("args", [(), ("--standalone", "-N"), ("-I", "1@h:1:bad"), ("--no-initial-controllers",)])
-def test_the_refusals_are_kafkas(tmp_path: Path, args: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(("args", "static"), [((), False), (("--standalone", "-N"), False), (("-I", "1@h:1:bad"), False),
+                                              (("--no-initial-controllers",), False), (("--standalone",), True),
+                                              (("-I", "1@h:1:bad"), True), (("-N",), True)])
+def test_the_refusals_are_kafkas(tmp_path: Path, args: tuple[str, ...], static: bool) -> None:
+    """``static``: the node also names controller.quorum.voters."""
     kafka, sim = pair(tmp_path)
+    if static:
+        for node in (kafka, sim):
+            node.overrides["controller.quorum.voters"] = f"1@127.0.0.1:{node.port}"
     k = kafka.format(*args, check=False)
     s = sim.format(*args, check=False)
     assert (s.returncode == 0) == (k.returncode == 0), (k, s)
