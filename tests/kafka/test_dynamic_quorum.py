@@ -237,6 +237,7 @@ def test_each_starts_on_the_others_standalone_format(tmp_path: Path) -> None:
         pair.stop()
 
 
+@pytest.mark.slow  # two Kafka controllers and two kraftsim ones, one after the other
 def test_an_observer_of_either_kind_follows_a_leader_of_the_other(tmp_path: Path) -> None:
     """A controller formatted --no-initial-controllers finds a --standalone leader through
     controller.quorum.bootstrap.servers and fetches from it: a Kafka 3.9.2 observer of a
