@@ -29,7 +29,9 @@ def _format(args: argparse.Namespace) -> int:
 
     try:
         for line in format_storage(Path(args.config), args.cluster_id, args.release_version,
-                                   args.ignore_formatted, args.override or []):
+                                   args.ignore_formatted, args.override or [], standalone=args.standalone,
+                                   initial_controllers=args.initial_controllers,
+                                   no_initial_controllers=args.no_initial_controllers):
             print(line)
     except FormatError as e:
         raise CommandError(f"kraftsim format: {e}") from e
@@ -113,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("-g", "--ignore-formatted", action="store_true",
                    help="skip directories that are already formatted")
     f.add_argument("--override", action="append", metavar="K=V", help="a config line overriding the file")
+    quorum = f.add_mutually_exclusive_group()
+    quorum.add_argument("--standalone", "-s", action="store_true",
+                        help="start a dynamic quorum (kraft.version 1) with this controller its only voter")
+    quorum.add_argument("--no-initial-controllers", "-N", action="store_true",
+                        help="a controller of a dynamic quorum that joins it later (an observer until added)")
+    quorum.add_argument("--initial-controllers", "-I", metavar="ID@HOST:PORT:DIRECTORY_ID,...",
+                        help="start a dynamic quorum with these voters; the same value formats every one")
     f.set_defaults(func=_format)
 
     c = sub.add_parser("controller", help="run a controller in the foreground (kafka-server-start.sh)")

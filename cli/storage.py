@@ -4,7 +4,10 @@
 of the chosen metadata.version and of each feature's default at it) in the metadata log
 directory: in ``bootstrap.checkpoint``, or from 4.4 in the metadata partition's first checkpoint.
 What ``--release-version`` may name, the levels written and where, and the words of a refusal
-are those of the Kafka release the configuration names (``kraftsim.release``). Each directory is
+are those of the Kafka release the configuration names (``kraftsim.release``). ``--standalone``
+and ``--initial-controllers`` start a KIP-853 dynamic quorum as Kafka 3.9's storage tool does: a
+bootstrap snapshot (``__cluster_metadata-0/00000000000000000000-0000000000.checkpoint``) holding
+kraft.version 1 and the voters, and this node's directory id taken from its voter entry. Each directory is
 locked (``metadata.dirlock``) before it is read or written, so a directory a controller (kraftsim
 or Kafka) is using is refused with one line, whatever ``--ignore-formatted`` says.
 """
@@ -15,11 +18,17 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from kraftsim.controller.configs.server_config import ConfigError, load
+from kraftsim.controller.configs.server_config import Config, ConfigError, load
 from kraftsim.metadata import files, versions
 from kraftsim.metadata import records as recs
 from kraftsim.metadata.dirlock import DirectoryLock, lock_directories, release_all
 from kraftsim.metadata.snapshots import write_snapshot_file
+from kraftsim.raft.dynamic_voters import (
+    DynamicVoter,
+    DynamicVotersError,
+    bootstrap_control_records,
+    parse_dynamic_voters,
+)
 from kraftsim.rpc import uuids
 
 
@@ -42,8 +51,8 @@ def bootstrap_levels(release: versions.Release, name: str | None, unstable: bool
     FormatError with the release's own words for a name it refuses.
 
     Each production feature gets its default at the chosen level, left out at 0; kraft.version
-    too, except that a static quorum (``controller.quorum.voters``, all kraftsim formats) does
-    not finalize it."""
+    has no FeatureLevelRecord (Kafka's BootstrapMetadata writes none): a static quorum leaves it
+    at 0, and a dynamic one's is the KRaftVersionRecord of its bootstrap snapshot."""
     level = release.latest_production if name is None else _level(release, name, unstable)
     out = {versions.FEATURE_NAME: level}
     for feature in release.production_features:
@@ -83,8 +92,35 @@ def _level(release: versions.Release, name: str, unstable: bool) -> int:
     return level
 
 
+def initial_voters(cfg: Config, standalone: bool, initial_controllers: str | None,
+                   no_initial_controllers: bool) -> list[DynamicVoter] | None:
+    """The voters of a dynamic quorum this format starts (None: a static quorum, or a node
+    that joins one later), with Kafka 3.9's StorageTool rules: ``--standalone`` is this node
+    alone at its controller listener with a new directory id; without ``controller.quorum.voters``
+    a controller must be told which of the three it is."""
+    if (standalone or initial_controllers is not None) and cfg.get("controller.quorum.voters"):
+        # Kafka 3.9.1 on: a dynamic quorum's controllers name no static voters.
+        raise FormatError("You cannot specify controller.quorum.voters and format the node with --initial-controllers "
+                          "or --standalone. If you want to use dynamic quorum, please remove controller.quorum.voters "
+                          "and specify controller.quorum.bootstrap.servers instead.")
+    voters = None
+    if initial_controllers is not None:
+        try:
+            voters = parse_dynamic_voters(initial_controllers)
+        except DynamicVotersError as e:
+            raise FormatError(str(e)) from e
+    if standalone:
+        _, host, port = cfg.controller_listener
+        voters = [DynamicVoter(cfg.node_id, host or "localhost", port, uuids.from_str(files.new_directory_id()))]
+    if not no_initial_controllers and not cfg.get("controller.quorum.voters") and voters is None:
+        raise FormatError("Because controller.quorum.voters is not set on this controller, you must specify one "
+                          "of the following: --standalone, --initial-controllers, or --no-initial-controllers.")
+    return voters
+
+
 def format_storage(config_path: Path, cluster_id: str, release_version: str | None, ignore_formatted: bool,
-                   overrides: Iterable[str] = ()) -> list[str]:
+                   overrides: Iterable[str] = (), *, standalone: bool = False,
+                   initial_controllers: str | None = None, no_initial_controllers: bool = False) -> list[str]:
     try:
         uuids.from_str(cluster_id)
     except ValueError as e:
@@ -94,8 +130,14 @@ def format_storage(config_path: Path, cluster_id: str, release_version: str | No
     except ConfigError as e:
         raise FormatError(str(e)) from e
     release = cfg.release
+    voters = initial_voters(cfg, standalone, initial_controllers, no_initial_controllers)
     levels = bootstrap_levels(release, release_version, bool(cfg.get("unstable.feature.versions.enable")))
     level = levels[versions.FEATURE_NAME]
+    # kraft.version is 1 for a dynamic quorum (it has no FeatureLevelRecord: the bootstrap
+    # snapshot's KRaftVersionRecord holds it), and so is every directory formatted with its voters,
+    # a voter's or not, which gets that snapshot.
+    mine = next((v for v in voters or () if v.node_id == cfg.node_id), None)
+    listener = cfg.controller_listener[0]
     meta_dir = cfg.metadata_log_dir
     dirs = list(dict.fromkeys([meta_dir, *cfg.log_dirs]))
     locks: list[DirectoryLock] = []
@@ -128,15 +170,30 @@ def format_storage(config_path: Path, cluster_id: str, release_version: str | No
                         target.parent.mkdir(exist_ok=True)
                     else:
                         target = d / files.BOOTSTRAP_CHECKPOINT
+                    # Kafka's snapshot writer stamps the voters' snapshot with the format's time;
+                    # bootstrap.checkpoint (and 4.4's bootstrap snapshot of a static quorum) with 0.
+                    control = bootstrap_control_records(voters, listener) if voters is not None else []
+                    now = int(time.time() * 1000)
+                    if voters is not None and not release.bootstrap_in_log:
+                        snapshot = d / files.METADATA_TOPIC_DIR / files.BOOTSTRAP_SNAPSHOT
+                        snapshot.parent.mkdir(exist_ok=True)
+                        write_snapshot_file(snapshot, [], epoch=0, timestamp=now, last_contained_timestamp=now,
+                                            control=control)
+                        control = []
                     write_snapshot_file(target, bootstrap_records(levels),  # type: ignore[arg-type]
-                                        epoch=0, timestamp=int(time.time() * 1000), last_contained_timestamp=0)
-                files.MetaProperties(cluster_id, cfg.node_id, files.new_directory_id()).write(d / files.META_PROPERTIES)
+                                        epoch=0, timestamp=now, last_contained_timestamp=now if control else 0,
+                                        control=control)
+                directory_id = uuids.to_str(mine.directory_id) if d == meta_dir and mine else files.new_directory_id()
+                files.MetaProperties(cluster_id, cfg.node_id, directory_id).write(d / files.META_PROPERTIES)
             except OSError as e:
                 raise FormatError(f"cannot format {d}: {e.strerror or e}") from e
-            if d == meta_dir:
-                out.append(f"Formatting metadata directory {d} with metadata.version {release.name(level)}.")
+            if d != meta_dir:
+                kind = "data directory"
+            elif voters is None:
+                kind = "metadata directory"
             else:
-                out.append(f"Formatting data directory {d} with metadata.version {release.name(level)}.")
+                kind = "dynamic metadata voter directory" if mine else "dynamic metadata directory"
+            out.append(f"Formatting {kind} {d} with metadata.version {release.name(level)}.")
         return out
     finally:
         release_all(locks)

@@ -36,6 +36,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -68,7 +69,8 @@ from kraftsim.raft.client import NotLeaderError, RaftClient
 from kraftsim.raft.core.config import QuorumConfig
 from kraftsim.raft.core.events import LeaderChange
 from kraftsim.raft.core.state_store import FileQuorumStateStore
-from kraftsim.raft.core.voters import Address, VoterSet
+from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
+from kraftsim.raft.dynamic_voters import read_voters
 from kraftsim.rpc import uuids
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
@@ -112,6 +114,17 @@ MAYBE_BALANCE_PARTITION_LEADERS = "maybeBalancePartitionLeaders"
 # A balancing run that reached its cap runs again this much later, not at once: Kafka's event
 # queue takes due deferred events before queued ones, so it leaves the queue a moment.
 _BALANCE_AGAIN_MS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class StartingQuorum:
+    """What the Raft node is built with (QuorumController.quorum_from_log)."""
+
+    voters: VoterSet
+    kraft_version: int
+    voters_offset: int | None  # the VotersRecord's offset; -1: from a snapshot; None: static
+    listeners: Endpoints | None  # this node's own listeners (None: its entry in a static set)
+    bootstrap: dict[int, Address] | None  # controller.quorum.bootstrap.servers by Kafka's ids
 
 
 class ImbalanceSchedule(enum.Enum):
@@ -234,9 +247,31 @@ class QuorumController:
                                      f"`kraftsim format` to format the directory?)")
         self.dir_lock = lock_directory(self.metadata_dir)
 
+    def quorum_from_log(self, mlog: MetadataLog) -> StartingQuorum:
+        """The quorum this node starts in. A log holding a VotersRecord (a dynamic quorum,
+        KIP-853: in the bootstrap snapshot ``format --standalone`` or ``--initial-controllers``
+        wrote, a later snapshot, or the log) is the quorum, at the log's kraft.version, and this
+        node's listeners are its own controller listeners; otherwise ``controller.quorum.voters``
+        at kraft.version 0, or, with only ``controller.quorum.bootstrap.servers`` (a node
+        formatted with ``--no-initial-controllers``), no voters: this node is an observer until
+        the log it fetches says otherwise. Bootstrap servers get Kafka's ids (-2, -3, ...)."""
+        cfg = self.config
+        found = read_voters(mlog)
+        name, host, port = cfg.controller_listener
+        servers = cfg.get("controller.quorum.bootstrap.servers")
+        bootstrap = {-2 - i: Address(h, p) for i, (h, p) in enumerate(servers)} if servers else None
+        if found.voters is not None:
+            return StartingQuorum(found.voters, found.kraft_version, found.offset, Endpoints({name: Address(host, port)}),
+                                  bootstrap)
+        static = cfg.get("controller.quorum.voters")
+        if static or not servers:
+            return StartingQuorum(self.voter_set(), found.kraft_version, None, None, bootstrap)
+        return StartingQuorum(VoterSet(()), found.kraft_version, -1, Endpoints({name: Address(host, port)}), bootstrap)
+
     def voter_set(self) -> VoterSet:
-        """``controller.quorum.voters`` (a static quorum); with none configured, this node alone
-        at its controller listener."""
+        """``controller.quorum.voters`` (a static quorum); with none (a configuration the
+        server.properties checks refuse, built by hand), this node alone at its controller
+        listener."""
         listener = self.config.controller_listener
         voters = self.config.get("controller.quorum.voters")
         if not voters:
@@ -276,11 +311,16 @@ class QuorumController:
                  result.last_offset)
         directory = uuids.from_str(mp.directory_id) if mp.directory_id else uuid.UUID(int=0)
         self._active_once = asyncio.get_running_loop().create_future()
+        quorum = self.quorum_from_log(mlog)
+        self.voters = sorted(quorum.voters.ids())
+        self.kraft_version = quorum.kraft_version
         raft = self.raft = RaftClient(
-            node_id=self.node_id, directory_id=directory, cluster_id=self.cluster_id, voters=self.voter_set(),
+            node_id=self.node_id, directory_id=directory, cluster_id=self.cluster_id, voters=quorum.voters,
             listener_name=cfg.controller_listener[0], mlog=mlog,
             store=FileQuorumStateStore(mlog.directory / files.QUORUM_STATE), config=self.quorum_config(),
-            clock=self.clock)
+            clock=self.clock, kraft_version=quorum.kraft_version, voters_offset=quorum.voters_offset,
+            listeners=quorum.listeners, bootstrap=quorum.bootstrap,
+            supported_kraft_versions=self.release.supported_features().get("kraft.version", (0, 0)))
         raft.on_leader_change.append(self._on_leader_change)
         raft.on_commit.append(self._on_commit)
         raft.on_resign.append(self._on_resign)
@@ -431,7 +471,7 @@ class QuorumController:
             return
         if target <= self._applied_offset:
             return
-        result = LoadResult(None, self._applied_offset, 0)
+        result = LoadResult(None, self._applied_offset, 0, kraft_version=self.kraft_version)
         try:
             replay_batches(self.image, mlog.batches_between(self._applied_offset + 1, target), self._applied_offset + 1,
                            result)
@@ -440,6 +480,7 @@ class QuorumController:
             self._fail(FatalControllerError(f"replaying the committed log failed: {e}"))
             return
         self._applied_offset = result.last_offset
+        self.kraft_version = result.kraft_version  # a KRaftVersionRecord replayed here moves it
         self._published(result.last_offset)
         self._maybe_register()  # metadata.version may just allow it, or our record be in
 
@@ -454,7 +495,8 @@ class QuorumController:
             self._fail(FatalControllerError(f"reloading the metadata image failed: {e}"))
             return
         self._set_image(image)
-        self.kraft_version = result.kraft_version
+        # The snapshot's KRaftVersionRecord counts too (a dynamic quorum's is there).
+        self.kraft_version = read_voters(mlog).kraft_version
         self._applied_offset = result.last_offset
         log.info("reloaded the metadata image: snapshot %s, %d records replayed, last offset %d",
                  result.snapshot.file_name if result.snapshot else "none", result.records_replayed,

@@ -122,7 +122,8 @@ class Snapshotter:
                 return None  # Kafka's createSnapshot: a snapshot with this id exists
             t0 = self.clock.monotonic_ms()
             try:
-                sid = await self.mlog.write_snapshot_async(items, offset, self.clock.wall_ms(), img.last_timestamp_ms)
+                sid = await self.mlog.write_snapshot_async(items, offset, self.clock.wall_ms(), img.last_timestamp_ms,
+                                                           control=raft.snapshot_control_records(offset))
             except (OSError, ValueError) as e:
                 self._failed(e)
                 return None

@@ -524,25 +524,28 @@ class MetadataLog:
         return self.directory / sid.file_name
 
     def write_snapshot(self, items: Iterable[recs.RecordAndVersion], last_offset: int, timestamp: int,
-                       last_contained_timestamp: int) -> SnapshotId:
-        """Write the image at ``last_offset`` (committed, so flushed) as a snapshot; returns its id."""
+                       last_contained_timestamp: int,
+                       control: Sequence[tuple[ControlRecordType, Message]] = ()) -> SnapshotId:
+        """Write the image at ``last_offset`` (committed, so flushed) as a snapshot; returns its id.
+        ``control``: the kraft.version and voter set a kraft.version 1 snapshot starts with."""
         if last_offset > self.flushed_offset:
             raise ValueError(f"snapshot at {last_offset} beyond the flushed offset {self.flushed_offset}")
         sid = SnapshotId(last_offset + 1, self.epoch_for_offset(last_offset))
         n = write_snapshot_file(self.snapshot_path(sid), items, epoch=sid.epoch, timestamp=timestamp,
-                                last_contained_timestamp=last_contained_timestamp)
+                                last_contained_timestamp=last_contained_timestamp, control=control)
         log.info("wrote snapshot %s with %d records", sid.file_name, n)
         return sid
 
     async def write_snapshot_async(self, items: Iterable[recs.RecordAndVersion], last_offset: int,
-                                   timestamp: int, last_contained_timestamp: int) -> SnapshotId:
+                                   timestamp: int, last_contained_timestamp: int,
+                                   control: Sequence[tuple[ControlRecordType, Message]] = ()) -> SnapshotId:
         """:meth:`write_snapshot`, yielding to the event loop between batches; ``items`` must
         not change meanwhile (``MetadataImage.frozen_records``)."""
         if last_offset > self.flushed_offset:
             raise ValueError(f"snapshot at {last_offset} beyond the flushed offset {self.flushed_offset}")
         sid = SnapshotId(last_offset + 1, self.epoch_for_offset(last_offset))
         n = await write_snapshot_file_async(self.snapshot_path(sid), items, epoch=sid.epoch, timestamp=timestamp,
-                                            last_contained_timestamp=last_contained_timestamp)
+                                            last_contained_timestamp=last_contained_timestamp, control=control)
         log.info("wrote snapshot %s with %d records", sid.file_name, n)
         return sid
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,10 +83,13 @@ def last_contained_timestamp(path: Path) -> int:
 
 
 def write_snapshot_file(path: Path, items: Iterable[recs.RecordAndVersion], *, epoch: int, timestamp: int,
-                        last_contained_timestamp: int) -> int:
-    """Write a checkpoint atomically; returns the number of metadata records written."""
+                        last_contained_timestamp: int,
+                        control: Sequence[tuple[ControlRecordType, Message]] = ()) -> int:
+    """Write a checkpoint atomically; returns the number of metadata records written.
+    ``control``: the records Kafka's snapshot writer puts after the header in its first batch
+    for kraft.version 1 (KRaftVersionRecord, then VotersRecord)."""
     steps = _snapshot_steps(path, items, epoch=epoch, timestamp=timestamp,
-                            last_contained_timestamp=last_contained_timestamp)
+                            last_contained_timestamp=last_contained_timestamp, control=control)
     count = 0
     for count in steps:  # noqa: B007 - the last value is the total
         pass
@@ -94,14 +97,15 @@ def write_snapshot_file(path: Path, items: Iterable[recs.RecordAndVersion], *, e
 
 
 async def write_snapshot_file_async(path: Path, items: Iterable[recs.RecordAndVersion], *, epoch: int,
-                                    timestamp: int, last_contained_timestamp: int) -> int:
+                                    timestamp: int, last_contained_timestamp: int,
+                                    control: Sequence[tuple[ControlRecordType, Message]] = ()) -> int:
     """The same, yielding to the event loop after every batch of records, so a controller
     keeps serving while it writes a large snapshot."""
     import asyncio
 
     count = 0
     steps = _snapshot_steps(path, items, epoch=epoch, timestamp=timestamp,
-                            last_contained_timestamp=last_contained_timestamp)
+                            last_contained_timestamp=last_contained_timestamp, control=control)
     try:
         for count in steps:  # noqa: B007 - the last value is the total
             await asyncio.sleep(0)
@@ -111,7 +115,8 @@ async def write_snapshot_file_async(path: Path, items: Iterable[recs.RecordAndVe
 
 
 def _snapshot_steps(path: Path, items: Iterable[recs.RecordAndVersion], *, epoch: int, timestamp: int,
-                    last_contained_timestamp: int) -> Generator[int, None, None]:
+                    last_contained_timestamp: int,
+                    control: Sequence[tuple[ControlRecordType, Message]] = ()) -> Generator[int, None, None]:
     """Write the checkpoint, yielding the record count after each batch; renames the
     ``.checkpoint.part`` into place only once everything is written and fsynced."""
     header_cls = recs.data_class("SnapshotHeaderRecord")
@@ -126,9 +131,10 @@ def _snapshot_steps(path: Path, items: Iterable[recs.RecordAndVersion], *, epoch
     try:
         out = bytearray()
         out += encode_control_batch(0, [(ControlRecordType.SNAPSHOT_HEADER,
-                                         header_cls(version=0, last_contained_log_timestamp=last_contained_timestamp))],
+                                         header_cls(version=0, last_contained_log_timestamp=last_contained_timestamp)),
+                                        *control],
                                     epoch=epoch, timestamp=timestamp)
-        offset = 1
+        offset = 1 + len(control)
         values: list[bytes] = []
         for record, version in items:
             values.append(record.value if isinstance(record, recs.FramedRecord) else recs.frame(record, version))

@@ -29,10 +29,11 @@ import asyncio
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.metadata.log import MetadataLog
+from kraftsim.metadata.messages import KRaftVersionRecord
 from kraftsim.metadata.offset_waiters import OffsetWaiters
 from kraftsim.metadata.segments import LogFailedError
 from kraftsim.raft.core.config import QuorumConfig
@@ -51,7 +52,8 @@ from kraftsim.raft.core.leader_state import LeaderState
 from kraftsim.raft.core.node import NotLeaderError, RaftNode
 from kraftsim.raft.core.state_store import QuorumStateStore
 from kraftsim.raft.core.timer import NEVER
-from kraftsim.raft.core.voters import VoterSet
+from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
+from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.raft.disk_log import DiskLog
 from kraftsim.raft.network import RaftNetwork
 from kraftsim.rpc.clock import Clock, SystemClock
@@ -76,7 +78,17 @@ class _Reply:
 class RaftClient:
     def __init__(self, *, node_id: int, directory_id: uuid.UUID, cluster_id: str, voters: VoterSet,
                  listener_name: str, mlog: MetadataLog, store: QuorumStateStore, config: QuorumConfig,
-                 clock: Clock | None = None, rng: random.Random | None = None) -> None:
+                 clock: Clock | None = None, rng: random.Random | None = None, kraft_version: int = 0,
+                 voters_offset: int | None = None, listeners: Endpoints | None = None,
+                 bootstrap: Mapping[int, Address] | None = None,
+                 supported_kraft_versions: tuple[int, int] = (0, 1)) -> None:
+        """``voters`` and ``kraft_version``: the quorum as the log says (raft/dynamic_voters.py's
+        read_voters) or, for a static quorum, ``controller.quorum.voters`` at kraft.version 0;
+        ``voters_offset`` the offset of the VotersRecord the set came from (-1: a snapshot's,
+        None: a static set); ``listeners`` this node's own (default: its entry in ``voters``);
+        ``bootstrap`` where an observer first asks for the leader (default: the voters);
+        ``supported_kraft_versions`` what this node's software supports, as a leader writes it
+        into its own VotersRecord entry."""
         self.mlog = mlog
         self.log = DiskLog(mlog)
         self.clock: Clock = clock or SystemClock()
@@ -84,8 +96,11 @@ class RaftClient:
         self.node_id = node_id
         self.voters = voters
         self.node = RaftNode(node_id=node_id, directory_id=directory_id, cluster_id=cluster_id, voters=voters,
-                             listeners=voters.listeners(node_id), listener_name=listener_name, log=self.log,
-                             store=store, config=config, rng=rng or random.Random(), now_ms=self.clock.wall_ms())
+                             listeners=voters.listeners(node_id) if listeners is None else listeners,
+                             listener_name=listener_name, log=self.log, store=store, config=config,
+                             rng=rng or random.Random(), now_ms=self.clock.wall_ms(), kraft_version=kraft_version,
+                             voters_offset=voters_offset, bootstrap=bootstrap,
+                             supported_kraft_versions=supported_kraft_versions)
         self.network = RaftNetwork(f"raft-client-{node_id}", config.request_timeout_ms, self._on_response,
                                    self._on_request_failed)
         self.on_leader_change: list[Callable[[LeaderChange], None]] = []
@@ -179,6 +194,18 @@ class RaftClient:
         last = self.node.append(epoch, values, self.clock.wall_ms())
         self._kick()
         return last
+
+    def snapshot_control_records(self, last_offset: int) -> list[tuple[ControlRecordType, Message]]:
+        """What a snapshot of the log up to ``last_offset`` starts with after its header, as
+        Kafka's RecordsSnapshotWriter writes it: nothing at kraft.version 0; from 1 the
+        KRaftVersionRecord and the VotersRecord of the voter set in force at that offset (the
+        node's voter set: this node changes no voters)."""
+        node = self.node
+        kraft_version = node.quorum.kraft_version
+        if kraft_version < 1 or node.voters_offset is None:
+            return []
+        return [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=kraft_version)),
+                (ControlRecordType.KRAFT_VOTERS, voters_record_of(node.quorum.voters))]
 
     def append_control(self, messages: Sequence[tuple[ControlRecordType, Message]], timestamp: int) -> int:
         """Append one control batch in the epoch this node leads (a kraft.version upgrade's

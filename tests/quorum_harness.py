@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraftsim.cli.storage import format_storage
+from kraftsim.rpc.uuids import random_uuid, to_str
 from tests import harness
 
 # Shorter timings than Kafka's: a follower stands after 1.5 s without its leader, a voter with
@@ -78,18 +80,35 @@ class Node:
 
 
 class Quorum:
-    def __init__(self, tmp: Path, size: int = 3, first_id: int = 3000, **cfg: object) -> None:
+    def __init__(self, tmp: Path, size: int = 3, first_id: int = 3000, dynamic: bool = False, observers: int = 0,
+                 **cfg: object) -> None:
+        """``size`` voters; ``dynamic``: a KIP-853 quorum (every node formatted with the same
+        ``--initial-controllers``, configured with ``controller.quorum.bootstrap.servers``), and
+        ``observers`` more controllers formatted with ``--no-initial-controllers``."""
         self.tmp = tmp
-        ids = range(first_id, first_id + size)
+        ids = range(first_id, first_id + size + observers)
         self.nodes = {i: Node(i, tmp / f"node-{i}", harness.free_port(), harness.free_port()) for i in ids}
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.port}" for n in self.nodes.values())
-        settings = {**FAST_RAFT, **cfg}
-        self.cluster_id: str | None = None
+        voter_nodes = list(self.nodes.values())[:size]
+        self.directory_ids = {n.node_id: to_str(random_uuid()) for n in voter_nodes}
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.port}" for n in voter_nodes)
+        if dynamic:
+            quorum = {"controller_quorum_voters": "", "controller_quorum_bootstrap_servers":
+                      ",".join(n.address for n in voter_nodes)}
+        else:
+            quorum = {"controller_quorum_voters": voters}
+        settings = {**FAST_RAFT, **quorum, **cfg}
+        self.cluster_id: str = to_str(random_uuid())
+        initial = ",".join(f"{n.node_id}@127.0.0.1:{n.port}:{self.directory_ids[n.node_id]}" for n in voter_nodes)
         for n in self.nodes.values():
             n.directory.mkdir(parents=True)
             n.config = harness.write_config(n.directory, port=n.port, http_port=n.http_port, node_id=n.node_id,
-                                            controller_quorum_voters=voters, **settings)
-            self.cluster_id = harness.format_dir(n.config, cluster_id=self.cluster_id)
+                                            **settings)
+            if dynamic:
+                voter = n.node_id in self.directory_ids
+                format_storage(n.config, self.cluster_id, "3.9", True, initial_controllers=initial if voter else None,
+                               no_initial_controllers=not voter)
+            else:
+                harness.format_dir(n.config, cluster_id=self.cluster_id)
 
     @property
     def bootstrap(self) -> str:

@@ -246,7 +246,7 @@ def test_defaults_of_kraftsims_own_are_the_ones_shown() -> None:
     from tests.controller_harness import WriteHarness
 
     h = WriteHarness()
-    h.ctx.config = Config({"process.roles": "controller", "node.id": "21"})
+    h.ctx.config = Config({"process.roles": "controller", "node.id": "21", "controller.quorum.voters": "21@127.0.0.1:9093"})
     view = BrokerConfigView(h.ctx)
     assert view.value("listeners") == "CONTROLLER://127.0.0.1:9093"
     assert view.synonyms("controller.listener.names", False) == [("controller.listener.names", "CONTROLLER", DEFAULT)]

@@ -335,7 +335,8 @@ def test_a_run_writes_what_a_preferred_election_of_every_imbalanced_partition_wr
     image.replay(TopicRecord(name="t", topic_id=tid), next(offset))
     for pid, state in enumerate(parts):
         image.replay(PartitionRecord(partition_id=pid, topic_id=tid, **state), next(offset))
-    ctx = ControllerContext(image=image, config=Config({"process.roles": "controller", "node.id": "1"}),
+    ctx = ControllerContext(image=image, config=Config({"process.roles": "controller", "node.id": "1",
+                                                        "controller.quorum.voters": "1@127.0.0.1:9093"}),
                             clock=ManualClock(), node_id=1, cluster_id="c")
     elections = LeaderElectionManager(ctx, ClusterControlManager(ctx))
     topic = image.topics.by_name["t"]

@@ -128,6 +128,18 @@ def _host_port(v: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _bootstrap_servers(v: str) -> list[tuple[str, int]]:
+    """``host:port,...``: where a controller of a dynamic quorum (or an observer) first asks
+    for the leader."""
+    out = []
+    for part in _list(v):
+        try:
+            out.append(_host_port(part))
+        except ValueError:
+            raise ValueError(f"{part!r} is not of the form host:port") from None
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Key:
     name: str
@@ -143,7 +155,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     Key("process.roles", _roles, None),
     Key("node.id", _int(0), None),
     Key("controller.quorum.voters", _voters, ""),
-    Key("controller.quorum.bootstrap.servers", _list, ""),
+    Key("controller.quorum.bootstrap.servers", _bootstrap_servers, ""),
     Key("listeners", _listeners, "CONTROLLER://127.0.0.1:9093"),
     Key("controller.listener.names", _list, "CONTROLLER"),
     Key("listener.security.protocol.map", _protocol_map,
@@ -277,6 +289,12 @@ class Config:
             if n not in pmap:
                 raise ConfigError(f"listener.security.protocol.map has no entry for listener {n}")
         voters = self.values["controller.quorum.voters"]
+        if not voters and not self.values["controller.quorum.bootstrap.servers"]:
+            # Kafka 3.9's KafkaConfig: a static quorum names its voters, a dynamic one (KIP-853)
+            # where to find it; with both, the voters are the quorum and the servers unused.
+            raise ConfigError("If using process.roles, either controller.quorum.bootstrap.servers must contain the "
+                              "set of bootstrap controllers or controller.quorum.voters must contain a parseable "
+                              "set of controllers.")
         if voters and self.node_id not in {v[0] for v in voters}:
             raise ConfigError(f"controller.quorum.voters does not contain node.id {self.node_id}")
         if self.values["metadata.log.segment.bytes"] < self.values["metadata.log.segment.min.bytes"]:

@@ -169,14 +169,19 @@ class FeatureControlManager:
     def finalized_features(self) -> tuple[int, dict[str, int]]:
         """(epoch, levels), in the order Kafka's ApiVersions lists them (java_finalized_order).
         metadata.version is always listed because a KRaft node always has one (the release's
-        minimum before any record). From 4.0 kraft.version is the Raft layer's, not a record's."""
+        minimum before any record). From 4.0 kraft.version is the Raft layer's, not a record's;
+        3.9 lists the Raft layer's once it is above 0."""
         features = self.ctx.image.features
         finalized = features.finalized
+        kv = self.ctx.kraft_version()
         if not self.ctx.release.is_3x:
             finalized = {n: lvl for n, lvl in finalized.items() if n != versions.KRAFT_VERSION}
-            kv = self.ctx.kraft_version()
             if kv:
                 finalized[versions.KRAFT_VERSION] = kv
+        elif kv:
+            # 3.9.2 lists the Raft layer's kraft.version too once it is 1 (a dynamic quorum), as
+            # measured against its controller formatted --standalone.
+            finalized = {**finalized, versions.KRAFT_VERSION: kv}
         return self.epoch, java_finalized_order(finalized, features.effective_metadata_version())
 
     def note_batch(self, records: list[RecordAndVersion], base_offset: int) -> None:

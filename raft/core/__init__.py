@@ -20,9 +20,12 @@ Where dynamic voters and pre-vote belong:
 - KIP-853 (dynamic voters): the voter set already carries directory ids, endpoints and kraft.version
   ranges (``voters.py``), replicas are named by :class:`~kraftsim.raft.core.keys.ReplicaKey` with
   their directory, the store writes ``quorum-state`` v1 when kraft.version is 1, and LeaderState
-  keeps voters and observers apart by key. What is missing is the voter-set history read from the
-  log's VotersRecord and KRaftVersionRecord control records (a replacement for the static
-  ``QuorumState.voters``), the leader writing them at the start of an epoch, and the
+  keeps voters and observers apart by key. The node starts from the voter set and kraft.version
+  its driver read from the log (``kraftsim.raft.dynamic_voters``), and a leader of a kraft.version
+  1 quorum writes them at the start of its epoch when the log does not hold them yet
+  (``voters_records.py``). What is missing is the voter-set history kept from the log's
+  VotersRecord and KRaftVersionRecord control records as they are appended and truncated (a
+  replacement for the fixed ``QuorumState.voters`` and ``RaftNode.voters_offset``), and the
   AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter handlers beside ``election_rpcs.py``, with one
   change in flight at a time (``VoterSet.overlapping_majority``).
 - KIP-996 (pre-vote, Kafka 4.0): a Prospective state beside Candidate in ``states.py``, entered

@@ -47,7 +47,8 @@ from kraftsim.raft.core.requests import RequestManager
 from kraftsim.raft.core.state_store import QuorumStateStore
 from kraftsim.raft.core.states import CandidateState, FollowerState
 from kraftsim.raft.core.timer import NEVER
-from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
+from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
+from kraftsim.raft.core.voters_records import last_voters_offset, start_of_epoch_records
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
@@ -94,7 +95,8 @@ class RaftNode:
                  listeners: Endpoints, listener_name: str, log: ReplicatedLog, store: QuorumStateStore,
                  config: QuorumConfig, rng: random.Random, now_ms: int, kraft_version: int = 0,
                  bootstrap: Mapping[int, Address] | None = None, max_fetch_bytes: int = rpcs.MAX_FETCH_SIZE_BYTES,
-                 followers_always_flush: bool = False) -> None:
+                 followers_always_flush: bool = False, voters_offset: int | None = None,
+                 supported_kraft_versions: tuple[int, int] = (0, 1)) -> None:
         self.cluster_id = cluster_id
         self.listener_name = listener_name
         self.log = log
@@ -102,6 +104,11 @@ class RaftNode:
         self.rng = rng
         self.max_fetch_bytes = max_fetch_bytes
         self.followers_always_flush = followers_always_flush
+        # Where the log holds the voter set of a kraft.version 1 quorum: the offset of its last
+        # VotersRecord, -1 while it is only in a snapshot (a fresh dynamic quorum's bootstrap
+        # snapshot), None for a static quorum. A new leader writes the set when it is -1.
+        self.voters_offset = voters_offset
+        self.supported_kraft_versions = supported_kraft_versions
         self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, voters=voters, listeners=listeners,
                                   store=store, config=config, rng=rng, kraft_version=kraft_version)
         # Without bootstrap servers, the static voters are where an observer looks for the leader.
@@ -382,8 +389,18 @@ class RaftNode:
         message = lc(version=0, leader_id=leader.local_key.id,
                      voters=[lc.Voter(voter_id=v) for v in sorted(leader.voter_states)],
                      granting_voters=[lc.Voter(voter_id=v) for v in leader.granting_voters])
-        self.log.append_control_as_leader([(ControlRecordType.LEADER_CHANGE, message)], epoch=leader.epoch,
-                                          timestamp=now_ms)
+        records: list[tuple[ControlRecordType, Message]] = [(ControlRecordType.LEADER_CHANGE, message)]
+        if self.voters_offset is not None:
+            if self.voters_offset >= start:
+                self.voters_offset = -1  # the record it named was truncated away
+            local = VoterNode(leader.local_key, self.quorum.listeners, self.supported_kraft_versions)
+            voters, more = start_of_epoch_records(self.quorum.voters, self.voters_offset, self.quorum.kraft_version,
+                                                  local)
+            records += more
+            self.quorum.voters = voters
+        last = self.log.append_control_as_leader(records, epoch=leader.epoch, timestamp=now_ms)
+        if len(records) > 1:
+            self.voters_offset = last
         self._needs_flush = True
         self._drop_pending_appends()
         self.requests.reset_all()
@@ -460,6 +477,8 @@ class RaftNode:
     # -- the follower's log ------------------------------------------------------------------------
     def append_as_follower(self, records: bytes) -> None:
         self.log.append_as_follower(records)
+        if self.voters_offset == -1 and (offset := last_voters_offset(records)) is not None:
+            self.voters_offset = offset
         if self.quorum.is_voter() or self.followers_always_flush:
             self.log.flush()  # a voter fetches again only once this is durable: see polling.py
 

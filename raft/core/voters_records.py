@@ -1,0 +1,76 @@
+"""The voter set in the log: VotersRecord ↔ :class:`VoterSet` (Kafka's VoterSet.toVotersRecord
+and fromVotersRecord), and the start-of-epoch control records of a kraft.version 1 leader."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kraftsim.controller.java.hash_order import hashmap_capacity, spread, table_size_for
+from kraftsim.metadata.batch import ControlRecordType, decode_control_record, read_batches
+from kraftsim.metadata.messages import KRaftVersionRecord, VotersRecord
+from kraftsim.raft.core.keys import ReplicaKey
+from kraftsim.raft.core.voters import Endpoints, VoterNode, VoterSet
+from kraftsim.rpc.message import Message
+
+
+def voter_set_of(record: VotersRecord) -> VoterSet:
+    """A VotersRecord as a VoterSet: keys with their directory ids, endpoints by listener."""
+    return VoterSet(
+        VoterNode(ReplicaKey.of(v.voter_id, v.voter_directory_id),
+                  Endpoints.of((e.name, e.host, e.port) for e in v.endpoints),
+                  (v.kraft_version_feature.min_supported_version, v.kraft_version_feature.max_supported_version))
+        for v in record.voters)
+
+
+def java_voter_order(ids: Iterable[int]) -> list[int]:
+    """Voter ids in the order Kafka's VoterSet lists them: its map is a copy (``new
+    HashMap<>(voters)``) of a default HashMap filled in id order, so by bucket of the copy's table,
+    then by bucket of the original's, then by id. Sorted for every id below the table size (the
+    usual cluster); not for, say, 5 and 16 (16 first)."""
+    ordered = sorted(ids)
+    n = len(ordered)
+    copy = table_size_for(int(n / 0.75 + 1.0))
+    original = hashmap_capacity(n)
+    return sorted(ordered, key=lambda i: (spread(i) & (copy - 1), spread(i) & (original - 1), i))
+
+
+def voters_record_of(voters: VoterSet) -> VotersRecord:
+    """A VoterSet as the VotersRecord Kafka writes (voters in its VoterSet's order, endpoints by
+    listener)."""
+    nodes = {n.key.id: n for n in voters.nodes()}
+    return VotersRecord(version=0, voters=[
+        VotersRecord.Voter(
+            voter_id=n.key.id, voter_directory_id=n.key.wire_directory_id,
+            endpoints=[VotersRecord.Endpoint(name=name, host=a.host, port=a.port) for name, a in n.endpoints.items()],
+            kraft_version_feature=VotersRecord.KRaftVersionFeature(min_supported_version=n.kraft_versions[0],
+                                                                   max_supported_version=n.kraft_versions[1]))
+        for n in (nodes[i] for i in java_voter_order(nodes))])
+
+
+def start_of_epoch_records(voters: VoterSet, voters_offset: int, kraft_version: int,
+                           local: VoterNode) -> tuple[VoterSet, list[tuple[ControlRecordType, Message]]]:
+    """What a new leader of a kraft.version 1 quorum writes after its LeaderChange, in the same
+    batch (Kafka's LeaderState.appendStartOfEpochControlRecords): its kraft.version and the voter
+    set with its own entry brought up to date, when the set was never written to the log (it
+    comes from a snapshot: ``voters_offset`` -1) or its own entry differs. Returns the set and
+    the records (none to write)."""
+    current = voters.node(local.key.id)
+    if kraft_version < 1 or current is None or (voters_offset >= 0 and current == local):
+        return voters, []
+    updated = VoterSet(local if n.key.id == local.key.id else n for n in voters.nodes())
+    return updated, [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=kraft_version)),
+                     (ControlRecordType.KRAFT_VOTERS, voters_record_of(updated))]
+
+
+def last_voters_offset(records: bytes) -> int | None:
+    """The offset of the last VotersRecord in a run of fetched batches (None: there is none)."""
+    found = None
+    for batch in read_batches(records, verify_crc=False):
+        if not batch.is_control:
+            continue
+        for rec in batch.records():
+            ctl = decode_control_record(rec)
+            if ctl is not None and ctl[0] == ControlRecordType.KRAFT_VOTERS:
+                found = rec.offset
+    return found
+
