@@ -1,0 +1,260 @@
+"""Quorums mixing kraftsim and real Kafka 3.9 controllers: the Raft oracle.
+
+Two static quorums (``controller.quorum.voters``, kraft.version 0), every directory formatted
+with the same cluster id by its own side's format tool: one kraftsim voter with two Kafka
+controllers, and two kraftsim voters with one Kafka controller. In each, a leader of one kind is
+elected first (the Raft timings bias it: the side meant to win first stands sooner), a simulated
+fleet (``kraftsim brokers``) registers and heartbeats, the other kind replicates the leader's log,
+the leader is killed with SIGKILL, one of the other kind wins, the fleet stays unfenced and the
+new leader answers CreateTopics; the killed node comes back as a follower of the other kind. At
+the end every voter's log holds the same batches, byte for byte, up to the high watermark.
+
+Snapshots are not compared: each node writes its own when its own byte or time threshold passes
+(``metadata.log.max.record.bytes.between.snapshots``, ``metadata.log.max.snapshot.interval.ms``),
+so two nodes' snapshots name different offsets; none is written within these scenarios."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kraftsim.broker.observer import MetadataObserver
+from kraftsim.metadata.batch import IncompleteBatchError
+from kraftsim.metadata.legacy import decode_value
+from kraftsim.metadata.segments import iter_file_batches
+from kraftsim.rpc.client import KafkaClient
+from kraftsim.rpc.messages import CreateTopicsRequest, DescribeQuorumRequest, DescribeQuorumResponse
+from tests.fleet_harness import FleetProcess
+from tests.harness import free_port, poll_sync, poll_until
+from tests.kafka.harness import KafkaNode, KraftsimNode, Node, random_cluster_id
+from tests.quorum_harness import FAST_RAFT
+
+pytestmark = pytest.mark.kafka
+
+CT = CreateTopicsRequest
+FLEET = 3
+FIRST_ID = 3001  # controller ids apart from the fleet's broker ids (1..FLEET)
+
+# Both sides' Raft keys. The side meant to win an election stands after 0.5-1 s without a leader
+# (FAST_RAFT); the other waits 2-4 s, and 3 s without its leader's answer before it stands.
+EAGER = {k.replace("_", "."): v for k, v in FAST_RAFT.items()}
+PATIENT = {**EAGER, "controller.quorum.election.timeout.ms": "2000",
+           "controller.quorum.fetch.timeout.ms": "3000"}
+COMMON = {
+    "metadata.max.idle.interval.ms": "0",  # no NoOpRecord on a timer: every node's log stays still when idle
+    "controller.quorum.append.linger.ms": "0",
+    "broker.session.timeout.ms": "9000",
+    "broker.heartbeat.interval.ms": "500",
+}
+
+
+class MixedQuorum:
+    """Voters ``FIRST_ID..`` of the kinds in ``kinds`` ("s" kraftsim, "k" Kafka), in that order;
+    the kinds in ``eager`` get the short election timeouts."""
+
+    def __init__(self, tmp: Path, kinds: str, eager: str) -> None:
+        self.cluster_id = random_cluster_id()
+        ports = {FIRST_ID + i: free_port() for i in range(len(kinds))}
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+        self.nodes: dict[int, Node] = {}
+        for (node_id, port), kind in zip(ports.items(), kinds, strict=True):
+            cfg = {**COMMON, **(EAGER if kind in eager else PATIENT), "controller.quorum.voters": voters}
+            node: Node
+            if kind == "s":
+                node = KraftsimNode(tmp / f"kraftsim-{node_id}", node_id=node_id, cluster_id=self.cluster_id,
+                                    port=port, overrides=cfg)
+            else:
+                node = KafkaNode(tmp / f"kafka-{node_id}", node_id=node_id, cluster_id=self.cluster_id, port=port,
+                                 overrides=cfg)
+            node.format()  # each side's own format tool, the same cluster id and voters
+            self.nodes[node_id] = node
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes.values())
+
+    def of_kind(self, kind: str) -> list[int]:
+        return [i for i, n in self.nodes.items() if n.kind == kind]
+
+    def kill_all(self) -> None:
+        for n in self.nodes.values():
+            n.kill()
+
+
+def describe_quorum_request() -> DescribeQuorumRequest:
+    return DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
+        topic_name="__cluster_metadata", partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])])
+
+
+async def describe(node: Node) -> DescribeQuorumResponse.PartitionData | None:
+    """The leader's DescribeQuorum partition, or None from a node that is not the leader (or down)."""
+    host, port = node.bootstrap.rsplit(":", 1)
+    try:
+        client = await KafkaClient.connect(host, int(port), client_id="mixed-quorum-test")
+    except OSError:
+        return None
+    try:
+        r = await client.request(describe_quorum_request(), 1)
+    except (TimeoutError, OSError, ConnectionError):
+        return None
+    finally:
+        await client.close()
+    if r.error_code or not r.topics or r.topics[0].partitions[0].error_code:
+        return None
+    return r.topics[0].partitions[0]
+
+
+async def settled(q: MixedQuorum, want: set[int], timeout: float = 60) -> DescribeQuorumResponse.PartitionData:
+    """The leader's view once its leader is in ``want`` and every running voter has its whole log."""
+    found: list[DescribeQuorumResponse.PartitionData] = []
+
+    async def check() -> bool:
+        for node in q.nodes.values():
+            if not node.running:
+                continue
+            p = await describe(node)
+            if p is None or p.leader_id not in want:
+                continue
+            ends = {v.replica_id: v.log_end_offset for v in p.current_voters}
+            leo = ends[p.leader_id]
+            if p.high_watermark == leo and all(ends[i] == leo for i, n in q.nodes.items() if n.running):
+                found[:] = [p]
+                return True
+        return False
+
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no leader among {sorted(want)} with every running voter caught up within "
+                                 f"{timeout}s")
+        await asyncio.sleep(0.1)
+    return found[0]
+
+
+async def create_topic(node: Node, name: str) -> None:
+    host, port = node.bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="mixed-quorum-test")
+    try:
+        r = await client.request(CT(topics=[CT.CreatableTopic(name=name, num_partitions=3, replication_factor=3)],
+                                    timeout_ms=10_000), 7)
+        assert r.topics[0].error_code == 0, r
+    finally:
+        await client.close()
+
+
+def batches(node: Node, end: int) -> list[tuple[int, int, bytes]]:
+    """(base offset, partition leader epoch, raw bytes) of every batch of ``node``'s metadata log
+    wholly below ``end``."""
+    out = []
+    for seg in sorted((node.metadata_dir / "__cluster_metadata-0").glob("*.log")):
+        try:
+            for _, batch in iter_file_batches(seg):
+                if batch.last_offset < end:
+                    out.append((batch.base_offset, batch.partition_leader_epoch, bytes(batch.raw)))
+        except IncompleteBatchError:
+            pass  # a running node's tail, past ``end``
+    return out
+
+
+def record_types(node: Node, end: int) -> list[str]:
+    names = []
+    for seg in sorted((node.metadata_dir / "__cluster_metadata-0").glob("*.log")):
+        try:
+            for _, batch in iter_file_batches(seg):
+                if batch.last_offset >= end or batch.is_control:
+                    continue
+                names += [type(decode_value(r.value, False)[0]).__name__ for r in batch.records()
+                          if r.value is not None]
+        except IncompleteBatchError:
+            pass
+    return names
+
+
+def assert_same_logs(q: MixedQuorum, hw: int) -> None:
+    logs = {i: batches(n, hw) for i, n in q.nodes.items()}
+    first, *rest = logs
+    assert logs[first], f"node {first} holds no batch below {hw}"
+    assert logs[first][-1][0] <= hw - 1
+    for i in rest:
+        assert [b[:2] for b in logs[i]] == [b[:2] for b in logs[first]], (i, first)
+        assert logs[i] == logs[first], f"node {i}'s batches differ from node {first}'s below {hw}"
+
+
+async def failover(q: MixedQuorum, first_kind: str, tmp: Path) -> None:
+    """The scenario both quorums play: a leader of ``first_kind``, the fleet registered, the leader
+    killed, one of the other kind leading, the fleet unfenced, the killed node back as a follower."""
+    other = "k" if first_kind == "s" else "s"
+    kind_of = {"s": "kraftsim", "k": "kafka"}
+    p = await settled(q, set(q.of_kind(kind_of[first_kind])))
+    leader = p.leader_id
+    fleet = FleetProcess(tmp / "fleet", q.bootstrap, FLEET)
+    view = MetadataObserver([tuple(n.bootstrap.rsplit(":", 1)) for n in q.nodes.values()],  # type: ignore[misc]
+                            q.cluster_id, 9999, uuid.uuid4())
+    ids = set(range(1, FLEET + 1))
+
+    def all_unfenced() -> bool:
+        brokers = view.image.cluster.brokers
+        return all(i in brokers and not brokers[i].fenced for i in ids)
+
+    view.start()
+    try:
+        await poll_until(all_unfenced, 60, 0.1, what="the fleet registered and unfenced")
+        await create_topic(q.nodes[leader], "before-failover")
+        # Every voter has the leader's whole log, whatever its kind.
+        p = await settled(q, {leader})
+        hw_before = p.high_watermark
+        q.nodes[leader].kill()
+        p = await settled(q, set(q.of_kind(kind_of[other])), timeout=60)
+        new = p.leader_id
+        await create_topic(q.nodes[new], "after-failover")
+        await poll_until(lambda: "after-failover" in view.image.topics.by_name, 30, 0.1,
+                         what="the new leader's topic replayed by an observer")
+        await poll_until(all_unfenced, 30, 0.1, what="the fleet unfenced under the new leader")
+        brokers = view.image.cluster.brokers
+        assert all(brokers[i].epoch < hw_before for i in ids), "a broker registered again after the failover"
+        # The killed leader comes back as a follower of the other kind and catches up.
+        await asyncio.to_thread(q.nodes[leader].start, False)
+        p = await settled(q, {new}, timeout=90)
+        assert p.leader_id == new
+    finally:
+        await view.stop()
+        fleet.kill()
+    assert_same_logs(q, p.high_watermark)
+    types = record_types(q.nodes[leader], p.high_watermark)
+    assert types.count("RegisterControllerRecord") >= len(q.nodes), types
+    assert "TopicRecord" in types
+
+
+@pytest.fixture
+def quorum(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MixedQuorum]:
+    kinds, eager = request.param
+    q = MixedQuorum(tmp_path, kinds, eager)
+    yield q
+    q.kill_all()
+
+
+@pytest.mark.parametrize("quorum", [("skk", "s")], indirect=True)
+def test_kraftsim_leads_two_kafka_controllers_then_kafka_takes_over(quorum: MixedQuorum, tmp_path: Path) -> None:
+    q = quorum
+    for n in q.nodes.values():
+        n.start(wait=False)
+    asyncio.run(failover(q, "s", tmp_path))
+
+
+@pytest.mark.parametrize("quorum", [("ssk", "k")], indirect=True)
+def test_kafka_leads_two_kraftsim_voters_then_kraftsim_takes_over(quorum: MixedQuorum, tmp_path: Path) -> None:
+    q = quorum
+    kafka = q.nodes[q.of_kind("kafka")[0]]
+    kafka.start(wait=False)
+    # The Kafka voter stands alone until the kraftsim voters are up, and then wins at once.
+    assert isinstance(kafka, KafkaNode)
+    kafka.wait_log("Completed transition to CandidateState", timeout=90)
+    for i in q.of_kind("kraftsim"):
+        q.nodes[i].start(wait=False)
+    poll_sync(lambda: all(n.running for n in q.nodes.values()), 5, what="every voter running")
+    asyncio.run(failover(q, "k", tmp_path))
