@@ -16,6 +16,7 @@ so two nodes' snapshots name different offsets; none is written within these sce
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -147,6 +148,55 @@ async def create_topic(node: Node, name: str) -> None:
         await client.close()
 
 
+def freeze(node: Node) -> None:
+    """SIGSTOP: the node holds its connections and answers nothing."""
+    assert node.proc is not None
+    node.proc.send_signal(signal.SIGSTOP)
+
+
+def thaw(node: Node) -> None:
+    if node.proc is not None and node.proc.poll() is None:
+        node.proc.send_signal(signal.SIGCONT)
+
+
+async def append_uncommitted(leader: Node, name: str, hw: int) -> None:
+    """Send CreateTopics to a leader whose followers are frozen, and wait until its log holds
+    the records past the high watermark (the leader's own log end, in its DescribeQuorum).
+
+    First every follower's last fetch must be older than a fetch's longest wait (500 ms), as the
+    leader reports it: a fetch still parked at the leader would be answered with the records
+    into the frozen follower's socket, which it reads once thawed."""
+    def parked_fetches(p: DescribeQuorumResponse.PartitionData) -> list[int]:
+        now = time.time() * 1000
+        return [v.replica_id for v in p.current_voters
+                if v.replica_id != p.leader_id and now - v.last_fetch_timestamp < 1000]
+
+    deadline = time.monotonic() + 30
+    while (p := await describe(leader)) is None or parked_fetches(p):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{leader}: followers still fetching: {p}")
+        await asyncio.sleep(0.1)
+    host, port = leader.bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="mixed-quorum-test")
+    pending = asyncio.ensure_future(client.request(
+        CT(topics=[CT.CreatableTopic(name=name, num_partitions=1, replication_factor=3)], timeout_ms=30_000), 7,
+        timeout=None))
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            p = await describe(leader)
+            if p is not None:
+                ends = {v.replica_id: v.log_end_offset for v in p.current_voters}
+                if ends[p.leader_id] > hw + 1 and p.high_watermark == hw:
+                    return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{leader} did not append {name} past its high watermark {hw}")
+            await asyncio.sleep(0.05)
+    finally:
+        pending.cancel()
+        await client.close()
+
+
 def batches(node: Node, end: int) -> list[tuple[int, int, bytes]]:
     """(base offset, partition leader epoch, raw bytes) of every batch of ``node``'s metadata log
     wholly below ``end``."""
@@ -208,13 +258,24 @@ async def failover(q: MixedQuorum, first_kind: str, tmp: Path) -> None:
         # Every voter has the leader's whole log, whatever its kind.
         p = await settled(q, {leader})
         hw_before = p.high_watermark
-        q.nodes[leader].kill()
+        # The followers frozen, the leader appends a topic no follower will ever have: the
+        # killed leader's divergent tail, which it must cut when it comes back.
+        followers = [i for i in q.nodes if i != leader]
+        for i in followers:
+            freeze(q.nodes[i])
+        try:
+            await append_uncommitted(q.nodes[leader], "never-committed", hw_before)
+            q.nodes[leader].kill()
+        finally:
+            for i in followers:
+                thaw(q.nodes[i])
         p = await settled(q, set(q.of_kind(kind_of[other])), timeout=60)
         new = p.leader_id
         await create_topic(q.nodes[new], "after-failover")
         await poll_until(lambda: "after-failover" in view.image.topics.by_name, 30, 0.1,
                          what="the new leader's topic replayed by an observer")
         await poll_until(all_unfenced, 30, 0.1, what="the fleet unfenced under the new leader")
+        assert "never-committed" not in view.image.topics.by_name
         brokers = view.image.cluster.brokers
         assert all(brokers[i].epoch < hw_before for i in ids), "a broker registered again after the failover"
         # The killed leader comes back as a follower of the other kind and catches up.
