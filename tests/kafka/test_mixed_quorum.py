@@ -3,24 +3,31 @@
 Two static quorums (``controller.quorum.voters``, kraft.version 0), every directory formatted
 with the same cluster id by its own side's format tool: one kraftsim voter with two Kafka
 controllers, and two kraftsim voters with one Kafka controller. In each, a leader of one kind is
-elected first (the Raft timings bias it: the side meant to win first stands sooner), a simulated
-fleet (``kraftsim brokers``) registers and heartbeats, the other kind replicates the leader's log,
-the leader is killed with SIGKILL, one of the other kind wins, the fleet stays unfenced and the
-new leader answers CreateTopics; the killed node comes back as a follower of the other kind. At
-the end every voter's log holds the same batches, byte for byte, up to the high watermark.
+elected first (the Raft timings bias it: the side meant to win first stands sooner) and the
+other kind votes for it, registers with it and replicates its log. Brokers register and
+heartbeat throughout: a real Kafka 3.9 broker with a producer writing (acks=all) beside the
+kraftsim leader, the simulated fleet (``kraftsim brokers``) beside the Kafka leader. The leader,
+its followers frozen, appends records no follower gets; it is killed with SIGKILL, one of the
+other kind wins, the brokers stay unfenced and the new leader answers CreateTopics; the killed
+node comes back as a follower of the other kind and cuts its divergent tail. At the end every
+voter's log holds the same batches, byte for byte, up to the high watermark (from the latest
+log start among them: a voter that started late is sent the leader's snapshot), two snapshots
+of the same offset hold the same records, and nothing the broker acknowledged is lost.
 
-Snapshots are not compared: each node writes its own when its own byte or time threshold passes
-(``metadata.log.max.record.bytes.between.snapshots``, ``metadata.log.max.snapshot.interval.ms``),
-so two nodes' snapshots name different offsets; none is written within these scenarios."""
+Each node writes its own snapshots (every half kilobyte of records here), so their offsets
+differ between nodes, and a snapshot's file is each writer's own (timestamps, record order):
+docs/differences.md says what differs."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +35,7 @@ from kraftsim.broker.observer import MetadataObserver
 from kraftsim.metadata.batch import IncompleteBatchError
 from kraftsim.metadata.legacy import decode_value
 from kraftsim.metadata.segments import iter_file_batches
+from kraftsim.metadata.snapshots import iter_snapshot_values, list_snapshots
 from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.messages import CreateTopicsRequest, DescribeQuorumRequest, DescribeQuorumResponse
 from tests.fleet_harness import FleetProcess
@@ -51,6 +59,12 @@ COMMON = {
     "controller.quorum.append.linger.ms": "0",
     "broker.session.timeout.ms": "9000",
     "broker.heartbeat.interval.ms": "500",
+    # A snapshot after every half kilobyte of records, on every node, of whichever kind; segments
+    # of 4 KiB (above any batch these scenarios write: Kafka refuses to append a batch larger
+    # than a segment, and halts).
+    "metadata.log.segment.min.bytes": "4096",
+    "metadata.log.segment.bytes": "4096",
+    "metadata.log.max.record.bytes.between.snapshots": "512",
 }
 
 
@@ -61,7 +75,7 @@ class MixedQuorum:
     def __init__(self, tmp: Path, kinds: str, eager: str) -> None:
         self.cluster_id = random_cluster_id()
         ports = {FIRST_ID + i: free_port() for i in range(len(kinds))}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+        self.voters = voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
         self.nodes: dict[int, Node] = {}
         for (node_id, port), kind in zip(ports.items(), kinds, strict=True):
             cfg = {**COMMON, **(EAGER if kind in eager else PATIENT), "controller.quorum.voters": voters}
@@ -137,11 +151,11 @@ async def settled(q: MixedQuorum, want: set[int], timeout: float = 60) -> Descri
     return found[0]
 
 
-async def create_topic(node: Node, name: str) -> None:
+async def create_topic(node: Node, name: str, rf: int = 3) -> None:
     host, port = node.bootstrap.rsplit(":", 1)
     client = await KafkaClient.connect(host, int(port), client_id="mixed-quorum-test")
     try:
-        r = await client.request(CT(topics=[CT.CreatableTopic(name=name, num_partitions=3, replication_factor=3)],
+        r = await client.request(CT(topics=[CT.CreatableTopic(name=name, num_partitions=1 if rf == 1 else 3, replication_factor=rf)],
                                     timeout_ms=10_000), 7)
         assert r.topics[0].error_code == 0, r
     finally:
@@ -159,7 +173,7 @@ def thaw(node: Node) -> None:
         node.proc.send_signal(signal.SIGCONT)
 
 
-async def append_uncommitted(leader: Node, name: str, hw: int) -> None:
+async def append_uncommitted(leader: Node, name: str, hw: int, rf: int = 3) -> None:
     """Send CreateTopics to a leader whose followers are frozen, and wait until its log holds
     the records past the high watermark (the leader's own log end, in its DescribeQuorum).
 
@@ -179,7 +193,7 @@ async def append_uncommitted(leader: Node, name: str, hw: int) -> None:
     host, port = leader.bootstrap.rsplit(":", 1)
     client = await KafkaClient.connect(host, int(port), client_id="mixed-quorum-test")
     pending = asyncio.ensure_future(client.request(
-        CT(topics=[CT.CreatableTopic(name=name, num_partitions=1, replication_factor=3)], timeout_ms=30_000), 7,
+        CT(topics=[CT.CreatableTopic(name=name, num_partitions=1, replication_factor=rf)], timeout_ms=30_000), 7,
         timeout=None))
     try:
         deadline = time.monotonic() + 30
@@ -225,8 +239,39 @@ def record_types(node: Node, end: int) -> list[str]:
     return names
 
 
+def snapshots(node: Node) -> dict[str, list[bytes]]:
+    """Each snapshot's records (their serialized values), by file name."""
+    d = node.metadata_dir / "__cluster_metadata-0"
+    return {s.file_name: list(iter_snapshot_values(d / s.file_name)) for s in list_snapshots(d)}
+
+
+def assert_same_snapshots(q: MixedQuorum) -> int:
+    """Where two nodes wrote a snapshot of the same offset and epoch, it holds the same records
+    (the batches' timestamps differ: each node wrote its own file when it did; and the order of
+    topics and of one resource's configs: Kafka walks its hash maps, kraftsim its image's
+    insertion order). Returns how many snapshots nodes of both kinds shared."""
+    seen: dict[str, tuple[int, list[bytes]]] = {}
+    shared = 0
+    for i, node in q.nodes.items():
+        for name, in_order in snapshots(node).items():
+            values = sorted(in_order)
+            if name in seen:
+                j, theirs = seen[name]
+                assert values == theirs, f"snapshot {name}: node {i}'s records differ from node {j}'s"
+                shared += q.nodes[j].kind != node.kind
+            else:
+                seen[name] = (i, values)
+    return shared
+
+
 def assert_same_logs(q: MixedQuorum, hw: int) -> None:
+    """Every voter holds the same batches, byte for byte, from the latest log start among them
+    (a voter that started late may have been sent a snapshot, and its log starts there) up to
+    ``hw``."""
     logs = {i: batches(n, hw) for i, n in q.nodes.items()}
+    start = max(log[0][0] if log else hw for log in logs.values())
+    assert start < hw - 1, f"no voter's log holds batches between {start} and {hw}"
+    logs = {i: [b for b in log if b[0] >= start] for i, log in logs.items()}
     first, *rest = logs
     assert logs[first], f"node {first} holds no batch below {hw}"
     assert logs[first][-1][0] <= hw - 1
@@ -235,17 +280,87 @@ def assert_same_logs(q: MixedQuorum, hw: int) -> None:
         assert logs[i] == logs[first], f"node {i}'s batches differ from node {first}'s below {hw}"
 
 
-async def failover(q: MixedQuorum, first_kind: str, tmp: Path) -> None:
-    """The scenario both quorums play: a leader of ``first_kind``, the fleet registered, the leader
-    killed, one of the other kind leading, the fleet unfenced, the killed node back as a follower."""
+class Producing:
+    """A confluent-kafka producer (idempotent, acks=all) writing to ``topic`` in a thread until
+    stopped; what the broker acknowledged is read back afterwards."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        import confluent_kafka as ck
+
+        self.bootstrap, self.topic = bootstrap, topic
+        self.acked: set[str] = set()
+        self.errors: list[str] = []
+        self.stopping = threading.Event()
+        self.producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                     "linger.ms": 5, "message.timeout.ms": 60_000})
+        self.thread = threading.Thread(target=self._run, name="mixed-quorum-producer", daemon=True)
+        self.thread.start()
+
+    def _delivered(self, err: object, msg: Any) -> None:
+        if err is None:
+            self.acked.add(msg.value().decode())
+        else:
+            self.errors.append(str(err))
+
+    def _run(self) -> None:
+        i = 0
+        while not self.stopping.is_set():
+            try:
+                self.producer.produce(self.topic, value=f"m-{i}".encode(), on_delivery=self._delivered)
+                i += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.005)
+        self.producer.flush(60)
+
+    def stop(self) -> set[str]:
+        self.stopping.set()
+        self.thread.join(90)
+        assert not self.thread.is_alive(), "the producer did not flush within 60 s"
+        assert not self.errors, self.errors[:3]
+        return self.acked
+
+    def read_back(self, expected: int) -> set[str]:
+        import confluent_kafka as ck
+
+        c = ck.Consumer({"bootstrap.servers": self.bootstrap, "group.id": "mixed-quorum-check",
+                         "enable.auto.commit": False})
+        c.assign([ck.TopicPartition(self.topic, 0, ck.OFFSET_BEGINNING)])
+        seen: set[str] = set()
+        deadline = time.monotonic() + 60
+        try:
+            while len(seen) < expected and time.monotonic() < deadline:
+                for m in c.consume(1000, 0.5):
+                    if m.error() is None:
+                        seen.add(m.value().decode())
+        finally:
+            c.close()
+        return seen
+
+
+async def failover(q: MixedQuorum, first_kind: str, tmp: Path, real_broker: bool = False) -> None:
+    """The scenario both quorums play: a leader of ``first_kind``; brokers registered (the
+    simulated fleet, or a real Kafka 3.9 broker with a producer writing throughout); the leader
+    killed, one of the other kind leading, the brokers unfenced, the killed node back as a
+    follower."""
     other = "k" if first_kind == "s" else "s"
     kind_of = {"s": "kraftsim", "k": "kafka"}
     p = await settled(q, set(q.of_kind(kind_of[first_kind])))
     leader = p.leader_id
-    fleet = FleetProcess(tmp / "fleet", q.bootstrap, FLEET)
+    fleet: FleetProcess | None = None
+    broker: KafkaNode | None = None
+    producing: Producing | None = None
+    if real_broker:
+        broker = KafkaNode(tmp / "broker", role="broker", node_id=1, cluster_id=q.cluster_id, voters=q.voters,
+                           overrides={"broker.heartbeat.interval.ms": "500"})
+        broker.format()
+        await asyncio.to_thread(broker.start)
+        ids, rf = {1}, 1
+    else:
+        fleet = FleetProcess(tmp / "fleet", q.bootstrap, FLEET)
+        ids, rf = set(range(1, FLEET + 1)), 3
     view = MetadataObserver([tuple(n.bootstrap.rsplit(":", 1)) for n in q.nodes.values()],  # type: ignore[misc]
                             q.cluster_id, 9999, uuid.uuid4())
-    ids = set(range(1, FLEET + 1))
 
     def all_unfenced() -> bool:
         brokers = view.image.cluster.brokers
@@ -253,8 +368,10 @@ async def failover(q: MixedQuorum, first_kind: str, tmp: Path) -> None:
 
     view.start()
     try:
-        await poll_until(all_unfenced, 60, 0.1, what="the fleet registered and unfenced")
-        await create_topic(q.nodes[leader], "before-failover")
+        await poll_until(all_unfenced, 60, 0.1, what="the brokers registered and unfenced")
+        await create_topic(q.nodes[leader], "before-failover", rf)
+        if broker is not None:
+            producing = Producing(broker.bootstrap, "before-failover")
         # Every voter has the leader's whole log, whatever its kind.
         p = await settled(q, {leader})
         hw_before = p.high_watermark
@@ -264,17 +381,17 @@ async def failover(q: MixedQuorum, first_kind: str, tmp: Path) -> None:
         for i in followers:
             freeze(q.nodes[i])
         try:
-            await append_uncommitted(q.nodes[leader], "never-committed", hw_before)
+            await append_uncommitted(q.nodes[leader], "never-committed", hw_before, rf)
             q.nodes[leader].kill()
         finally:
             for i in followers:
                 thaw(q.nodes[i])
         p = await settled(q, set(q.of_kind(kind_of[other])), timeout=60)
         new = p.leader_id
-        await create_topic(q.nodes[new], "after-failover")
+        await create_topic(q.nodes[new], "after-failover", rf)
         await poll_until(lambda: "after-failover" in view.image.topics.by_name, 30, 0.1,
                          what="the new leader's topic replayed by an observer")
-        await poll_until(all_unfenced, 30, 0.1, what="the fleet unfenced under the new leader")
+        await poll_until(all_unfenced, 30, 0.1, what="the brokers unfenced under the new leader")
         assert "never-committed" not in view.image.topics.by_name
         brokers = view.image.cluster.brokers
         assert all(brokers[i].epoch < hw_before for i in ids), "a broker registered again after the failover"
@@ -282,10 +399,22 @@ async def failover(q: MixedQuorum, first_kind: str, tmp: Path) -> None:
         await asyncio.to_thread(q.nodes[leader].start, False)
         p = await settled(q, {new}, timeout=90)
         assert p.leader_id == new
+        if producing is not None:
+            acked = await asyncio.to_thread(producing.stop)
+            assert acked, "the producer had nothing acknowledged"
+            missing = acked - await asyncio.to_thread(producing.read_back, len(acked))
+            assert not missing, f"{len(missing)} acknowledged messages lost: {sorted(missing)[:5]}"
     finally:
         await view.stop()
-        fleet.kill()
+        if producing is not None:
+            producing.stopping.set()
+        if fleet is not None:
+            fleet.kill()
+        if broker is not None:
+            broker.kill()
     assert_same_logs(q, p.high_watermark)
+    assert all(snapshots(n) for n in q.nodes.values()), "a node wrote no snapshot"
+    assert_same_snapshots(q)
     types = record_types(q.nodes[leader], p.high_watermark)
     assert types.count("RegisterControllerRecord") >= len(q.nodes), types
     assert "TopicRecord" in types
@@ -304,7 +433,7 @@ def test_kraftsim_leads_two_kafka_controllers_then_kafka_takes_over(quorum: Mixe
     q = quorum
     for n in q.nodes.values():
         n.start(wait=False)
-    asyncio.run(failover(q, "s", tmp_path))
+    asyncio.run(failover(q, "s", tmp_path, real_broker=True))
 
 
 @pytest.mark.parametrize("quorum", [("ssk", "k")], indirect=True)
