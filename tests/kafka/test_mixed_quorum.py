@@ -37,7 +37,12 @@ from kraftsim.metadata.legacy import decode_value
 from kraftsim.metadata.segments import iter_file_batches
 from kraftsim.metadata.snapshots import iter_snapshot_values, list_snapshots
 from kraftsim.rpc.client import KafkaClient
-from kraftsim.rpc.messages import CreateTopicsRequest, DescribeQuorumRequest, DescribeQuorumResponse
+from kraftsim.rpc.messages import (
+    CreateTopicsRequest,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    UpdateFeaturesRequest,
+)
 from tests.fleet_harness import FleetProcess
 from tests.harness import free_port, poll_sync, poll_until
 from tests.kafka.harness import KafkaNode, KraftsimNode, Node, random_cluster_id
@@ -48,6 +53,9 @@ pytestmark = pytest.mark.kafka
 CT = CreateTopicsRequest
 FLEET = 3
 FIRST_ID = 3001  # controller ids apart from the fleet's broker ids (1..FLEET)
+# Formatted at 3.8-IV0 (level 20), upgraded to 3.9-IV0 (21) by the first leader: the other kind
+# replays the FeatureLevelRecord and its supported range is what the leader checks.
+FORMATTED, UPGRADED = "3.8", 21
 
 # Both sides' Raft keys. The side meant to win an election stands after 0.5-1 s without a leader
 # (FAST_RAFT); the other waits 2-4 s, and 3 s without its leader's answer before it stands.
@@ -82,10 +90,10 @@ class MixedQuorum:
             node: Node
             if kind == "s":
                 node = KraftsimNode(tmp / f"kraftsim-{node_id}", node_id=node_id, cluster_id=self.cluster_id,
-                                    port=port, overrides=cfg)
+                                    port=port, overrides=cfg, release_version=FORMATTED)
             else:
                 node = KafkaNode(tmp / f"kafka-{node_id}", node_id=node_id, cluster_id=self.cluster_id, port=port,
-                                 overrides=cfg)
+                                 overrides=cfg, release_version=FORMATTED)
             node.format()  # each side's own format tool, the same cluster id and voters
             self.nodes[node_id] = node
 
@@ -158,6 +166,18 @@ async def create_topic(node: Node, name: str, rf: int = 3) -> None:
         r = await client.request(CT(topics=[CT.CreatableTopic(name=name, num_partitions=1 if rf == 1 else 3, replication_factor=rf)],
                                     timeout_ms=10_000), 7)
         assert r.topics[0].error_code == 0, r
+    finally:
+        await client.close()
+
+
+async def upgrade_metadata_version(node: Node, level: int) -> None:
+    host, port = node.bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="mixed-quorum-test")
+    try:
+        r = await client.request(UpdateFeaturesRequest(timeout_ms=10_000, feature_updates=[
+            UpdateFeaturesRequest.FeatureUpdateKey(feature="metadata.version", max_version_level=level,
+                                                   upgrade_type=1)]), 1)
+        assert r.error_code == 0 and all(f.error_code == 0 for f in r.results), r
     finally:
         await client.close()
 
@@ -352,7 +372,7 @@ async def failover(q: MixedQuorum, first_kind: str, tmp: Path, real_broker: bool
     producing: Producing | None = None
     if real_broker:
         broker = KafkaNode(tmp / "broker", role="broker", node_id=1, cluster_id=q.cluster_id, voters=q.voters,
-                           overrides={"broker.heartbeat.interval.ms": "500"})
+                           overrides={"broker.heartbeat.interval.ms": "500"}, release_version=FORMATTED)
         broker.format()
         await asyncio.to_thread(broker.start)
         ids, rf = {1}, 1
@@ -369,6 +389,8 @@ async def failover(q: MixedQuorum, first_kind: str, tmp: Path, real_broker: bool
     view.start()
     try:
         await poll_until(all_unfenced, 60, 0.1, what="the brokers registered and unfenced")
+        assert view.image.features.effective_metadata_version() == UPGRADED - 1
+        await upgrade_metadata_version(q.nodes[leader], UPGRADED)
         await create_topic(q.nodes[leader], "before-failover", rf)
         if broker is not None:
             producing = Producing(broker.bootstrap, "before-failover")
@@ -393,6 +415,7 @@ async def failover(q: MixedQuorum, first_kind: str, tmp: Path, real_broker: bool
                          what="the new leader's topic replayed by an observer")
         await poll_until(all_unfenced, 30, 0.1, what="the brokers unfenced under the new leader")
         assert "never-committed" not in view.image.topics.by_name
+        assert view.image.features.effective_metadata_version() == UPGRADED
         brokers = view.image.cluster.brokers
         assert all(brokers[i].epoch < hw_before for i in ids), "a broker registered again after the failover"
         # The killed leader comes back as a follower of the other kind and catches up.
