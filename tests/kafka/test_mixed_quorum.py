@@ -44,7 +44,7 @@ from kraftsim.rpc.messages import (
     UpdateFeaturesRequest,
 )
 from tests.fleet_harness import FleetProcess
-from tests.harness import free_port, poll_sync, poll_until
+from tests.harness import free_port, poll_until
 from tests.kafka.harness import KafkaNode, KraftsimNode, Node, random_cluster_id
 from tests.quorum_harness import FAST_RAFT
 
@@ -358,11 +358,12 @@ class Producing:
         return seen
 
 
-async def failover(q: MixedQuorum, first_kind: str, tmp: Path, real_broker: bool = False) -> None:
+async def failover(q: MixedQuorum, first_kind: str, tmp: Path, late: int, real_broker: bool = False) -> None:
     """The scenario both quorums play: a leader of ``first_kind``; brokers registered (the
     simulated fleet, or a real Kafka 3.9 broker with a producer writing throughout); the leader
     killed, one of the other kind leading, the brokers unfenced, the killed node back as a
-    follower."""
+    follower. Voter ``late``, of the other kind, starts once the leader has written a snapshot:
+    its Fetch at offset 0 is answered with the snapshot's id, and it fetches it (FetchSnapshot)."""
     other = "k" if first_kind == "s" else "s"
     kind_of = {"s": "kraftsim", "k": "kafka"}
     p = await settled(q, set(q.of_kind(kind_of[first_kind])))
@@ -389,14 +390,25 @@ async def failover(q: MixedQuorum, first_kind: str, tmp: Path, real_broker: bool
     view.start()
     try:
         await poll_until(all_unfenced, 60, 0.1, what="the brokers registered and unfenced")
-        assert view.image.features.effective_metadata_version() == UPGRADED - 1
-        await upgrade_metadata_version(q.nodes[leader], UPGRADED)
         await create_topic(q.nodes[leader], "before-failover", rf)
         if broker is not None:
             producing = Producing(broker.bootstrap, "before-failover")
-        # Every voter has the leader's whole log, whatever its kind.
+        lead_dir = q.nodes[leader].metadata_dir / "__cluster_metadata-0"
+        await poll_until(lambda: list_snapshots(lead_dir), 30, 0.1, what="a snapshot on the leader")
+        await asyncio.to_thread(q.nodes[late].start, False)
+        # Every voter has the leader's whole log, whatever its kind; the late one was sent the
+        # leader's snapshot, byte for byte, and its log starts there.
         p = await settled(q, {leader})
-        hw_before = p.high_watermark
+        late_dir = q.nodes[late].metadata_dir / "__cluster_metadata-0"
+        fetched = list_snapshots(late_dir)[0]
+        assert (late_dir / fetched.file_name).read_bytes() == (lead_dir / fetched.file_name).read_bytes()
+        assert all(b[0] >= fetched.end_offset for b in batches(q.nodes[late], p.high_watermark))
+        # Every voter registered (ControllerRegistration), the leader upgrades over their ranges.
+        await poll_until(lambda: set(view.image.cluster.controllers) == set(q.nodes), 30, 0.1,
+                         what="every voter registered")
+        assert view.image.features.effective_metadata_version() == UPGRADED - 1
+        await upgrade_metadata_version(q.nodes[leader], UPGRADED)
+        hw_before = (await settled(q, {leader})).high_watermark
         # The followers frozen, the leader appends a topic no follower will ever have: the
         # killed leader's divergent tail, which it must cut when it comes back.
         followers = [i for i in q.nodes if i != leader]
@@ -454,9 +466,11 @@ def quorum(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MixedQuor
 @pytest.mark.parametrize("quorum", [("skk", "s")], indirect=True)
 def test_kraftsim_leads_two_kafka_controllers_then_kafka_takes_over(quorum: MixedQuorum, tmp_path: Path) -> None:
     q = quorum
-    for n in q.nodes.values():
-        n.start(wait=False)
-    asyncio.run(failover(q, "s", tmp_path, real_broker=True))
+    late = FIRST_ID + 2
+    for i, n in q.nodes.items():
+        if i != late:
+            n.start(wait=False)
+    asyncio.run(failover(q, "s", tmp_path, late, real_broker=True))
 
 
 @pytest.mark.parametrize("quorum", [("ssk", "k")], indirect=True)
@@ -464,10 +478,8 @@ def test_kafka_leads_two_kraftsim_voters_then_kraftsim_takes_over(quorum: MixedQ
     q = quorum
     kafka = q.nodes[q.of_kind("kafka")[0]]
     kafka.start(wait=False)
-    # The Kafka voter stands alone until the kraftsim voters are up, and then wins at once.
+    # The Kafka voter stands alone until a kraftsim voter is up, and then wins at once.
     assert isinstance(kafka, KafkaNode)
     kafka.wait_log("Completed transition to CandidateState", timeout=90)
-    for i in q.of_kind("kraftsim"):
-        q.nodes[i].start(wait=False)
-    poll_sync(lambda: all(n.running for n in q.nodes.values()), 5, what="every voter running")
-    asyncio.run(failover(q, "k", tmp_path))
+    q.nodes[FIRST_ID].start(wait=False)
+    asyncio.run(failover(q, "k", tmp_path, FIRST_ID + 1))
