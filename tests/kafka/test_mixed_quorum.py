@@ -4,7 +4,9 @@ Two static quorums (``controller.quorum.voters``, kraft.version 0), every direct
 with the same cluster id by its own side's format tool: one kraftsim voter with two Kafka
 controllers, and two kraftsim voters with one Kafka controller. In each, a leader of one kind is
 elected first (the Raft timings bias it: the side meant to win first stands sooner) and the
-other kind votes for it, registers with it and replicates its log. Brokers register and
+other kind votes for it, registers with it and replicates its log; one voter of the other kind
+starts after the leader's first snapshot and is sent it (FetchSnapshot); once every voter has
+registered, the leader upgrades metadata.version over their ranges. Brokers register and
 heartbeat throughout: a real Kafka 3.9 broker with a producer writing (acks=all) beside the
 kraftsim leader, the simulated fleet (``kraftsim brokers``) beside the Kafka leader. The leader,
 its followers frozen, appends records no follower gets; it is killed with SIGKILL, one of the
