@@ -58,7 +58,6 @@ log = logging.getLogger("kraftsim.apis")
 # it serves, or None for an API it does not serve. Each is its own work (docs/differences.md).
 NOT_SERVED: dict[int, int | None] = {
     ApiKey.FETCH: 17,  # v18, the follower's high watermark (4.1+)
-    ApiKey.VOTE: 1,  # v2, pre-vote (4.0+)
     80: None,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: the dynamic quorum's voter changes
     81: None,
     82: None,

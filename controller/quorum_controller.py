@@ -468,6 +468,9 @@ class QuorumController:
         target = min(raft.committed_offset, mlog.flushed_offset)
         if self._reload_needed:
             self._reload(target)
+            # A fetched snapshot's metadata.version may allow the registration, and nothing may be
+            # committed after it: Kafka's registration manager is told of a snapshot load too.
+            self._maybe_register()
             return
         if target <= self._applied_offset:
             return

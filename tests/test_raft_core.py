@@ -147,6 +147,57 @@ def test_one_vote_per_epoch_written_before_the_answer_and_kept_across_a_restart(
     assert granted(ask(restarted, vote(6, 3, 0, 0), 12))  # a new epoch, a new vote
 
 
+def pre_vote(epoch: int, candidate: int, last_epoch: int, last_offset: int) -> VoteRequest:
+    """Vote v2 with PreVote (KIP-996, Kafka 4.0): ``epoch`` is the prospective's own, not bumped."""
+    request = vote(epoch, candidate, last_epoch, last_offset)
+    request.topics[0].partitions[0].pre_vote = True
+    return request
+
+
+def test_a_pre_vote_goes_to_any_up_to_date_log_and_binds_nothing() -> None:
+    store = MemoryQuorumStateStore()
+    n = node(store=store, log=log_with([(1, 3), (2, 2)]))  # ends at offset 5 in epoch 2
+    # The prospective's log may end in its own epoch; a candidate's may not.
+    assert granted(ask(n, pre_vote(2, 2, last_epoch=2, last_offset=5), 0, version=2))
+    assert ask(n, vote(2, 2, 2, 5), 0, version=1).topics[0].partitions[0].error_code \
+        == E.INVALID_REQUEST  # type: ignore[union-attr]
+    assert ask(n, pre_vote(2, 2, 3, 5), 0, version=2).topics[0].partitions[0].error_code \
+        == E.INVALID_REQUEST  # type: ignore[union-attr]
+    assert not granted(ask(n, pre_vote(2, 3, last_epoch=2, last_offset=4), 0, version=2))  # shorter
+    # Nothing written, no vote cast: a second prospective is granted too, and a real vote after.
+    assert granted(ask(n, pre_vote(2, 3, last_epoch=2, last_offset=5), 0, version=2))
+    assert store.state.voted_key is None and n.role == "unattached"
+    assert granted(ask(n, vote(3, 3, 2, 5), 1, version=2))
+    assert store.state.voted_key == ReplicaKey(3)
+    # Having voted binds the real vote of this epoch, not a pre-vote.
+    assert not granted(ask(n, vote(3, 2, 2, 5), 2, version=2))
+    assert granted(ask(n, pre_vote(3, 2, 2, 5), 2, version=2))
+    assert store.state.voted_key == ReplicaKey(3)
+
+
+def test_a_follower_grants_a_pre_vote_only_until_its_leader_has_answered_a_fetch() -> None:
+    n = follower_of_2(MemoryLog())
+    assert granted(ask(n, pre_vote(5, 3, 0, 0), 0, version=2))  # the leader may be gone already
+    n = follower_of_2(MemoryLog())
+    n.poll(1)
+    fetch_answer(n, 2)
+    assert not granted(ask(n, pre_vote(5, 3, 0, 0), 3, version=2))
+    assert (n.role, n.epoch, n.leader_id) == ("follower", 5, 2)
+
+
+def test_a_leader_refuses_a_pre_vote_a_candidate_grants_one() -> None:
+    leader = node()
+    elect(leader)
+    assert not granted(ask(leader, pre_vote(leader.epoch, 2, 0, 0), 2 * T, version=2))
+    assert leader.role == "leader"
+    candidate = node()
+    candidate.poll(2 * T)
+    assert candidate.role == "candidate"
+    assert granted(ask(candidate, pre_vote(candidate.epoch, 2, 0, 0), 2 * T, version=2))
+    assert not granted(ask(candidate, vote(candidate.epoch, 2, 0, 0), 2 * T, version=2))
+    assert candidate.role == "candidate"
+
+
 class FailingStore(MemoryQuorumStateStore):
     def write(self, state: ElectionState, kraft_version: int) -> None:
         if state.voted_key is not None:

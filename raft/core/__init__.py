@@ -28,8 +28,12 @@ Where dynamic voters and pre-vote belong:
   replacement for the fixed ``QuorumState.voters`` and ``RaftNode.voters_offset``), and the
   AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter handlers beside ``election_rpcs.py``, with one
   change in flight at a time (``VoterSet.overlapping_majority``).
-- KIP-996 (pre-vote, Kafka 4.0): a Prospective state beside Candidate in ``states.py``, entered
-  where a timer calls ``transition_to_candidate``; Vote v2's PreVote flag in
-  ``rpcs.vote_request``; ``handle_vote_request`` answering a pre-vote without transitioning or
-  persisting; and a voter that answers UNSUPPORTED_VERSION sending the node straight to Candidate.
+- KIP-996 (pre-vote, Kafka 4.0): ``handle_vote_request`` answers a pre-vote (Vote v2's PreVote,
+  which only a release serving Vote v2, 4.0 and later, receives) as Kafka 4.0's voter does:
+  granted to any log at least as up to date, whatever vote was cast in the epoch, with nothing
+  persisted; by a follower only until its leader has answered a fetch; never by a leader. What
+  is missing is the asking side: a Prospective state beside Candidate in ``states.py``, entered
+  where a timer calls ``transition_to_candidate``, Vote v2's PreVote flag in
+  ``rpcs.vote_request``, and a voter that answers UNSUPPORTED_VERSION sending the node straight
+  to Candidate.
 """

@@ -57,7 +57,11 @@ def handle_vote_request(node: RaftNode, req: InboundRequest, message: VoteReques
     if not rpcs.valid_partition(message):
         return VoteResponse(error_code=E.INVALID_REQUEST)
     p = message.topics[0].partitions[0]
-    if p.last_offset < 0 or p.last_offset_epoch < 0 or p.last_offset_epoch >= p.candidate_epoch:
+    # A pre-vote (Vote v2, served from Kafka 4.0) comes from a voter that has not bumped its
+    # epoch, so its log may end in that very epoch; a candidate's log ends before its epoch.
+    pre_vote = req.api_version >= 2 and p.pre_vote
+    illegal_epoch = p.last_offset_epoch > p.candidate_epoch if pre_vote else p.last_offset_epoch >= p.candidate_epoch
+    if p.last_offset < 0 or p.last_offset_epoch < 0 or illegal_epoch:
         return _vote_response(node, req, E.INVALID_REQUEST, False)
     error = validate_voter_only(node, p.candidate_id, p.candidate_epoch)
     if error is not None:
@@ -69,11 +73,11 @@ def handle_vote_request(node: RaftNode, req: InboundRequest, message: VoteReques
         return _vote_response(node, req, E.INVALID_VOTER_KEY, False)
     candidate = ReplicaKey.of(p.candidate_id, p.candidate_directory_id)
     up_to_date = node.candidate_log_up_to_date(OffsetAndEpoch(p.last_offset, p.last_offset_epoch))
-    granted = node.quorum.state.can_grant_vote(candidate, up_to_date)
+    granted = node.quorum.state.can_grant_vote(candidate, up_to_date, pre_vote)
     state = node.quorum.state
-    if granted and isinstance(state, UnattachedState) and state.voted_key is None:
+    if granted and not pre_vote and isinstance(state, UnattachedState) and state.voted_key is None:
         node.quorum.to_voted(p.candidate_epoch, candidate, now_ms)  # durable before the answer leaves
-    node.stats.votes_granted += granted
+    node.stats.votes_granted += granted and not pre_vote
     return _vote_response(node, req, E.NONE, granted)
 
 

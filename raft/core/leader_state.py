@@ -107,7 +107,7 @@ class LeaderState:
     def election(self) -> ElectionState:
         return ElectionState(self.epoch, leader_id=self.local_key.id, voters=frozenset(self.voter_states))
 
-    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool) -> bool:
+    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool = False) -> bool:
         return False
 
     # -- check-quorum and BeginQuorumEpoch timers ------------------------------------------------

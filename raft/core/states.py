@@ -7,8 +7,9 @@ with ``voted_key`` set, and stays so until it learns the leader or its election 
 
 KIP-996 (Kafka 4.0) puts a Prospective state before Candidate: a voter whose timer fires first
 asks the others (Vote with PreVote, not persisted, no epoch bump) whether they would vote for
-it, and only stands if a majority would. It belongs here, beside :class:`CandidateState`, with
-its own vote tally and no durable transition.
+it, and only stands if a majority would. Each state here answers such a pre-vote as Kafka 4.0's
+does (``pre_vote`` of ``can_grant_vote``); the Prospective state itself, with its own vote tally
+and no durable transition, would belong beside :class:`CandidateState`.
 """
 
 from __future__ import annotations
@@ -48,9 +49,12 @@ class UnattachedState:
             return ElectionState(self.epoch, voted_key=self.voted_key, voters=self.voters)
         return ElectionState(self.epoch, leader_id=self.leader_id, voters=self.voters)
 
-    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool) -> bool:
+    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool = False) -> bool:
         """One vote per epoch: again for the same candidate, never for another; none once the
-        leader is known; otherwise only to a candidate whose log is at least as up to date."""
+        leader is known; otherwise only to a candidate whose log is at least as up to date. A
+        pre-vote (Vote v2, Kafka 4.0) binds nothing: granted to any up-to-date log."""
+        if pre_vote:
+            return log_up_to_date
         if self.voted_key is not None:
             if self.voted_key.id == candidate.id:
                 return self.voted_key.directory_id is None or self.voted_key.directory_id == candidate.directory_id
@@ -134,8 +138,8 @@ class CandidateState:
         self.backoff_timer.reset(now_ms, backoff_ms)
         self.backing_off = True
 
-    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool) -> bool:
-        return False  # it voted for itself in this epoch
+    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool = False) -> bool:
+        return pre_vote and log_up_to_date  # it voted for itself in this epoch; a pre-vote binds nothing
 
 
 @dataclass(slots=True)
@@ -150,6 +154,9 @@ class FollowerState:
     fetch_timer: Timer
     high_watermark: int | None = None
     fetching_snapshot: SnapshotWriter | None = None
+    # Whether a fetch (or FetchSnapshot) of this epoch was answered: until then a pre-vote may
+    # be granted, as the leader may be gone already (Kafka 4.0's hasFetchedFromLeader).
+    has_fetched_from_leader: bool = False
 
     role = "follower"
     voted_key = None
@@ -158,7 +165,9 @@ class FollowerState:
         return ElectionState(self.epoch, leader_id=self.leader_id, voters=self.voters)
 
     def reset_fetch_timeout(self, now_ms: int) -> None:
+        """After a successful Fetch or FetchSnapshot answer from the leader."""
         self.fetch_timer.reset(now_ms, self.fetch_timeout_ms)
+        self.has_fetched_from_leader = True
 
     def update_high_watermark(self, offset: int) -> bool:
         """Whether it moved. Backwards is a broken leader or log (ValueError)."""
@@ -177,8 +186,9 @@ class FollowerState:
             self.fetching_snapshot.close()
         self.fetching_snapshot = writer
 
-    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool) -> bool:
-        return False  # it has a leader in this epoch
+    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool = False) -> bool:
+        # It has a leader in this epoch; a pre-vote only while that leader has not answered yet.
+        return pre_vote and not self.has_fetched_from_leader and log_up_to_date
 
     def close(self) -> None:
         self.set_fetching_snapshot(None)
@@ -221,5 +231,5 @@ class ResignedState:
             raise ValueError(f"EndQuorumEpoch acknowledged by non-voter {voter_id}")
         self.unacked_voters.discard(voter_id)
 
-    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool) -> bool:
-        return False
+    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool = False) -> bool:
+        return pre_vote and log_up_to_date

@@ -263,11 +263,11 @@ class KnownDivergence:
 _RAFT_VOTERS: dict[int, int | None] = {80: None, 81: None, 82: None}  # KIP-853's voter changes: one voter
 NOT_SERVED_YET: dict[str, dict[int, int | None]] = {
     "3.9": _RAFT_VOTERS,
-    "4.0": {**_RAFT_VOTERS, 52: 1},  # Vote v2 (pre-vote)
-    "4.1": {**_RAFT_VOTERS, 52: 1, 1: 17},  # Fetch v18 (the follower's high watermark)
-    "4.2": {**_RAFT_VOTERS, 52: 1, 1: 17},
-    "4.3": {**_RAFT_VOTERS, 52: 1, 1: 17},
-    "4.4": {**_RAFT_VOTERS, 52: 1, 1: 17, 94: None},  # UnregisterController
+    "4.0": _RAFT_VOTERS,
+    "4.1": {**_RAFT_VOTERS, 1: 17},  # Fetch v18 (the follower's high watermark)
+    "4.2": {**_RAFT_VOTERS, 1: 17},
+    "4.3": {**_RAFT_VOTERS, 1: 17},
+    "4.4": {**_RAFT_VOTERS, 1: 17},
 }
 
 
