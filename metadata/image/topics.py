@@ -1,4 +1,5 @@
-"""Topics and partitions (TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord).
+"""Topics and partitions (TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord,
+ClearElrRecord).
 
 Replay follows Kafka 3.9's ReplicationControlManager and PartitionRegistration.merge:
 
@@ -8,6 +9,9 @@ Replay follows Kafka 3.9's ReplicationControlManager and PartitionRegistration.m
   leader: that is how the controller forces a bump); every record bumps the partition epoch.
 * Directories that are absent or all MIGRATING become MIGRATING for every replica, so a
   partition always has one directory per replica.
+* ClearElrRecord (4.x) empties the ELR and LastKnownElr of every partition of the named topic
+  (every topic when the name is empty) that has either, as a PartitionChangeRecord setting both
+  to [] would: the partition epoch goes up by one, the leader epoch stays.
 * RemoveTopicRecord drops the topic, its partitions and their index entries. Its topic configs
   live in the configs slice; MetadataImage removes them in the same replay.
 
@@ -20,6 +24,7 @@ per-topic int key instead of (uuid, partition) tuples to stay compact.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 from array import array
@@ -111,14 +116,23 @@ class Partition:
         raise KeyError(f"Replica {replica} is not assigned to this partition.")
 
     def to_record(self, topic_id: uuid.UUID, partition_id: int, mv: int,
-                  release: versions.Release) -> tuple[Message, int]:
+                  release: versions.Release, elr_enabled: bool = False) -> tuple[Message, int]:
+        """``elr_enabled``: the image's ELR feature (4.x writes the ELR fields, when not empty,
+        only with it on, and drops them silently otherwise; 3.9 writes them from its 4.0-IV0 and
+        refuses to lose them below)."""
         rec = PartitionRecord(
             partition_id=partition_id, topic_id=topic_id, replicas=list(self.replicas),
             isr=list(self.isr), removing_replicas=list(self.removing_replicas),
             adding_replicas=list(self.adding_replicas), leader=self.leader,
             leader_recovery_state=self.leader_recovery_state, leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch)
-        if release.is_elr_supported(mv):
+        if not release.is_3x:
+            if elr_enabled:
+                if self.elr:
+                    rec.eligible_leader_replicas = list(self.elr)
+                if self.last_known_elr:
+                    rec.last_known_elr = list(self.last_known_elr)
+        elif release.is_elr_supported(mv):
             if self.elr:
                 rec.eligible_leader_replicas = list(self.elr)
             if self.last_known_elr:
@@ -136,7 +150,7 @@ _TAILS_MAX = 1 << 16
 
 
 def _framed_records(frozen: list[tuple[uuid.UUID, str, dict[int, Partition]]],
-                    mv: int, release: versions.Release) -> Iterator[tuple[Message | FramedRecord, int]]:
+                    mv: int, release: versions.Release, elr_enabled: bool) -> Iterator[tuple[Message | FramedRecord, int]]:
     """The topics' records, each PartitionRecord framed: its 3-byte header, partition id and
     topic id, then the tail (replicas onwards) that its Partition decides. Partitions replayed
     from the log share one Partition per shape (fast_replay), a few thousand for a million
@@ -156,7 +170,7 @@ def _framed_records(frozen: list[tuple[uuid.UUID, str, dict[int, Partition]]],
             if hit is not None and hit[0] is p:
                 yield FramedRecord(hit[1] + pack(pid) + tb + hit[2]), hit[3]
                 continue
-            rec, version = p.to_record(tid, pid, mv, release)
+            rec, version = p.to_record(tid, pid, mv, release, elr_enabled)
             value = frame(rec, version)
             if value[3:_TAIL_OFFSET] != pack(pid) + tb:  # not that layout (a 3-byte header): as it is
                 yield rec, version
@@ -300,14 +314,17 @@ class TopicsImage:
     def __repr__(self) -> str:
         return f"TopicsImage({list(self.by_id.values())})"
 
-    def records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message, int]]:
-        return self.frozen_records(mv, release)
+    def records(self, mv: int, release: versions.Release, elr_enabled: bool = False) -> Iterator[tuple[Message, int]]:
+        return self.frozen_records(mv, release, elr_enabled)
 
-    def frozen_framed_records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message | FramedRecord, int]]:
+    def frozen_framed_records(self, mv: int, release: versions.Release,
+                              elr_enabled: bool = False) -> Iterator[tuple[Message | FramedRecord, int]]:
         """:meth:`frozen_records` with each PartitionRecord framed (see ``_framed_records``)."""
-        return _framed_records([(t.id, t.name, dict(t.partitions)) for t in self.by_id.values()], mv, release)
+        return _framed_records([(t.id, t.name, dict(t.partitions)) for t in self.by_id.values()], mv, release,
+                               elr_enabled)
 
-    def frozen_records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message, int]]:
+    def frozen_records(self, mv: int, release: versions.Release,
+                       elr_enabled: bool = False) -> Iterator[tuple[Message, int]]:
         """Like :meth:`records`, over copies of the partition dicts taken now."""
         frozen = [(t.id, t.name, dict(t.partitions)) for t in self.by_id.values()]
 
@@ -315,7 +332,7 @@ class TopicsImage:
             for tid, name, parts in frozen:
                 yield TopicRecord(name=name, topic_id=tid), 0
                 for pid in sorted(parts):
-                    yield parts[pid].to_record(tid, pid, mv, release)
+                    yield parts[pid].to_record(tid, pid, mv, release, elr_enabled)
 
         return generate()
 
@@ -568,6 +585,28 @@ def replay_partition_change(topics: TopicsImage, record: Any, undo: list | None)
     topics.swap_partition(key, new)
     if undo is not None:
         undo.append((topics.swap_partition, key, p))
+
+
+def replay_clear_elr(topics: TopicsImage, record: Any, undo: list | None) -> None:
+    """ReplicationControlManager.replay(ClearElrRecord): each partition with ELR or LastKnownElr
+    merges a change that empties both (which bumps its partition epoch)."""
+    name: str = record.topic_name
+    if name:
+        t = topics.by_name.get(name)
+        if t is None:
+            raise ReplayError(f"Unable to find a topic named {name} in order to clear its ELRs.")
+        targets = [t]
+    else:
+        targets = list(topics.by_id.values())
+    for t in targets:
+        for pid, p in list(t.partitions.items()):
+            if not p.elr and not p.last_known_elr:
+                continue
+            new = dataclasses.replace(p, partition_epoch=p.partition_epoch + 1, elr=_EMPTY, last_known_elr=_EMPTY)
+            key = (t.id, pid)
+            topics.swap_partition(key, new)
+            if undo is not None:
+                undo.append((topics.swap_partition, key, p))
 
 
 def check_remove_topic(topics: TopicsImage, record: Any) -> Topic:
