@@ -71,7 +71,8 @@ def test_clear_elr_of_one_topic_empties_both_lists_and_bumps_the_partition_epoch
         assert (p.elr, p.last_known_elr, p.leader_epoch, p.partition_epoch) == ((), (), 4, 7)
     assert _part(img, T1, 2).partition_epoch == 6  # nothing to clear: untouched
     assert _part(img, T2, 0).elr == (3,)
-    assert set(img.topics.elr_index) == {3}
+    # As in Kafka's broker-to-ELR index, the cleared members stay listed.
+    assert [pid for _, pid, _ in img.topics.partitions_with_elr_member(2)] == [0, 1]
     img.revert_to(img.offset - 1)
     assert _part(img, T1, 0).elr == (2, 3) and _part(img, T1, 1).last_known_elr == (1,)
     assert set(img.topics.elr_index) == {2, 3}
@@ -83,7 +84,21 @@ def test_clear_elr_without_a_name_clears_every_topic() -> None:
     _partition(img, T2, 0, [1], 1, lke=[3])
     img.replay(R("ClearElrRecord")(topic_name=""), img.offset + 1)
     assert _part(img, T1, 0).elr == () and _part(img, T2, 0).last_known_elr == ()
-    assert not img.topics.elr_index
+
+
+def test_a_deleted_topic_left_in_the_elr_index_faults_as_kafka_does() -> None:
+    """RemoveTopicRecord drops the topic's entries of its partitions' ELR members only: a
+    member cleared by ClearElrRecord keeps its entry, and walking it fails."""
+    img = _elr_image()
+    _partition(img, T1, 0, [1], 1, elr=[2])
+    _partition(img, T1, 1, [1], 1, elr=[3])
+    img.replay(R("ClearElrRecord")(topic_name="a"), img.offset + 1)
+    img.replay(R("PartitionChangeRecord")(partition_id=1, topic_id=T1, eligible_leader_replicas=[3]),
+               img.offset + 1)
+    img.replay(R("RemoveTopicRecord")(topic_id=T1), img.offset + 1)
+    assert img.topics.partitions_with_elr_member(3) == []
+    with pytest.raises(RuntimeError, match="ELR index of broker 2"):
+        img.topics.partitions_with_elr_member(2)
 
 
 def test_clear_elr_of_an_unknown_topic_is_refused_and_changes_nothing() -> None:

@@ -290,8 +290,18 @@ class TopicsImage:
         return [] if s is None else list(self._resolve(s))
 
     def partitions_with_elr_member(self, broker_id: int) -> list[tuple[Topic, int, Partition]]:
+        """Kafka's partitionsWithBrokerInElr: what its broker-to-ELR index holds, which may name
+        partitions the broker has left (see ``replay_clear_elr``), and even deleted topics: for
+        those Kafka's generateLeaderAndIsrUpdates throws, a fault, and so does this."""
         s = self.elr_index.get(broker_id)
-        return [] if s is None else list(self._resolve(s))
+        if s is None:
+            return []
+        by_key = self.by_key
+        for key, _ in s:
+            if key not in by_key:
+                raise RuntimeError(f"A deleted topic existed in the ELR index of broker {broker_id}, "
+                                   "but not in the topics map.")
+        return list(self._resolve(s))
 
     def leaderless_partitions(self) -> list[tuple[Topic, int, Partition]]:
         return list(self._resolve(self.leaderless))
@@ -347,6 +357,15 @@ class TopicsImage:
         if old is not None:
             for pid, p in old.partitions.items():
                 self._unindex(old.key, pid, p)
+            # RemoveTopicRecord's replay: each ELR member of a partition loses every entry of the
+            # topic (stale ones too); a broker in no ELR of it keeps its stale entries.
+            for b in {b for p in old.partitions.values() for b in p.elr}:
+                members = self.elr_index.get(b)
+                if members is not None:
+                    for k, pid in [e for e in members if e[0] == old.key]:
+                        members.discard(k, pid)
+                    if not members:
+                        del self.elr_index[b]
             del self.by_id[old.id]
             del self.by_name[old.name]
             del self.by_key[old.key]
@@ -373,13 +392,15 @@ class TopicsImage:
         t = self.by_id.get(key[0])
         return None if t is None else t.partitions.get(key[1])
 
-    def swap_partition(self, key: tuple[uuid.UUID, int], new: Partition | None) -> Partition | None:
+    def swap_partition(self, key: tuple[uuid.UUID, int], new: Partition | None,
+                       index_elr: bool = True) -> Partition | None:
+        """``index_elr`` False leaves the ELR index as it was (ClearElrRecord's replay)."""
         t = self.by_id[key[0]]
         pid = key[1]
         parts = t.partitions
         old = parts.get(pid)
         if new is not None:
-            self._index(t.key, pid, old, new)
+            self._index(t.key, pid, old, new, index_elr)
             parts[pid] = new
         elif old is not None:
             self._unindex(t.key, pid, old)
@@ -388,7 +409,7 @@ class TopicsImage:
 
     # ----- index maintenance -------------------------------------------------------------
 
-    def _index(self, key: int, pid: int, prev: Partition | None, new: Partition) -> None:
+    def _index(self, key: int, pid: int, prev: Partition | None, new: Partition, index_elr: bool = True) -> None:
         if prev is None:
             self.partition_count += 1
             isr_index = self._isr  # adding commutes with the deferred entries: no need to settle
@@ -417,7 +438,7 @@ class TopicsImage:
             if self.defer_isr:  # a removal must see the entry it removes
                 self.settle_isr_index()
             _index_members(self._isr, key, pid, prev.isr, new.isr)
-        if prev.elr is not new.elr:
+        if index_elr and prev.elr is not new.elr:
             _index_members(self.elr_index, key, pid, prev.elr, new.elr)
         _flag(self.leaderless, key, pid, new.leader == NO_LEADER)
         _flag(self.imbalanced, key, pid, new.leader != (new.replicas[0] if new.replicas else NO_LEADER))
@@ -589,7 +610,12 @@ def replay_partition_change(topics: TopicsImage, record: Any, undo: list | None)
 
 def replay_clear_elr(topics: TopicsImage, record: Any, undo: list | None) -> None:
     """ReplicationControlManager.replay(ClearElrRecord): each partition with ELR or LastKnownElr
-    merges a change that empties both (which bumps its partition epoch)."""
+    merges a change that empties both (which bumps its partition epoch).
+
+    Kafka's replay replaces the partitions without updating its broker-to-ELR index, so the
+    cleared members stay listed there: unregistering or restarting such a broker walks the
+    partition again (writing the ISR pass's change a second time), and once the topic is
+    deleted, faults. The ELR index here keeps those entries the same way."""
     name: str = record.topic_name
     if name:
         t = topics.by_name.get(name)
@@ -604,7 +630,7 @@ def replay_clear_elr(topics: TopicsImage, record: Any, undo: list | None) -> Non
                 continue
             new = dataclasses.replace(p, partition_epoch=p.partition_epoch + 1, elr=_EMPTY, last_known_elr=_EMPTY)
             key = (t.id, pid)
-            topics.swap_partition(key, new)
+            topics.swap_partition(key, new, False)
             if undo is not None:
                 undo.append((topics.swap_partition, key, p))
 
