@@ -3,6 +3,7 @@ fields and ClearElrRecord, and the PartitionChangeBuilder's ELR rules (sans-I/O)
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from kraftsim.controller.managers.cluster import ClusterControlManager
 from kraftsim.controller.managers.configuration import ConfigurationControlManager
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder
+from kraftsim.controller.managers.replication import ReplicationControlManager
 from kraftsim.metadata import versions
 from kraftsim.metadata.image import MetadataImage, ReplayError
 from kraftsim.metadata.image.configs import BROKER, TOPIC
@@ -372,3 +374,19 @@ def test_elr_off_under_4_4_keeps_the_last_isr_member_and_writes_no_clear_elr() -
     assert c.part().isr == (1,)
     records, _ = c.alter_min_isr((TOPIC, "t"), "1")
     assert [type(r).__name__ for r in records] == ["ConfigRecord"]
+
+
+def test_create_topics_clears_the_new_topics_elr_after_its_min_isr_config() -> None:
+    """Kafka's createTopic takes its ConfigRecords from incrementalAlterConfig, which appends
+    the ClearElrRecord: before the PartitionRecords."""
+    c = ElrCluster()
+    mgr = ReplicationControlManager(c.ctx, random.Random(1), new_topic_id=lambda: uuid.UUID(int=0xC0))
+    CT = request_class(ApiKey.CREATE_TOPICS)
+    req = CT(timeout_ms=1000, validate_only=False, topics=[
+        CT.CreatableTopic(name=n, num_partitions=1, replication_factor=3, assignments=[], configs=configs)
+        for n, configs in (("m", [CT.CreatableTopicConfig(name="min.insync.replicas", value="2")]), ("n", []))])
+    result = mgr.create_topics(req, request_context(ApiKey.CREATE_TOPICS, 7))
+    # (PartitionRecords come framed: FramedRecord.)
+    assert [(type(r).__name__, getattr(r, "topic_name", None)) for r, _ in result.records] == [
+        ("TopicRecord", None), ("ConfigRecord", None), ("ClearElrRecord", "m"), ("FramedRecord", None),
+        ("TopicRecord", None), ("FramedRecord", None)]
