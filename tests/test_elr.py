@@ -227,6 +227,14 @@ def test_an_isr_back_at_min_isr_empties_the_elr() -> None:
     assert (rec.isr, rec.eligible_leader_replicas) == ([1, 2], [])
 
 
+def test_a_completed_reassignment_at_min_isr_empties_the_elr() -> None:
+    p = Partition((1, 4, 2, 3), (1,), (uuid.UUID(int=0),) * 4, 1, 4, 6, removing_replicas=(2, 3), adding_replicas=(4,),
+                  elr=(2, 3))
+    rec = _build(p, _accept(1, 4), target_isr=(1, 4), default_dir=lambda b: uuid.UUID(int=0))
+    assert (rec.leader, rec.isr, rec.replicas, rec.removing_replicas, rec.adding_replicas,
+            rec.eligible_leader_replicas) == (1, [1, 4], [1, 4], [], [], [])
+
+
 def test_elr_off_clears_what_is_left_and_never_writes_an_empty_isr() -> None:
     p = _p((1,), 1, elr=(2,))
     rv = PartitionChangeBuilder(p, T1, 0, _accept(), MV44, release=R44, target_isr=()).build()
