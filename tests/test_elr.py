@@ -65,7 +65,7 @@ def test_clear_elr_of_one_topic_empties_both_lists_and_bumps_the_partition_epoch
     _partition(img, T1, 1, [], -1, elr=[2], lke=[1])
     _partition(img, T1, 2, [1, 2, 3], 1)
     _partition(img, T2, 0, [1], 1, elr=[3])
-    assert set(img.topics.elr_index) == {2, 3}
+    assert img.topics.elr_index.brokers() == {2, 3}
     img.mark()
     img.replay(R("ClearElrRecord")(topic_name="a"), img.offset + 1)
     for pid in (0, 1):
@@ -77,7 +77,7 @@ def test_clear_elr_of_one_topic_empties_both_lists_and_bumps_the_partition_epoch
     assert [pid for _, pid, _ in img.topics.partitions_with_elr_member(2)] == [0, 1]
     img.revert_to(img.offset - 1)
     assert _part(img, T1, 0).elr == (2, 3) and _part(img, T1, 1).last_known_elr == (1,)
-    assert set(img.topics.elr_index) == {2, 3}
+    assert img.topics.elr_index.brokers() == {2, 3}
 
 
 def test_clear_elr_without_a_name_clears_every_topic() -> None:
@@ -86,6 +86,19 @@ def test_clear_elr_without_a_name_clears_every_topic() -> None:
     _partition(img, T2, 0, [1], 1, lke=[3])
     img.replay(R("ClearElrRecord")(topic_name=""), img.offset + 1)
     assert _part(img, T1, 0).elr == () and _part(img, T2, 0).last_known_elr == ()
+
+
+def test_a_member_listed_after_a_clear_is_listed_twice_when_it_enters_again() -> None:
+    """Kafka's index is a list: the stale entry stays, the new one is appended; taking the
+    broker out again leaves one entry, padded with partition 0 as Java's array copy does."""
+    img = _elr_image()
+    _partition(img, T1, 3, [1], 1, elr=[2])
+    img.replay(R("ClearElrRecord")(topic_name="a"), img.offset + 1)
+    change = R("PartitionChangeRecord")
+    img.replay(change(partition_id=3, topic_id=T1, eligible_leader_replicas=[2]), img.offset + 1)
+    assert [pid for _, pid, _ in img.topics.partitions_with_elr_member(2)] == [3, 3]
+    img.replay(change(partition_id=3, topic_id=T1, eligible_leader_replicas=[]), img.offset + 1)
+    assert img.topics.elr_index.entries(2) == [(img.topics.by_id[T1].key, 0)]
 
 
 def test_a_deleted_topic_left_in_the_elr_index_faults_as_kafka_does() -> None:

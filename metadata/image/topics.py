@@ -16,7 +16,7 @@ Replay follows Kafka 3.9's ReplicationControlManager and PartitionRegistration.m
   live in the configs slice; MetadataImage removes them in the same replay.
 
 The secondary indexes the controller reads on hot paths are maintained here, by replay only:
-per-broker ISR (and ELR) membership, leaderless partitions (Kafka's OfflinePartitionsCount is
+per-broker ISR (and ELR, as Kafka's index keeps it: ``ElrIndex``) membership, leaderless partitions (Kafka's OfflinePartitionsCount is
 "leader == -1"), partitions whose leader is not replicas[0] (PreferredReplicaImbalanceCount),
 partitions being reassigned, and the global partition count. Index entries use a small
 per-topic int key instead of (uuid, partition) tuples to stay compact.
@@ -214,7 +214,7 @@ class TopicsImage:
         # incomplete. A controller writes them in slices after it becomes active
         # (settle_isr_index), not before: a million partitions' take a second.
         self.defer_isr = IsrBacklog()
-        self.elr_index: dict[int, PartitionSet] = {}
+        self.elr_index = ElrIndex()
         self.leaderless = PartitionSet()
         self.imbalanced = PartitionSet()
         self.reassigning = PartitionSet()
@@ -290,18 +290,22 @@ class TopicsImage:
         return [] if s is None else list(self._resolve(s))
 
     def partitions_with_elr_member(self, broker_id: int) -> list[tuple[Topic, int, Partition]]:
-        """Kafka's partitionsWithBrokerInElr: what its broker-to-ELR index holds, which may name
-        partitions the broker has left (see ``replay_clear_elr``), and even deleted topics: for
-        those Kafka's generateLeaderAndIsrUpdates throws, a fault, and so does this."""
-        s = self.elr_index.get(broker_id)
-        if s is None:
-            return []
+        """Kafka's partitionsWithBrokerInElr: what its broker-to-ELR index lists (``ElrIndex``),
+        which may name partitions the broker has left, one partition twice, and even deleted
+        topics: for those Kafka's generateLeaderAndIsrUpdates throws, a fault, and so does this."""
         by_key = self.by_key
-        for key, _ in s:
-            if key not in by_key:
+        out = []
+        for key, pid in self.elr_index.entries(broker_id):
+            t = by_key.get(key)
+            if t is None:
                 raise RuntimeError(f"A deleted topic existed in the ELR index of broker {broker_id}, "
                                    "but not in the topics map.")
-        return list(self._resolve(s))
+            p = t.partitions.get(pid)
+            if p is None:
+                raise RuntimeError(f"Partition {t.id}:{pid} existed in the ELR index of broker {broker_id}, "
+                                   "but not in the partitions map.")
+            out.append((t, pid, p))
+        return out
 
     def leaderless_partitions(self) -> list[tuple[Topic, int, Partition]]:
         return list(self._resolve(self.leaderless))
@@ -357,15 +361,9 @@ class TopicsImage:
         if old is not None:
             for pid, p in old.partitions.items():
                 self._unindex(old.key, pid, p)
-            # RemoveTopicRecord's replay: each ELR member of a partition loses every entry of the
-            # topic (stale ones too); a broker in no ELR of it keeps its stale entries.
-            for b in {b for p in old.partitions.values() for b in p.elr}:
-                members = self.elr_index.get(b)
-                if members is not None:
-                    for k, pid in [e for e in members if e[0] == old.key]:
-                        members.discard(k, pid)
-                    if not members:
-                        del self.elr_index[b]
+            # RemoveTopicRecord's replay: each ELR member of a partition loses its whole entry for
+            # the topic (stale ones too); a broker in no ELR of it keeps its stale entries.
+            self.elr_index.drop_topic(old.key, {b for p in old.partitions.values() for b in p.elr})
             del self.by_id[old.id]
             del self.by_name[old.name]
             del self.by_key[old.key]
@@ -426,7 +424,7 @@ class TopicsImage:
                     chunks[ck] = mask | bit
                     s._count += 1
             if new.elr:
-                _index_members(self.elr_index, key, pid, _EMPTY, new.elr)
+                self.elr_index.update(key, pid, _EMPTY, new.elr)
             if new.leader == NO_LEADER:
                 self.leaderless.add(key, pid)
             if new.leader != (new.replicas[0] if new.replicas else NO_LEADER):
@@ -439,7 +437,7 @@ class TopicsImage:
                 self.settle_isr_index()
             _index_members(self._isr, key, pid, prev.isr, new.isr)
         if index_elr and prev.elr is not new.elr:
-            _index_members(self.elr_index, key, pid, prev.elr, new.elr)
+            self.elr_index.update(key, pid, prev.elr, new.elr)
         _flag(self.leaderless, key, pid, new.leader == NO_LEADER)
         _flag(self.imbalanced, key, pid, new.leader != (new.replicas[0] if new.replicas else NO_LEADER))
         _flag(self.reassigning, key, pid, bool(new.removing_replicas or new.adding_replicas))
@@ -450,10 +448,71 @@ class TopicsImage:
             self.settle_isr_index()
         _index_members(self._isr, key, pid, p.isr, _EMPTY)
         if p.elr:
-            _index_members(self.elr_index, key, pid, p.elr, _EMPTY)
+            self.elr_index.update(key, pid, p.elr, _EMPTY)
         self.leaderless.discard(key, pid)
         self.imbalanced.discard(key, pid)
         self.reassigning.discard(key, pid)
+
+
+class ElrIndex:
+    """Kafka's BrokersToElrs: broker id -> topic key -> the partition ids whose ELR holds it.
+
+    Kept as Kafka keeps it, quirks included, because they show in the records: a list, not a
+    set, updated by the sorted difference of a partition's old and new ELR on every partition
+    replay. ClearElrRecord's replay does not update it (the cleared members stay listed), so a
+    member that enters the ELR again is listed twice, and its partition is walked twice. Taking
+    one id out of a list of several keeps the others and pads with partition 0 to one less than
+    before (Java's ``new int[n - 1]``). RemoveTopicRecord drops, for each ELR member of each of
+    the topic's partitions, the broker's whole entry for the topic."""
+
+    __slots__ = ("members",)
+
+    def __init__(self) -> None:
+        self.members: dict[int, dict[int, list[int]]] = {}
+
+    def __contains__(self, broker_id: int) -> bool:
+        return bool(self.members.get(broker_id))
+
+    def brokers(self) -> set[int]:
+        """The brokers with at least one entry."""
+        return {b for b, topics in self.members.items() if any(topics.values())}
+
+    def entries(self, broker_id: int) -> list[tuple[int, int]]:
+        """(topic key, partition id) in list order, repeats included."""
+        topics = self.members.get(broker_id)
+        return [] if not topics else [(key, pid) for key, pids in topics.items() for pid in pids]
+
+    def update(self, key: int, pid: int, prev: tuple[int, ...], new: tuple[int, ...]) -> None:
+        for b in prev:
+            if b not in new:
+                self._remove(b, key, pid)
+        for b in sorted(new):
+            if b not in prev:
+                self.members.setdefault(b, {}).setdefault(key, []).append(pid)
+
+    def _remove(self, b: int, key: int, pid: int) -> None:
+        # Kafka throws when the entry is missing; replay never asks for one it did not add, so
+        # a missing entry (a topic already dropped) is left alone here.
+        topics = self.members.get(b)
+        pids = None if topics is None else topics.get(key)
+        if topics is None or pids is None:
+            return
+        if len(pids) == 1:
+            if pids[0] == pid:
+                del topics[key]
+                if not topics:
+                    del self.members[b]
+            return
+        kept = [p for p in pids if p != pid]
+        if len(kept) < len(pids):
+            topics[key] = kept + [0] * (len(pids) - 1 - len(kept))
+
+    def drop_topic(self, key: int, brokers: set[int]) -> None:
+        """removeTopicEntryForBroker for each of ``brokers``."""
+        for b in brokers:
+            topics = self.members.get(b)
+            if topics is not None:
+                topics.pop(key, None)
 
 
 class IsrBacklog:
@@ -613,9 +672,9 @@ def replay_clear_elr(topics: TopicsImage, record: Any, undo: list | None) -> Non
     merges a change that empties both (which bumps its partition epoch).
 
     Kafka's replay replaces the partitions without updating its broker-to-ELR index, so the
-    cleared members stay listed there: unregistering or restarting such a broker walks the
-    partition again (writing the ISR pass's change a second time), and once the topic is
-    deleted, faults. The ELR index here keeps those entries the same way."""
+    cleared members stay listed there (``ElrIndex``): unregistering or restarting such a broker
+    walks the partition again (writing the ISR pass's change a second time), and once the topic
+    is deleted, faults."""
     name: str = record.topic_name
     if name:
         t = topics.by_name.get(name)

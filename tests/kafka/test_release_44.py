@@ -118,8 +118,8 @@ async def test_eligible_leader_replicas(shared_pair_44: d.Pair) -> None:
     ISR to itself (the others enter the ELR, in Java's HashSet order: 4448 hashes to bucket 0,
     4446 and 4447 to 14 and 15), the brokers are fenced one by one until the partition is
     leaderless with an empty ISR, an ELR member is unfenced and elected, min.insync.replicas
-    changes (ClearElrRecord, which bumps the partition epoch the next AlterPartition names), and
-    the ISR grows again."""
+    changes (ClearElrRecord, which bumps the partition epoch the next AlterPartition names), the
+    ISR grows again, and a broker left in the ELR registers again after an unclean shutdown."""
     topic = "t44-elr"
     steps: list[d.Step] = [
         *(Call(f"register {b}", register44(b)) for b in (4446, 4447, 4448)),
@@ -140,6 +140,11 @@ async def test_eligible_leader_replicas(shared_pair_44: d.Pair) -> None:
         # its broker-to-ELR index, and unregistering such a broker once the topic is deleted
         # faults its controller (docs/differences.md). These ids are this test's alone.
         *(Call(f"unregister {b}", d.unregister(b)) for b in (4446, 4447, 4448)),
+        # Unregistered, 4448 stays in the ELR; registering again without a previous epoch is an
+        # unclean shutdown: out of the ELR, before the RegisterBrokerRecord. (Its index entry is
+        # now there twice: cleared, never removed, then added again.)
+        Call("4448 registers again", register44(4448, incarnation=1)),
+        Call("4448 unregistered again", d.unregister(4448)),  # before the delete, for the reason above
         Call("delete", d.delete_topics(topic)),
     ]
     t = await d.check(shared_pair_44, steps)
@@ -157,6 +162,9 @@ async def test_eligible_leader_replicas(shared_pair_44: d.Pair) -> None:
     assert t.response("a broker-level min.insync.replicas")["responses"][0]["error_code"] == 40  # INVALID_CONFIG
     # 4448's ELR entry outlived the ClearElrRecord: the ELR pass writes the ISR pass's change again.
     assert change("unregister 4448") == [(-1, [], [4448], [4448])] * 2
+    # ... and re-entering the ELR listed it a second time: the clean-up is written twice too.
+    assert change("4448 registers again") == [(-2, None, [], None)] * 2
+    assert t.record_types("4448 registers again")[-1] == "RegisterBrokerRecord"
 
 
 def _incremental_delete(resource_type: int, name: str, key: str) -> d.Builder:
