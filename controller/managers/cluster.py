@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final, Protocol
 
 from kraftsim.controller.context import ControllerContext
-from kraftsim.controller.managers.elr import elr_targets
+from kraftsim.controller.managers.elr import elr_on, elr_targets
 from kraftsim.controller.managers.heartbeats import (
     CONTROLLED_SHUTDOWN,
     FENCED,
@@ -234,8 +234,8 @@ class ClusterControlManager:
                                         unclean_shutdown_broker: int = NO_LEADER) -> None:
         """PartitionChangeRecords for ``partitions`` with ``broker_to_remove`` out of the ISR and
         leadership, and ``broker_to_add`` acceptable as leader even though the registry still
-        says fenced. Topics with unclean election enabled elect UNCLEAN. (4.x)
-        ``unclean_shutdown_broker`` leaves the ISR and leadership too, and does not enter the ELR."""
+        says fenced. Topics with unclean election enabled elect UNCLEAN. ``unclean_shutdown_broker``
+        (4.x, ELR on) leaves the ISR and leadership too, and does not enter the ELR."""
         image = self.ctx.image
         mv = image.metadata_version
         zk = self.zk_registration_allowed()
@@ -309,7 +309,7 @@ class ClusterControlManager:
         the ISR and the ELR of its partitions and enters no ELR; otherwise it is handled as if
         fenced (out of every ISR and leadership)."""
         topics = self.ctx.image.topics
-        if self.ctx.image.elr_enabled and not clean:
+        if elr_on(self.ctx) and not clean:
             self.generate_leader_and_isr_updates(NO_LEADER, NO_LEADER, topics.partitions_with_isr_member(broker_id),
                                                  records, unclean_shutdown_broker=broker_id)
             self.generate_leader_and_isr_updates(NO_LEADER, NO_LEADER, topics.partitions_with_elr_member(broker_id),
