@@ -470,9 +470,6 @@ class ElrIndex:
     def __init__(self) -> None:
         self.members: dict[int, dict[int, list[int]]] = {}
 
-    def __contains__(self, broker_id: int) -> bool:
-        return bool(self.members.get(broker_id))
-
     def brokers(self) -> set[int]:
         """The brokers with at least one entry."""
         return {b for b, topics in self.members.items() if any(topics.values())}
