@@ -75,9 +75,12 @@ def test_clear_elr_of_one_topic_empties_both_lists_and_bumps_the_partition_epoch
     assert _part(img, T2, 0).elr == (3,)
     # As in Kafka's broker-to-ELR index, the cleared members stay listed.
     assert [pid for _, pid, _ in img.topics.partitions_with_elr_member(2)] == [0, 1]
+    # A delta sees the cleared partitions as partition changes.
+    assert set(img.delta(img.offset - 1).changes("partition")) == {(T1, 0), (T1, 1)}
     img.revert_to(img.offset - 1)
     assert _part(img, T1, 0).elr == (2, 3) and _part(img, T1, 1).last_known_elr == (1,)
-    assert img.topics.elr_index.brokers() == {2, 3}
+    # The index is as it was: each partition listed once (not the cleared entry plus a re-added one).
+    assert [pid for _, pid, _ in img.topics.partitions_with_elr_member(2)] == [0, 1]
 
 
 def test_clear_elr_without_a_name_clears_every_topic() -> None:

@@ -407,6 +407,11 @@ class TopicsImage:
 
     # ----- index maintenance -------------------------------------------------------------
 
+    def swap_partition__elr_index_kept(self, key: tuple[uuid.UUID, int], new: Partition | None) -> Partition | None:
+        """``swap_partition`` leaving the ELR index alone: ClearElrRecord's replay, and its undo
+        (which then restores the index exactly, as Kafka's snapshot registry does)."""
+        return self.swap_partition(key, new, False)
+
     def _index(self, key: int, pid: int, prev: Partition | None, new: Partition, index_elr: bool = True) -> None:
         if prev is None:
             self.partition_count += 1
@@ -686,9 +691,9 @@ def replay_clear_elr(topics: TopicsImage, record: Any, undo: list | None) -> Non
                 continue
             new = dataclasses.replace(p, partition_epoch=p.partition_epoch + 1, elr=_EMPTY, last_known_elr=_EMPTY)
             key = (t.id, pid)
-            topics.swap_partition(key, new, False)
+            topics.swap_partition__elr_index_kept(key, new)
             if undo is not None:
-                undo.append((topics.swap_partition, key, p))
+                undo.append((topics.swap_partition__elr_index_kept, key, p))
 
 
 def check_remove_topic(topics: TopicsImage, record: Any) -> Topic:
