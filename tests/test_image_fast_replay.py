@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraftsim.metadata import versions
 from kraftsim.metadata.image import MetadataImage, ReplayError
 from kraftsim.metadata.image.fast_replay import replay_at_append, replay_framed, replay_framed_all, replay_with_value
 from kraftsim.metadata.records import FramedRecord, by_name, frame, unframe
@@ -47,7 +48,7 @@ partition_records = st.builds(
         partition_epoch=2, leader_recovery_state=lrs,
         directories=([DIRS[r % 4] for r in reps] if dirs and v else [])), v),
     st.integers(-2, 5000), st.lists(st.integers(0, 9), max_size=5, unique=True), st.integers(0, 5),
-    st.integers(-1, 9), st.sampled_from([0, 0, 1]), st.booleans(), st.sampled_from([0, 1]),
+    st.integers(-1, 9), st.sampled_from([0, 0, 1]), st.booleans(), st.sampled_from([0, 1, 2]),
     st.sampled_from([T, uuid.UUID(int=5)]))
 
 
@@ -113,6 +114,24 @@ def test_fast_path_equals_general_path_even_on_corrupt_bytes(rv: tuple, data: st
     rec, version = rv
     value = _maybe_corrupt(frame(rec, version), data)
     assert _outcome(_fast, value) == _outcome(_general, value)
+
+
+def test_a_4x_partition_record_with_elr_fields_takes_the_general_path() -> None:
+    """v2 shares v1's shapes only without tagged fields: the ELR lists reach the image either way."""
+    r44 = versions.release("4.4")
+    rec = by_name("PartitionRecord")(partition_id=0, topic_id=T, replicas=[1, 2, 3], isr=[1], leader=1,
+                                     leader_epoch=1, partition_epoch=2, directories=[DIRS[1], DIRS[2], DIRS[3]])
+    for elr in (None, [2, 3]):
+        rec.eligible_leader_replicas = elr
+        images = []
+        for apply in (_fast, _general):
+            img = MetadataImage(release=r44)
+            img.replay(by_name("FeatureLevelRecord")(name="metadata.version", feature_level=33), 0)
+            img.replay(by_name("TopicRecord")(name="t", topic_id=T), 1)
+            apply(img, frame(rec, 2))
+            images.append(img)
+        assert images[0] == images[1]
+        assert images[0].topics.partition(T, 0).elr == tuple(elr or ())  # type: ignore[union-attr]
 
 
 def test_fast_path_sets_offset_and_handles_other_records() -> None:

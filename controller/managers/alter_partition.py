@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
+from kraftsim.controller.managers.elr import elr_targets
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
@@ -146,7 +147,7 @@ class AlterPartitionManager:
             target_isr=[b for b, _ in new_isr], target_leader_recovery_state=lrs,
             election=Election.UNCLEAN if cluster.unclean_election_enabled(topic.name) else Election.ONLINE,
             zk_migration_enabled=cluster.zk_registration_allowed(),
-            default_dir=image.cluster.default_dir).build()
+            default_dir=image.cluster.default_dir, **elr_targets(self.ctx, topic)).build()
         if rec is None:
             after = _After(p.leader, list(p.isr), p.leader_recovery_state, p.leader_epoch, p.partition_epoch)
         else:

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final, Protocol
 
 from kraftsim.controller.context import ControllerContext
+from kraftsim.controller.managers.elr import elr_on, elr_targets
 from kraftsim.controller.managers.heartbeats import (
     CONTROLLED_SHUTDOWN,
     FENCED,
@@ -51,7 +52,7 @@ from kraftsim.controller.managers.heartbeats import (
     BrokerHeartbeatManager,
     BrokerHeartbeatState,
 )
-from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder
+from kraftsim.controller.managers.partition_change import Election, ElrTargets, PartitionChangeBuilder
 from kraftsim.controller.result import ControllerResult, HeartbeatResult
 from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
@@ -94,6 +95,11 @@ FENCED_BIT: Final = 1
 CAUGHT_UP: Final = 2
 STEADY_RESPONSES: Final = tuple(BrokerHeartbeatResponse(is_caught_up=k >= CAUGHT_UP, is_fenced=bool(k & FENCED_BIT),
                                                         should_shut_down=False) for k in range(4))
+
+
+def _not_shut_down(accept: Callable[[int], bool], broker_id: int, replica: int) -> bool:
+    """The acceptor of a pass that handles ``broker_id``'s unclean shutdown: never that broker."""
+    return replica != broker_id and accept(replica)
 
 
 class HeartbeatFields(Protocol):
@@ -224,25 +230,37 @@ class ClusterControlManager:
 
     def generate_leader_and_isr_updates(self, broker_to_remove: int, broker_to_add: int,
                                         partitions: Iterable[tuple[Topic, int, Partition]],
-                                        records: list[RecordAndVersion]) -> None:
+                                        records: list[RecordAndVersion],
+                                        unclean_shutdown_broker: int = NO_LEADER) -> None:
         """PartitionChangeRecords for ``partitions`` with ``broker_to_remove`` out of the ISR and
         leadership, and ``broker_to_add`` acceptable as leader even though the registry still
-        says fenced. Topics with unclean election enabled elect UNCLEAN."""
+        says fenced. Topics with unclean election enabled elect UNCLEAN. ``unclean_shutdown_broker``
+        (4.x, ELR on) leaves the ISR and leadership too, and does not enter the ELR."""
         image = self.ctx.image
         mv = image.metadata_version
         zk = self.zk_registration_allowed()
         unclean_by_topic: dict[str, bool] = {}
+        elr_by_topic: dict[str, ElrTargets] = {}
         default_dir = image.cluster.default_dir
+        gone = (broker_to_remove, unclean_shutdown_broker)
+        shut_down = (unclean_shutdown_broker,) if unclean_shutdown_broker != NO_LEADER else ()
         for topic, pid, p in partitions:
             unclean = unclean_by_topic.get(topic.name)
             if unclean is None:
                 unclean = unclean_by_topic[topic.name] = self.unclean_election_enabled(topic.name)
+            elr = elr_by_topic.get(topic.name)
+            if elr is None:
+                elr = elr_by_topic[topic.name] = elr_targets(self.ctx, topic)
             isr = p.isr
-            target_isr = isr if broker_to_remove not in isr else tuple(b for b in isr if b != broker_to_remove)
+            target_isr = isr if gone[0] not in isr and gone[1] not in isr else tuple(b for b in isr if b not in gone)
+            accept = self.leader_acceptor(p, broker_to_remove, broker_to_add)
+            if shut_down:
+                accept = functools.partial(_not_shut_down, accept, unclean_shutdown_broker)
             rec = PartitionChangeBuilder(
-                p, topic.id, pid, self.leader_acceptor(p, broker_to_remove, broker_to_add), mv,
+                p, topic.id, pid, accept, mv,
                 target_isr=target_isr, election=Election.UNCLEAN if unclean else Election.ONLINE,
-                zk_migration_enabled=zk, default_dir=default_dir, release=self.ctx.release).build()
+                zk_migration_enabled=zk, default_dir=default_dir, release=self.ctx.release,
+                unclean_shutdown_replicas=shut_down, **elr).build()
             if rec is not None:
                 records.append(rec)
 
@@ -286,6 +304,20 @@ class ClusterControlManager:
         self.generate_leader_and_isr_updates(broker_id, NO_LEADER,
                                              image.topics.partitions_with_isr_member(broker_id), records)
 
+    def broker_shutdown_records(self, broker_id: int, clean: bool, records: list[RecordAndVersion]) -> None:
+        """handleBrokerShutdown (4.x): after an unclean shutdown with ELR on, the broker leaves
+        the ISR and the ELR of its partitions and enters no ELR; otherwise it is handled as if
+        fenced (out of every ISR and leadership)."""
+        topics = self.ctx.image.topics
+        if elr_on(self.ctx) and not clean:
+            self.generate_leader_and_isr_updates(NO_LEADER, NO_LEADER, topics.partitions_with_isr_member(broker_id),
+                                                 records, unclean_shutdown_broker=broker_id)
+            self.generate_leader_and_isr_updates(NO_LEADER, NO_LEADER, topics.partitions_with_elr_member(broker_id),
+                                                 records, unclean_shutdown_broker=broker_id)
+        else:
+            self.generate_leader_and_isr_updates(broker_id, NO_LEADER, topics.partitions_with_isr_member(broker_id),
+                                                 records)
+
     def has_leaderships(self, broker_id: int) -> bool:
         """Leads at least one partition (a leader is always in its ISR, so scan the broker's ISR
         memberships and stop at the first it leads)."""
@@ -304,13 +336,13 @@ class ClusterControlManager:
     def register_broker(self, request: BrokerRegistrationRequest, context: RequestContext, *,
                         finalized_features: dict[str, int] | None = None
                         ) -> ControllerResult[BrokerRegistrationResponse]:
-        """Validate in Kafka's order (first failure wins) and write one RegisterBrokerRecord.
+        """Validate in Kafka's order (first failure wins) and write one RegisterBrokerRecord
+        (under 4.x a new incarnation's shutdown clean-up before it).
 
         ``finalized_features``: what Kafka captures outside the event (the finalized levels incl.
         metadata.version, plus kraft.version from Raft); default: the image's finalized levels
-        with kraft.version 0. ``context`` (who asked) is unused: fields a lower version lacks
-        already hold their defaults, and authorization
-        (CLUSTER_ACTION) is the API layer's job.
+        with kraft.version 0. ``context``: only its API version is read (4.x detects a clean
+        shutdown from v3 on); authorization (CLUSTER_ACTION) is the API layer's job.
         """
         hb = self._require_active()
         ctx = self.ctx
@@ -395,8 +427,15 @@ class ClusterControlManager:
         if dir_assignment:
             rec.log_dirs = list(request.log_dirs)
         new_incarnation = request.incarnation_id != prev_incarnation
+        records: list[RecordAndVersion] = []
         if new_incarnation:
-            # Below MV 4.0-IV0 no unclean-shutdown records precede it: epoch == own offset.
+            if not ctx.release.is_3x:
+                # 4.x: a new incarnation first cleans up after the previous one (3.9 only does
+                # from its unstable 4.0-IV0). Clean when a v3+ request names the stored epoch.
+                stored_epoch = existing.epoch if existing is not None else -2
+                clean = context.api_version >= 3 and stored_epoch == request.previous_broker_epoch
+                self.broker_shutdown_records(broker_id, clean, records)
+            # The epoch is the batch's first offset, whatever records precede the registration.
             rec.broker_epoch = ctx.next_offset()
             rec.fenced = True
             rec.in_controlled_shutdown = False
@@ -405,14 +444,15 @@ class ClusterControlManager:
             rec.fenced = existing.fenced
             rec.in_controlled_shutdown = existing.in_controlled_shutdown
             rec.broker_epoch = existing.epoch
-        records: list[RecordAndVersion] = [(rec, self.ctx.release.register_broker_record_version(mv))]
+        records.append((rec, self.ctx.release.register_broker_record_version(mv)))
         # Kafka: the handler drops a replaced incarnation's session and registers the broker;
         # replaying the record then removes and registers it again, so after the event the
         # broker always has a fresh session (metadata offset -1, no controlled-shutdown offset).
         hb.remove(broker_id)
         hb.register(broker_id, rec.fenced)
+        # 4.x returns the shutdown clean-up and the registration as a non-atomic batch.
         return ControllerResult(records, BrokerRegistrationResponse(error_code=0, broker_epoch=rec.broker_epoch),
-                                True)
+                                ctx.release.is_3x)
 
     @staticmethod
     def _check_feature(finalized: dict[str, int], name: str, lo: int, hi: int) -> RegisterBrokerRecord.BrokerFeature:

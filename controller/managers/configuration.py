@@ -22,6 +22,9 @@ controller half (``ConfigurationControlManager.incrementalAlterConfigs`` with th
   after the request-level refusals (Kafka's order there is HashMap order of ConfigResource, which
   depends on Java identity hash codes, i.e. it is not reproducible even run to run).
 * One atomic batch; more than 10,000 records fails the whole request with POLICY_VIOLATION.
+* With ELR on (4.x), a ClearElrRecord follows the batch's records for each min.insync.replicas
+  record (the topic's, or every topic's for a BROKER resource), and a broker-level
+  min.insync.replicas, or removing the cluster-level one, is INVALID_CONFIG (managers/elr.py).
 
 AlterConfigs (legacy) replaces a resource's whole config set: every key it names is SET (a null
 value removes it), and every current key it does not name is deleted. It shares the rest, with
@@ -45,6 +48,7 @@ from kraftsim.controller.configs.topic_config_resolver import TopicConfigResolve
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.java.hash_order import hash_order
 from kraftsim.controller.java.strings import java_split, parse_java_int
+from kraftsim.controller.managers.elr import clear_elr_records, disallowed_min_isr_change
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
 from kraftsim.controller.write_path import check_record_count
@@ -157,6 +161,8 @@ class ConfigurationControlManager:
             except ApiError as e:
                 responses.append(_response(*resource, e))
             check_record_count(len(records))  # Kafka's BoundedList: the whole request fails
+        records.extend(clear_elr_records(self.ctx, records))
+        check_record_count(len(records))
         responses.extend(logger_responses)
         return ControllerResult([] if validate_only else records,
                                 IncrementalAlterConfigsResponse(responses=responses), atomic=True)
@@ -195,6 +201,8 @@ class ConfigurationControlManager:
             except ApiError as e:
                 responses.append(_legacy_response(*resource, e))
             check_record_count(len(records))
+        records.extend(clear_elr_records(self.ctx, records))
+        check_record_count(len(records))
         return ControllerResult([] if request.validate_only else records,
                                 AlterConfigsResponse(responses=responses), atomic=True)
 
@@ -295,6 +303,9 @@ class ConfigurationControlManager:
         rtype, rname = resource
         configs = dict(existing)
         for rec, _ in records:
+            refused = disallowed_min_isr_change(self.ctx, rec)
+            if refused is not None:
+                raise refused
             if rec.value is None:
                 configs.pop(rec.name, None)
             else:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Final
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
+from kraftsim.controller.managers.elr import elr_targets
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder, election_from_wire
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
@@ -122,7 +123,7 @@ class LeaderElectionManager:
         return PartitionChangeBuilder(
             p, topic.id, pid, self.cluster.leader_acceptor(p), image.metadata_version, election=election,
             zk_migration_enabled=self.cluster.zk_registration_allowed(), default_dir=image.cluster.default_dir,
-            release=image.release).build()
+            release=image.release, **elr_targets(self.ctx, topic)).build()
 
     def balance_partition_leaders(self, max_elections: int = MAX_ELECTIONS_PER_IMBALANCE) -> ControllerResult[bool]:
         """Kafka's maybeBalancePartitionLeaders: a preferred election for each partition the image
@@ -155,14 +156,14 @@ class LeaderElectionManager:
         """Whether a preferred election would certainly write nothing for ``p``, decided without
         building it: the PartitionChangeBuilder's own steps, short-cut for the common case of a
         preferred replica out of the ISR (its broker is down). Nothing else would change: no
-        reassignment to complete, no ELR to clear, the ISR and replicas as they are; and the
+        reassignment to complete, no ELR or LastKnownElr to clear, the ISR and replicas as they are; and the
         first replica is not a valid leader (not in the ISR) while the current one is (in the
         ISR and accepted by the acceptor the builder asks), so the builder keeps it.
 
         The acceptor's verdict depends only on the broker and the replica's directory, and the
         image does not change during a run: ``accepted`` keeps it per (broker, directory as an
         int: a UUID hashes in Python code)."""
-        if p.removing_replicas or p.adding_replicas or p.elr or not p.replicas:
+        if p.removing_replicas or p.adding_replicas or p.elr or p.last_known_elr or not p.replicas:
             return False
         isr = p.isr
         leader = p.leader

@@ -6,19 +6,32 @@ PartitionChangeRecord that moves the partition there, or None when nothing would
 order of the steps is Kafka's, because each step reads what the previous ones decided:
 
 1. complete a reassignment if the target ISR now covers the target replicas;
-2. elect a leader (keep the current one if still valid, else the first valid replica in replica
+2. with ELR on, work out the target ELR (below);
+3. elect a leader (keep the current one if still valid, else the first valid replica in replica
    order; PREFERRED tries replicas[0] first; UNCLEAN may pick an acceptable replica outside the
-   ISR, forcing ISR = [leader] and LeaderRecoveryState RECOVERING);
-3. bump the leader epoch (Leader = current leader) if replicas are dropped;
-4. clear ELR fields if the partition carries any (ELR itself is not modelled, see below);
-5. set the ISR if it changed and the election did not already set it. An empty ISR is never
-   written: the last member of the ISR stays there, with leader -1, until it comes back;
-6. bump the leader epoch on ISR shrink below metadata.version 3.6-IV0 (KAFKA-15021) or while the
+   ISR, forcing ISR = [leader] and LeaderRecoveryState RECOVERING). A valid leader is in the
+   target ISR, or in the target ELR when that ISR is empty; a leader taken from the ELR becomes
+   the whole ISR and leaves the ELR. With ISR and ELR empty, the partition's single
+   LastKnownElr member (its last leader) is elected, as an unclean election, if acceptable;
+4. bump the leader epoch (Leader = current leader) if replicas are dropped;
+5. write the ELR if it changed; an unclean election, or ELR off, empties it;
+6. set the ISR if it changed and the election did not already set it. Without ELR an empty ISR
+   is never written (the last member stays, with leader -1, until it comes back); with ELR it is;
+7. bump the leader epoch on ISR shrink below metadata.version 3.6-IV0 (KAFKA-15021) or while the
    ZK migration is enabled;
-7. directories (metadata.version >= 3.7-IV2), replicas, removing/adding, recovery state.
+8. with ELR on, LastKnownElr holds the last leader once the partition becomes leaderless, and
+   is emptied when it has a leader again;
+9. directories (metadata.version >= 3.7-IV2), replicas, removing/adding, recovery state.
 
-Eligible leader replicas (KIP-966) need metadata.version 4.0-IV0, unstable in 3.9, plus a config;
-they are not modelled: asking for them raises NotImplementedError.
+Eligible leader replicas (KIP-966) are Kafka 4.x's, on when eligible.leader.replicas.version >= 1
+is finalized (``eligible_leader_replicas_enabled``; the caller also passes the topic's effective
+min.insync.replicas, capped at its replication factor). While the target ISR is below that
+minimum, the ELR becomes (ELR + current ISR) - target ISR - replicas that shut down uncleanly, in
+the iteration order of Java's HashSet of those broker ids; an ISR at the minimum empties it.
+Kafka also computes a "real" LastKnownElr there, but writes it only when its "last known leader
+in balanced recovery" is off, which no controller path does: it is not modelled. 3.9's own ELR
+(its unstable 4.0-IV0 plus a config) is not modelled: asking for ELR under 3.9 raises
+NotImplementedError.
 
 The builder never reads or mutates the image: the caller passes the partition and a predicate
 (see ``ClusterControlManager.leader_acceptor``), which keeps it testable and lets every caller
@@ -32,6 +45,7 @@ from collections.abc import Callable, Sequence
 from enum import IntEnum
 from typing import Final, TypedDict, Unpack
 
+from kraftsim.controller.java.hash_order import hashmap_capacity, order_by_hash
 from kraftsim.metadata import versions
 from kraftsim.metadata.image.topics import NO_LEADER, NO_LEADER_CHANGE, RECOVERING, Partition
 from kraftsim.metadata.messages import PartitionChangeRecord
@@ -73,6 +87,13 @@ class Targets(TypedDict, total=False):
     election: Election
 
 
+class ElrTargets(TypedDict, total=False):
+    """What a 4.x controller tells the builder about ELR (see ``managers/elr.py``)."""
+
+    eligible_leader_replicas_enabled: bool
+    min_isr: int
+
+
 def _contains_all(a: Sequence[int], b: Sequence[int]) -> bool:
     """Replicas.contains(a, b): every member of b is in a."""
     if len(b) <= 3:  # the common case: membership tests beat building sets
@@ -87,7 +108,8 @@ class PartitionChangeBuilder:
     __slots__ = ("partition", "topic_id", "partition_id", "is_acceptable_leader", "metadata_version",
                  "target_isr", "target_replicas", "target_removing", "target_adding",
                  "target_leader_recovery_state", "election", "zk_migration_enabled",
-                 "default_dir", "target_directories", "release")
+                 "default_dir", "target_directories", "release", "elr_enabled", "min_isr",
+                 "unclean_shutdown_replicas", "target_elr")
 
     def __init__(self, partition: Partition, topic_id: uuid.UUID, partition_id: int,
                  is_acceptable_leader: Callable[[int], bool], metadata_version: int, *,
@@ -99,17 +121,25 @@ class PartitionChangeBuilder:
                  election: Election = Election.ONLINE,
                  zk_migration_enabled: bool = False,
                  eligible_leader_replicas_enabled: bool = False,
+                 min_isr: int = 1,
+                 unclean_shutdown_replicas: Sequence[int] = (),
                  default_dir: DefaultDirProvider | None = None,
                  release: versions.Release | None = None) -> None:
-        """``release``: whose gates the metadata.version is read with (3.9 unless given)."""
-        if eligible_leader_replicas_enabled:
-            raise NotImplementedError("eligible leader replicas (KIP-966) are not modelled")
+        """``release``: whose gates the metadata.version is read with (3.9 unless given).
+        ``min_isr``: the topic's effective min.insync.replicas capped at its replication factor
+        (read only with ELR on). ``unclean_shutdown_replicas``: brokers that never enter the ELR."""
+        self.release = versions.release() if release is None else release
+        if eligible_leader_replicas_enabled and self.release.is_3x:
+            raise NotImplementedError("3.9's eligible leader replicas (KIP-966) are not modelled")
+        self.elr_enabled = eligible_leader_replicas_enabled
+        self.min_isr = min_isr
+        self.unclean_shutdown_replicas = unclean_shutdown_replicas
+        self.target_elr: Sequence[int] = partition.elr
         self.partition = partition
         self.topic_id = topic_id
         self.partition_id = partition_id
         self.is_acceptable_leader = is_acceptable_leader
         self.metadata_version = metadata_version
-        self.release = versions.release() if release is None else release
         self.target_isr: Sequence[int] = partition.isr if target_isr is None else target_isr
         self.target_replicas: Sequence[int] = partition.replicas if target_replicas is None else target_replicas
         self.target_removing: Sequence[int] = (partition.removing_replicas if target_removing is None
@@ -134,8 +164,21 @@ class PartitionChangeBuilder:
     # ----- election ----------------------------------------------------------------------
 
     def _valid(self, replica: int) -> bool:
-        """isValidNewLeader without ELR: in the target ISR and acceptable."""
-        return replica in self.target_isr and self.is_acceptable_leader(replica)
+        """isValidNewLeader: in the target ISR, or in the target ELR when that ISR is empty; and
+        acceptable."""
+        isr = self.target_isr
+        return ((replica in isr or (not isr and replica in self.target_elr))
+                and self.is_acceptable_leader(replica))
+
+    def _can_elect_last_known_leader(self) -> bool:
+        """canElectLastKnownLeader: ELR on, ISR and ELR empty, the partition's LastKnownElr a
+        single broker that is acceptable (4.0 skips that last check)."""
+        if not self.elr_enabled or self.target_elr or self.target_isr:
+            return False
+        lke = self.partition.last_known_elr
+        if len(lke) != 1:
+            return False
+        return self.release.line == "4.0" or self.is_acceptable_leader(lke[0])
 
     def elect_leader(self) -> tuple[int, bool]:
         """(leader, unclean). NO_LEADER when nobody qualifies."""
@@ -149,18 +192,36 @@ class PartitionChangeBuilder:
             for r in replicas[1:]:
                 if self._valid(r):
                     return r, False
+            if self._can_elect_last_known_leader():
+                return p.last_known_elr[0], True
             return NO_LEADER, False
         if self._valid(p.leader):
             return p.leader, False
         for r in replicas:
             if self._valid(r):
                 return r, False
+        if self._can_elect_last_known_leader():
+            return p.last_known_elr[0], True
         if self.election == Election.UNCLEAN:
             accept = self.is_acceptable_leader
             for r in replicas:
                 if accept(r):
                     return r, True
         return NO_LEADER, False
+
+    def _populate_target_elr(self) -> None:
+        """maybePopulateTargetElr (ELR on): an ISR at min ISR empties the ELR; below it, the ELR
+        gathers the current ISR, minus the target ISR and brokers that shut down uncleanly. Java
+        builds it as a HashSet of the ELR, then the current ISR, and walks it: broker ids come
+        out in bucket order (id mod the table size for ids below 65536)."""
+        target_isr = self.target_isr
+        if len(target_isr) >= self.min_isr:
+            self.target_elr = ()
+            return
+        candidates = list(dict.fromkeys((*self.target_elr, *self.partition.isr)))
+        ordered = order_by_hash(candidates, _int_hash, hashmap_capacity(len(candidates), 16))
+        unclean = self.unclean_shutdown_replicas
+        self.target_elr = tuple(r for r in ordered if r not in target_isr and r not in unclean)
 
     # ----- build -------------------------------------------------------------------------
 
@@ -193,8 +254,15 @@ class PartitionChangeBuilder:
         record = PartitionChangeRecord(topic_id=self.topic_id, partition_id=self.partition_id)
         changed = False
 
+        elr_on = self.elr_enabled
+        if elr_on:
+            self._populate_target_elr()
+
         leader, unclean = self.elect_leader()
         if leader != p.leader:
+            if leader in self.target_elr:  # a leader out of the ELR is the whole ISR
+                self.target_isr = (leader,)
+                self.target_elr = tuple(r for r in self.target_elr if r != leader)
             record.leader = leader
             changed = True
             if unclean:
@@ -208,12 +276,14 @@ class PartitionChangeBuilder:
             record.leader = p.leader  # dropping replicas forces a leader epoch bump
             changed = True
 
-        if p.elr:  # ELR is off: clear whatever an earlier metadata.version left behind
-            record.eligible_leader_replicas = []
+        # maybeUpdateRecordElr: an unclean election, or ELR off, empties the ELR.
+        target_elr = self.target_elr if elr_on and record.isr is None else ()
+        if tuple(target_elr) != p.elr:
+            record.eligible_leader_replicas = list(target_elr)
             changed = True
 
         target_isr = self.target_isr
-        if record.isr is None and target_isr and tuple(target_isr) != p.isr:
+        if record.isr is None and (target_isr or elr_on) and tuple(target_isr) != p.isr:
             record.isr = list(target_isr)
             changed = True
 
@@ -221,6 +291,9 @@ class PartitionChangeBuilder:
                 and record.leader == NO_LEADER_CHANGE and record.isr is not None
                 and not _contains_all(record.isr, p.isr)):
             record.leader = p.leader
+            changed = True
+
+        if elr_on and self._update_last_known_leader(record):
             changed = True
 
         if target_replicas:
@@ -246,6 +319,28 @@ class PartitionChangeBuilder:
             return None
         return record, self.release.partition_change_record_version(mv)
 
+    def _update_last_known_leader(self, record: PartitionChangeRecord) -> bool:
+        """maybeUpdateLastKnownLeader: LastKnownElr = [last leader] when the partition first
+        becomes leaderless, [] once it has a leader again. 4.0 keys the first on an ISR written
+        empty and the second on a partition that has or keeps a leader."""
+        p = self.partition
+        lke = p.last_known_elr
+        if self.release.line == "4.0":
+            if record.isr is not None and not record.isr and (len(lke) != 1 or lke[0] != p.leader):
+                record.last_known_elr = [p.leader]
+                return True
+            if lke and (record.leader >= 0 or (p.leader != NO_LEADER and record.leader != NO_LEADER)):
+                record.last_known_elr = []
+                return True
+            return False
+        if record.leader == NO_LEADER and not lke:
+            record.last_known_elr = [p.leader]
+            return True
+        if record.leader >= 0 and lke:
+            record.last_known_elr = []
+            return True
+        return False
+
     def _directories(self, replicas: Sequence[int]) -> tuple[uuid.UUID, ...]:
         p = self.partition
         if self.target_directories is None and replicas is p.replicas:
@@ -262,6 +357,11 @@ class PartitionChangeBuilder:
                 d = self.default_dir(r)
             out.append(d)
         return tuple(out)
+
+
+def _int_hash(i: int) -> int:
+    """Integer.hashCode."""
+    return i
 
 
 def build(partition: Partition, topic_id: uuid.UUID, partition_id: int,

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Unpack
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
+from kraftsim.controller.managers.elr import elr_targets
 from kraftsim.controller.managers.partition_change import Election, PartitionChangeBuilder, Targets
 from kraftsim.controller.managers.replication import validate_manual_assignment
 from kraftsim.controller.result import ControllerResult
@@ -117,7 +118,8 @@ class ReassignmentManager:
         image = self.ctx.image
         return PartitionChangeBuilder(p, topic.id, pid, self.cluster.leader_acceptor(p), image.metadata_version,
                                       zk_migration_enabled=self.cluster.zk_registration_allowed(),
-                                      default_dir=image.cluster.default_dir, release=image.release, **targets)
+                                      default_dir=image.cluster.default_dir, release=image.release,
+                                      **elr_targets(self.ctx, topic), **targets)
 
     def _change(self, topic: Topic, pid: int, p: Partition, target: list[int],
                 allow_rf_change: bool = True) -> tuple[PartitionChangeRecord, int] | None:

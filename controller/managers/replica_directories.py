@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.managers.cluster import ClusterControlManager
+from kraftsim.controller.managers.elr import elr_targets
 from kraftsim.controller.managers.partition_change import PartitionChangeBuilder
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
@@ -84,7 +85,7 @@ class ReplicaDirectoryManager:
                             code = ErrorCode.NONE
                             builder = PartitionChangeBuilder(p, topic.id, pid, self.cluster.leader_acceptor(p), mv,
                                                              default_dir=image.cluster.default_dir,
-                                                             release=image.release)
+                                                             release=image.release, **elr_targets(self.ctx, topic))
                             rec = builder.set_directory(broker_id, dir_id).build()
                             if rec is not None:
                                 records.append(rec)

@@ -43,6 +43,7 @@ from kraftsim.controller.java.hash_order import (
     order_by_hash,
     string_hash,
 )
+from kraftsim.controller.managers.elr import MIN_ISR, clear_elr_records, elr_on
 from kraftsim.controller.managers.placement import (
     InvalidReplicationFactor,
     StripedReplicaPlacer,
@@ -221,6 +222,7 @@ class ReplicationControlManager:
         # 2^31-1 partitions, or a 40,000-topic one, is refused before anything is placed.
         planned: list[tuple[CreatableTopic, dict[str, str], int, int, Parts | None]] = []
         total = 0
+        with_elr = elr_on(self.ctx)
         for t in topics:
             if t.name in errors:
                 continue
@@ -243,7 +245,7 @@ class ReplicationControlManager:
                 except ApiError as e:
                     errors[t.name] = e
                     continue
-            total += 1 + len(creation) + count
+            total += 1 + len(creation) + count + (1 if with_elr and MIN_ISR in creation else 0)
             planned.append((t, creation, count, rf, manual))
         check_record_count(total)
 
@@ -267,6 +269,7 @@ class ReplicationControlManager:
             for key in hash_map_order(creation):
                 records.append((ConfigRecord(resource_type=TOPIC, resource_name=t.name, name=key,
                                              value=creation[key]), 0))
+            records.extend(clear_elr_records(self.ctx, records[-len(creation):] if creation else ()))
             placement.partition_records(topic_id, 0, parts, records)
 
         results: list[CreateTopicsResponse.CreatableTopicResult] = []

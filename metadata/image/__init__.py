@@ -5,7 +5,8 @@ Where to find the replay of a record type:
 * FeatureLevelRecord -> features.py; ZkMigrationStateRecord -> migration.py
 * RegisterBroker/UnregisterBroker/FenceBroker/UnfenceBroker/BrokerRegistrationChange/
   RegisterController -> cluster.py
-* Topic/Partition/PartitionChange/RemoveTopic -> topics.py (RemoveTopic's config cleanup in image.py)
+* Topic/Partition/PartitionChange/RemoveTopic/ClearElr -> topics.py (RemoveTopic's config cleanup in
+  image.py)
 * ConfigRecord -> configs.py; ClientQuotaRecord -> quotas.py
 * AccessControlEntry/RemoveAccessControlEntry -> acls.py
 * UserScramCredential/RemoveUserScramCredential -> scram.py

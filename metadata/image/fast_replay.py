@@ -3,7 +3,7 @@
 Loading a snapshot or catching up on a log is dominated by PartitionRecords (a million of them
 for a large cluster). Building a generic record object per partition and then converting its
 lists into the image's interned tuples does the work twice; here the common shape of a
-PartitionRecord (frame v1, record v0/v1, no removing/adding replicas, no tagged fields) is read
+PartitionRecord (frame v1, record v0/v1/v2, no removing/adding replicas, no tagged fields) is read
 directly into the image. Everything after the partition and topic ids is decoded once per
 distinct byte string into a Partition that all partitions with those bytes share (Partitions
 are never mutated in place; replay replaces them), so a record costs a few dict lookups.
@@ -32,6 +32,9 @@ _I32x3 = struct.Struct(">iii")
 _PARTITION_RECORD = 3
 _HEAD_V0 = bytes((1, _PARTITION_RECORD, 0))
 _HEAD_V1 = bytes((1, _PARTITION_RECORD, 1))
+# v2 (4.0-IV1 in 4.x, 3.9's 4.0-IV0) only adds tagged fields (the ELR lists): without them its
+# bytes after the ids are v1's, and it shares v1's shapes.
+_HEAD_V2 = bytes((1, _PARTITION_RECORD, 2))
 _LEADERLESS = 1
 _IMBALANCED = 2
 _CACHE_MAX = 1 << 17
@@ -147,7 +150,7 @@ def replay_at_append(image: MetadataImage, records: list[tuple[Any, int]], value
     unpack_i32 = _I32.unpack_from
     v0, v1 = _shapes[0].get, _shapes[1].get
     shape_of = _shape
-    head_v1, head_v0 = _HEAD_V1, _HEAD_V0
+    head_v1, head_v0, head_v2 = _HEAD_V1, _HEAD_V0, _HEAD_V2
     backlog = topics.defer_isr
     defer_chunk, defer_isr, defer_bit = backlog.chunks.append, backlog.isrs.append, backlog.bits.append
     deferred = 0  # ISR index entries this batch left in the backlog
@@ -176,7 +179,7 @@ def replay_at_append(image: MetadataImage, records: list[tuple[Any, int]], value
             buf = values[i]
             at = offset + i
             head = buf[:3]
-            if head == head_v1:
+            if head == head_v1 or head == head_v2:
                 shape = v1(buf[23:], missing)
                 if shape is missing:
                     shape = shape_of(buf[23:], 1)
@@ -240,10 +243,11 @@ def _partition_from_bytes(image: MetadataImage, value: bytes, offset: int, times
     """Replay ``value`` if it is a PartitionRecord of the plain shape for a known topic (True);
     else leave the image as it was (False) for the general path, which decides what is wrong."""
     head = value[:3]
-    if head == _HEAD_V1 or head == _HEAD_V0:
+    if head == _HEAD_V1 or head == _HEAD_V0 or head == _HEAD_V2:
         tail = value[23:]
-        cache = _shapes[value[2]]
-        shape = cache[tail] if tail in cache else _shape(tail, value[2])
+        layout = 1 if value[2] else 0
+        cache = _shapes[layout]
+        shape = cache[tail] if tail in cache else _shape(tail, layout)
         t = image.topics.by_id_bytes.get(value[7:23])
         if shape is not None and t is not None:
             pid = _I32.unpack_from(value, 3)[0]
@@ -291,7 +295,7 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
     v0, v1 = _shapes[0].get, _shapes[1].get
     shape_of = _shape
     slow = replay_framed
-    head_v1, head_v0 = _HEAD_V1, _HEAD_V0
+    head_v1, head_v0, head_v2 = _HEAD_V1, _HEAD_V0, _HEAD_V2
     backlog = topics.defer_isr  # a new partition's ISR index entry, written later (TopicsImage)
     defer_chunk, defer_isr, defer_bit = backlog.chunks.append, backlog.isrs.append, backlog.bits.append
     added = 0  # new partitions not yet counted in topics.partition_count
@@ -319,7 +323,7 @@ def replay_framed_all(image: MetadataImage, values: Iterable[bytes], offset: int
         for buf in it:
             offset += step
             head = buf[:3]
-            if head == head_v1:
+            if head == head_v1 or head == head_v2:
                 shape = v1(buf[23:], missing)
                 if shape is missing:
                     shape = shape_of(buf[23:], 1)

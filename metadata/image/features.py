@@ -32,6 +32,11 @@ class FeaturesImage:
             return self.metadata_version or 0
         return self.finalized.get(feature, 0)
 
+    @property
+    def elr_enabled(self) -> bool:
+        """FeaturesImage.isElrEnabled (4.x): eligible.leader.replicas.version >= 1 finalized."""
+        return self.finalized.get(versions.ELR_VERSION, 0) >= 1
+
     def effective_metadata_version(self) -> int:
         """The level writers must use; an image that has not seen one behaves as the release's
         minimum (3.0-IV1 in 3.9), as Kafka's empty FeaturesImage does."""

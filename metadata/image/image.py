@@ -288,13 +288,14 @@ class MetadataImage:
         because replay replaces Partition objects and never mutates them.
         """
         mv = self.features.effective_metadata_version()
-        return self._frozen(mv, self.topics.frozen_records(mv, self.release))
+        return self._frozen(mv, self.topics.frozen_records(mv, self.release, self.features.elr_enabled))
 
     def frozen_snapshot_records(self) -> Iterator[tuple[Message | FramedRecord, int]]:
         """:meth:`frozen_records` with the PartitionRecords framed (FramedRecord: the same
         bytes, see ``topics._framed_records``), for the snapshot writer."""
         mv = self.features.effective_metadata_version()
-        return self._frozen(mv, self.topics.frozen_framed_records(mv, self.release))
+        return self._frozen(mv, self.topics.frozen_framed_records(mv, self.release,
+                                                                     self.features.elr_enabled))
 
     def _frozen(self, mv: int, topics: Iterator[_R]) -> Iterator[_R | tuple[Message, int]]:
         r = self.release
@@ -316,6 +317,11 @@ class MetadataImage:
         """The effective metadata.version level (the release's minimum before any
         FeatureLevelRecord)."""
         return self.features.effective_metadata_version()
+
+    @property
+    def elr_enabled(self) -> bool:
+        """ELR (KIP-966) on: 4.x's eligible.leader.replicas.version >= 1 (never in a 3.9 image)."""
+        return self.features.elr_enabled
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MetadataImage):
@@ -348,6 +354,13 @@ def _unregister_controller(img: MetadataImage, rec: Any, off: int) -> None:
     _cluster.replay_unregister_controller(img.cluster, rec, img._undo)
 
 
+def _clear_elr(img: MetadataImage, rec: Any, _off: int) -> None:
+    """ClearElrRecord exists from 4.0: a 3.9 controller has no type 28 to read it as."""
+    if RecordType.CLEAR_ELR_RECORD not in img._record_versions:
+        raise ReplayError(f"Unknown metadata id {int(RecordType.CLEAR_ELR_RECORD)}")
+    _topics.replay_clear_elr(img.topics, rec, img._undo)
+
+
 def _noop(img: MetadataImage, rec: Any, off: int) -> None:
     """NoOpRecord only advances the offset (it exists to move the high watermark)."""
 
@@ -363,6 +376,7 @@ _HANDLERS: dict[RecordType, Handler] = {
     RecordType.FENCE_BROKER_RECORD: lambda i, r, o: _cluster.replay_fence_broker(i.cluster, r, i._undo),
     RecordType.UNFENCE_BROKER_RECORD: lambda i, r, o: _cluster.replay_unfence_broker(i.cluster, r, i._undo),
     RecordType.REMOVE_TOPIC_RECORD: _remove_topic,
+    RecordType.CLEAR_ELR_RECORD: _clear_elr,
     RecordType.DELEGATION_TOKEN_RECORD: lambda i, r, o: _tokens.replay_token(i.tokens, r, i._undo),
     RecordType.USER_SCRAM_CREDENTIAL_RECORD: lambda i, r, o: _scram.replay_scram(i.scram, r, i._undo),
     RecordType.FEATURE_LEVEL_RECORD:

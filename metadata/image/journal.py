@@ -49,8 +49,9 @@ def apply_entries(entries: list[Entry]) -> list[Entry]:
 
 
 def kind_of(swap: Swap) -> str:
-    """``TopicsImage.swap_partition`` -> ``"partition"`` (the slice's ``get_partition`` reads it)."""
-    return getattr(swap, "__name__", "").removeprefix("swap_")
+    """``TopicsImage.swap_partition`` -> ``"partition"`` (the slice's ``get_partition`` reads it);
+    a variant named ``swap_partition__<how>`` is of the same kind."""
+    return getattr(swap, "__name__", "").removeprefix("swap_").partition("__")[0]
 
 
 def get_nested(outer: dict[Any, dict[Any, Any]], key: tuple[Any, Any]) -> Any:

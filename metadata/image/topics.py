@@ -1,4 +1,5 @@
-"""Topics and partitions (TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord).
+"""Topics and partitions (TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord,
+ClearElrRecord).
 
 Replay follows Kafka 3.9's ReplicationControlManager and PartitionRegistration.merge:
 
@@ -8,11 +9,14 @@ Replay follows Kafka 3.9's ReplicationControlManager and PartitionRegistration.m
   leader: that is how the controller forces a bump); every record bumps the partition epoch.
 * Directories that are absent or all MIGRATING become MIGRATING for every replica, so a
   partition always has one directory per replica.
+* ClearElrRecord (4.x) empties the ELR and LastKnownElr of every partition of the named topic
+  (every topic when the name is empty) that has either, as a PartitionChangeRecord setting both
+  to [] would: the partition epoch goes up by one, the leader epoch stays.
 * RemoveTopicRecord drops the topic, its partitions and their index entries. Its topic configs
   live in the configs slice; MetadataImage removes them in the same replay.
 
 The secondary indexes the controller reads on hot paths are maintained here, by replay only:
-per-broker ISR (and ELR) membership, leaderless partitions (Kafka's OfflinePartitionsCount is
+per-broker ISR (and ELR, as Kafka's index keeps it: ``ElrIndex``) membership, leaderless partitions (Kafka's OfflinePartitionsCount is
 "leader == -1"), partitions whose leader is not replicas[0] (PreferredReplicaImbalanceCount),
 partitions being reassigned, and the global partition count. Index entries use a small
 per-topic int key instead of (uuid, partition) tuples to stay compact.
@@ -20,6 +24,7 @@ per-topic int key instead of (uuid, partition) tuples to stay compact.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 from array import array
@@ -111,14 +116,23 @@ class Partition:
         raise KeyError(f"Replica {replica} is not assigned to this partition.")
 
     def to_record(self, topic_id: uuid.UUID, partition_id: int, mv: int,
-                  release: versions.Release) -> tuple[Message, int]:
+                  release: versions.Release, elr_enabled: bool = False) -> tuple[Message, int]:
+        """``elr_enabled``: the image's ELR feature (4.x writes the ELR fields, when not empty,
+        only with it on, and drops them silently otherwise; 3.9 writes them from its 4.0-IV0 and
+        refuses to lose them below)."""
         rec = PartitionRecord(
             partition_id=partition_id, topic_id=topic_id, replicas=list(self.replicas),
             isr=list(self.isr), removing_replicas=list(self.removing_replicas),
             adding_replicas=list(self.adding_replicas), leader=self.leader,
             leader_recovery_state=self.leader_recovery_state, leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch)
-        if release.is_elr_supported(mv):
+        if not release.is_3x:
+            if elr_enabled:
+                if self.elr:
+                    rec.eligible_leader_replicas = list(self.elr)
+                if self.last_known_elr:
+                    rec.last_known_elr = list(self.last_known_elr)
+        elif release.is_elr_supported(mv):
             if self.elr:
                 rec.eligible_leader_replicas = list(self.elr)
             if self.last_known_elr:
@@ -136,7 +150,7 @@ _TAILS_MAX = 1 << 16
 
 
 def _framed_records(frozen: list[tuple[uuid.UUID, str, dict[int, Partition]]],
-                    mv: int, release: versions.Release) -> Iterator[tuple[Message | FramedRecord, int]]:
+                    mv: int, release: versions.Release, elr_enabled: bool) -> Iterator[tuple[Message | FramedRecord, int]]:
     """The topics' records, each PartitionRecord framed: its 3-byte header, partition id and
     topic id, then the tail (replicas onwards) that its Partition decides. Partitions replayed
     from the log share one Partition per shape (fast_replay), a few thousand for a million
@@ -156,7 +170,7 @@ def _framed_records(frozen: list[tuple[uuid.UUID, str, dict[int, Partition]]],
             if hit is not None and hit[0] is p:
                 yield FramedRecord(hit[1] + pack(pid) + tb + hit[2]), hit[3]
                 continue
-            rec, version = p.to_record(tid, pid, mv, release)
+            rec, version = p.to_record(tid, pid, mv, release, elr_enabled)
             value = frame(rec, version)
             if value[3:_TAIL_OFFSET] != pack(pid) + tb:  # not that layout (a 3-byte header): as it is
                 yield rec, version
@@ -200,7 +214,7 @@ class TopicsImage:
         # incomplete. A controller writes them in slices after it becomes active
         # (settle_isr_index), not before: a million partitions' take a second.
         self.defer_isr = IsrBacklog()
-        self.elr_index: dict[int, PartitionSet] = {}
+        self.elr_index = ElrIndex()
         self.leaderless = PartitionSet()
         self.imbalanced = PartitionSet()
         self.reassigning = PartitionSet()
@@ -276,8 +290,22 @@ class TopicsImage:
         return [] if s is None else list(self._resolve(s))
 
     def partitions_with_elr_member(self, broker_id: int) -> list[tuple[Topic, int, Partition]]:
-        s = self.elr_index.get(broker_id)
-        return [] if s is None else list(self._resolve(s))
+        """Kafka's partitionsWithBrokerInElr: what its broker-to-ELR index lists (``ElrIndex``),
+        which may name partitions the broker has left, one partition twice, and even deleted
+        topics: for those Kafka's generateLeaderAndIsrUpdates throws, a fault, and so does this."""
+        by_key = self.by_key
+        out = []
+        for key, pid in self.elr_index.entries(broker_id):
+            t = by_key.get(key)
+            if t is None:
+                raise RuntimeError(f"A deleted topic existed in the ELR index of broker {broker_id}, "
+                                   "but not in the topics map.")
+            p = t.partitions.get(pid)
+            if p is None:
+                raise RuntimeError(f"Partition {t.id}:{pid} existed in the ELR index of broker {broker_id}, "
+                                   "but not in the partitions map.")
+            out.append((t, pid, p))
+        return out
 
     def leaderless_partitions(self) -> list[tuple[Topic, int, Partition]]:
         return list(self._resolve(self.leaderless))
@@ -300,14 +328,17 @@ class TopicsImage:
     def __repr__(self) -> str:
         return f"TopicsImage({list(self.by_id.values())})"
 
-    def records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message, int]]:
-        return self.frozen_records(mv, release)
+    def records(self, mv: int, release: versions.Release, elr_enabled: bool = False) -> Iterator[tuple[Message, int]]:
+        return self.frozen_records(mv, release, elr_enabled)
 
-    def frozen_framed_records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message | FramedRecord, int]]:
+    def frozen_framed_records(self, mv: int, release: versions.Release,
+                              elr_enabled: bool = False) -> Iterator[tuple[Message | FramedRecord, int]]:
         """:meth:`frozen_records` with each PartitionRecord framed (see ``_framed_records``)."""
-        return _framed_records([(t.id, t.name, dict(t.partitions)) for t in self.by_id.values()], mv, release)
+        return _framed_records([(t.id, t.name, dict(t.partitions)) for t in self.by_id.values()], mv, release,
+                               elr_enabled)
 
-    def frozen_records(self, mv: int, release: versions.Release) -> Iterator[tuple[Message, int]]:
+    def frozen_records(self, mv: int, release: versions.Release,
+                       elr_enabled: bool = False) -> Iterator[tuple[Message, int]]:
         """Like :meth:`records`, over copies of the partition dicts taken now."""
         frozen = [(t.id, t.name, dict(t.partitions)) for t in self.by_id.values()]
 
@@ -315,7 +346,7 @@ class TopicsImage:
             for tid, name, parts in frozen:
                 yield TopicRecord(name=name, topic_id=tid), 0
                 for pid in sorted(parts):
-                    yield parts[pid].to_record(tid, pid, mv, release)
+                    yield parts[pid].to_record(tid, pid, mv, release, elr_enabled)
 
         return generate()
 
@@ -330,6 +361,9 @@ class TopicsImage:
         if old is not None:
             for pid, p in old.partitions.items():
                 self._unindex(old.key, pid, p)
+            # RemoveTopicRecord's replay: each ELR member of a partition loses its whole entry for
+            # the topic (stale ones too); a broker in no ELR of it keeps its stale entries.
+            self.elr_index.drop_topic(old.key, {b for p in old.partitions.values() for b in p.elr})
             del self.by_id[old.id]
             del self.by_name[old.name]
             del self.by_key[old.key]
@@ -356,13 +390,15 @@ class TopicsImage:
         t = self.by_id.get(key[0])
         return None if t is None else t.partitions.get(key[1])
 
-    def swap_partition(self, key: tuple[uuid.UUID, int], new: Partition | None) -> Partition | None:
+    def swap_partition(self, key: tuple[uuid.UUID, int], new: Partition | None,
+                       index_elr: bool = True) -> Partition | None:
+        """``index_elr`` False leaves the ELR index as it was (ClearElrRecord's replay)."""
         t = self.by_id[key[0]]
         pid = key[1]
         parts = t.partitions
         old = parts.get(pid)
         if new is not None:
-            self._index(t.key, pid, old, new)
+            self._index(t.key, pid, old, new, index_elr)
             parts[pid] = new
         elif old is not None:
             self._unindex(t.key, pid, old)
@@ -371,7 +407,12 @@ class TopicsImage:
 
     # ----- index maintenance -------------------------------------------------------------
 
-    def _index(self, key: int, pid: int, prev: Partition | None, new: Partition) -> None:
+    def swap_partition__elr_index_kept(self, key: tuple[uuid.UUID, int], new: Partition | None) -> Partition | None:
+        """``swap_partition`` leaving the ELR index alone: ClearElrRecord's replay, and its undo
+        (which then restores the index exactly, as Kafka's snapshot registry does)."""
+        return self.swap_partition(key, new, False)
+
+    def _index(self, key: int, pid: int, prev: Partition | None, new: Partition, index_elr: bool = True) -> None:
         if prev is None:
             self.partition_count += 1
             isr_index = self._isr  # adding commutes with the deferred entries: no need to settle
@@ -388,7 +429,7 @@ class TopicsImage:
                     chunks[ck] = mask | bit
                     s._count += 1
             if new.elr:
-                _index_members(self.elr_index, key, pid, _EMPTY, new.elr)
+                self.elr_index.update(key, pid, _EMPTY, new.elr)
             if new.leader == NO_LEADER:
                 self.leaderless.add(key, pid)
             if new.leader != (new.replicas[0] if new.replicas else NO_LEADER):
@@ -400,8 +441,8 @@ class TopicsImage:
             if self.defer_isr:  # a removal must see the entry it removes
                 self.settle_isr_index()
             _index_members(self._isr, key, pid, prev.isr, new.isr)
-        if prev.elr is not new.elr:
-            _index_members(self.elr_index, key, pid, prev.elr, new.elr)
+        if index_elr and prev.elr is not new.elr:
+            self.elr_index.update(key, pid, prev.elr, new.elr)
         _flag(self.leaderless, key, pid, new.leader == NO_LEADER)
         _flag(self.imbalanced, key, pid, new.leader != (new.replicas[0] if new.replicas else NO_LEADER))
         _flag(self.reassigning, key, pid, bool(new.removing_replicas or new.adding_replicas))
@@ -412,10 +453,68 @@ class TopicsImage:
             self.settle_isr_index()
         _index_members(self._isr, key, pid, p.isr, _EMPTY)
         if p.elr:
-            _index_members(self.elr_index, key, pid, p.elr, _EMPTY)
+            self.elr_index.update(key, pid, p.elr, _EMPTY)
         self.leaderless.discard(key, pid)
         self.imbalanced.discard(key, pid)
         self.reassigning.discard(key, pid)
+
+
+class ElrIndex:
+    """Kafka's BrokersToElrs: broker id -> topic key -> the partition ids whose ELR holds it.
+
+    Kept as Kafka keeps it, quirks included, because they show in the records: a list, not a
+    set, updated by the sorted difference of a partition's old and new ELR on every partition
+    replay. ClearElrRecord's replay does not update it (the cleared members stay listed), so a
+    member that enters the ELR again is listed twice, and its partition is walked twice. Taking
+    one id out of a list of several keeps the others and pads with partition 0 to one less than
+    before (Java's ``new int[n - 1]``). RemoveTopicRecord drops, for each ELR member of each of
+    the topic's partitions, the broker's whole entry for the topic."""
+
+    __slots__ = ("members",)
+
+    def __init__(self) -> None:
+        self.members: dict[int, dict[int, list[int]]] = {}
+
+    def brokers(self) -> set[int]:
+        """The brokers with at least one entry."""
+        return {b for b, topics in self.members.items() if any(topics.values())}
+
+    def entries(self, broker_id: int) -> list[tuple[int, int]]:
+        """(topic key, partition id) in list order, repeats included."""
+        topics = self.members.get(broker_id)
+        return [] if not topics else [(key, pid) for key, pids in topics.items() for pid in pids]
+
+    def update(self, key: int, pid: int, prev: tuple[int, ...], new: tuple[int, ...]) -> None:
+        for b in prev:
+            if b not in new:
+                self._remove(b, key, pid)
+        for b in sorted(new):
+            if b not in prev:
+                self.members.setdefault(b, {}).setdefault(key, []).append(pid)
+
+    def _remove(self, b: int, key: int, pid: int) -> None:
+        # Kafka throws when the entry is missing; replay never asks for one it did not add, so
+        # a missing entry (a topic already dropped) is left alone here.
+        topics = self.members.get(b)
+        pids = None if topics is None else topics.get(key)
+        if topics is None or pids is None:
+            return
+        if len(pids) == 1:
+            if pids[0] == pid:
+                del topics[key]
+                if not topics:
+                    del self.members[b]
+            return
+        kept = [p for p in pids if p != pid]
+        if len(kept) < len(pids):
+            topics[key] = kept + [0] * (len(pids) - 1 - len(kept))
+
+    def drop_topic(self, key: int, brokers: set[int]) -> None:
+        """removeTopicEntryForBroker for each of ``brokers``."""
+        for b in brokers:
+            topics = self.members.get(b)
+            if topics is not None:
+                topics.pop(key, None)
 
 
 class IsrBacklog:
@@ -568,6 +667,33 @@ def replay_partition_change(topics: TopicsImage, record: Any, undo: list | None)
     topics.swap_partition(key, new)
     if undo is not None:
         undo.append((topics.swap_partition, key, p))
+
+
+def replay_clear_elr(topics: TopicsImage, record: Any, undo: list | None) -> None:
+    """ReplicationControlManager.replay(ClearElrRecord): each partition with ELR or LastKnownElr
+    merges a change that empties both (which bumps its partition epoch).
+
+    Kafka's replay replaces the partitions without updating its broker-to-ELR index, so the
+    cleared members stay listed there (``ElrIndex``): unregistering or restarting such a broker
+    walks the partition again (writing the ISR pass's change a second time), and once the topic
+    is deleted, faults."""
+    name: str = record.topic_name
+    if name:
+        t = topics.by_name.get(name)
+        if t is None:
+            raise ReplayError(f"Unable to find a topic named {name} in order to clear its ELRs.")
+        targets = [t]
+    else:
+        targets = list(topics.by_id.values())
+    for t in targets:
+        for pid, p in list(t.partitions.items()):
+            if not p.elr and not p.last_known_elr:
+                continue
+            new = dataclasses.replace(p, partition_epoch=p.partition_epoch + 1, elr=_EMPTY, last_known_elr=_EMPTY)
+            key = (t.id, pid)
+            topics.swap_partition__elr_index_kept(key, new)
+            if undo is not None:
+                undo.append((topics.swap_partition__elr_index_kept, key, p))
 
 
 def check_remove_topic(topics: TopicsImage, record: Any) -> Topic:

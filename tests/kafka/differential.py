@@ -804,6 +804,28 @@ def leader_adds_to_isr(topic: str, pid: int, broker: int) -> Builder:
     return build
 
 
+def leader_sets_isr(topic: str, pid: int, change: Callable[[tuple[int, ...]], list[int]]) -> Builder:
+    """The partition's leader asks for the ISR ``change`` makes of the current one, with the
+    epochs this side's own log gives (replayed into an image of the side's release)."""
+    def build(side: Side) -> Any:
+        from kraftsim.metadata import versions
+
+        release = versions.release(side.node.release)
+        image = MetadataImage(release.supported_features(True), release)
+        for r in read_log(side.node.metadata_dir, 0):
+            if not r.control:
+                image.replay(r.message, r.offset)
+        t = image.topics.by_name[topic]
+        p = t.partitions[pid]
+        return AP(broker_id=p.leader, broker_epoch=side.epochs[p.leader], topics=[AP.TopicData(
+            topic_id=t.id, partitions=[AP.PartitionData(
+                partition_index=pid, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+                leader_recovery_state=0,
+                new_isr_with_epochs=[AP.BrokerState(broker_id=b, broker_epoch=side.epochs[b])
+                                     for b in change(p.isr)])])])
+    return build
+
+
 def fenced(*broker_ids: int) -> Callable[[list[LoggedRecord]], bool]:
     """Records that fence every broker named (in either form Kafka writes)."""
     def done(records: list[LoggedRecord]) -> bool:
