@@ -35,7 +35,7 @@ from tests.kafka.rehearsal import (
 from tests.kafka.test_migration import copied, copy_tree, migration_section, normalised, register_zk_brokers
 from tests.zookeeper import ZooKeeper, running
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.story]
 log = logging.getLogger("rehearsal")
 
 

@@ -50,7 +50,7 @@ from tests.harness import free_port, poll_until
 from tests.kafka.harness import KafkaNode, KraftsimNode, Node, random_cluster_id
 from tests.quorum_harness import FAST_RAFT
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.story]
 
 CT = CreateTopicsRequest
 FLEET = 3

@@ -22,7 +22,7 @@ from kraftsim.faults.client import FaultClient
 from tests.kafka.harness import kafka_metadata_quorum, kafka_reassign_partitions, kafka_topics
 from tests.kafka.real_cluster import AdminClient, Cluster, consume, produce, until
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.story]
 
 BROKER_IDS = (1, 2, 3)
 SESSION_TIMEOUT_MS = 6000

@@ -26,7 +26,7 @@ from kraftsim.metadata.snapshots import load_snapshot
 from tests.kafka.harness import ToolResult, kafka_features, run_tool
 from tests.kafka.real_cluster import Cluster, ck, consume, produce, until
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.story]
 
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
