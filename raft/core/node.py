@@ -47,6 +47,7 @@ from kraftsim.raft.core.requests import RequestManager
 from kraftsim.raft.core.state_store import QuorumStateStore
 from kraftsim.raft.core.states import CandidateState, FollowerState
 from kraftsim.raft.core.timer import NEVER
+from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
@@ -94,7 +95,12 @@ class RaftNode:
                  listeners: Endpoints, listener_name: str, log: ReplicatedLog, store: QuorumStateStore,
                  config: QuorumConfig, rng: random.Random, now_ms: int, kraft_version: int = 0,
                  bootstrap: Mapping[int, Address] | None = None, max_fetch_bytes: int = rpcs.MAX_FETCH_SIZE_BYTES,
-                 followers_always_flush: bool = False) -> None:
+                 followers_always_flush: bool = False, voter_history: VoterSetHistory | None = None) -> None:
+        """``voters`` and ``kraft_version`` are the static quorum's (``controller.quorum.voters``,
+        kraft.version 0); ``voter_history``, when given, is what the driver read from the log at
+        start-up (its static set and kraft.version standing where the log names none), and is
+        fed from then on with every VotersRecord and KRaftVersionRecord appended, fetched or
+        truncated (``voter_history.py``)."""
         self.cluster_id = cluster_id
         self.listener_name = listener_name
         self.log = log
@@ -102,8 +108,9 @@ class RaftNode:
         self.rng = rng
         self.max_fetch_bytes = max_fetch_bytes
         self.followers_always_flush = followers_always_flush
-        self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, voters=voters, listeners=listeners,
-                                  store=store, config=config, rng=rng, kraft_version=kraft_version)
+        self.history = voter_history if voter_history is not None else VoterSetHistory(voters, kraft_version)
+        self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, history=self.history,
+                                  listeners=listeners, store=store, config=config, rng=rng)
         # Without bootstrap servers, the static voters are where an observer looks for the leader.
         self.bootstrap = dict(bootstrap) if bootstrap is not None else {
             v: a for v in sorted(voters.ids()) if (a := voters.listeners(v).address(listener_name)) is not None}
@@ -287,6 +294,9 @@ class RaftNode:
         self._drop_pending_appends()
         last = self.log.append_control_as_leader(messages, epoch=state.epoch, timestamp=now_ms)
         self._needs_flush = True
+        for offset, (kind, message) in enumerate(messages, start=last - len(messages) + 1):
+            self.history.add_control(offset, kind, message)
+        state.update_voters(self.quorum.voters, self.history.version)
         return last
 
     @property
@@ -442,6 +452,8 @@ class RaftNode:
         return self._linger_deadline_ms - now_ms if self._pending else NEVER
 
     def update_leader_end_offset(self, state: LeaderState, now_ms: int) -> None:
+        if state.voters_version != self.history.version:
+            state.update_voters(self.quorum.voters, self.history.version)
         if state.update_local_state(self.log.flushed_end_offset):
             self.on_leader_high_watermark(state)
         for parked in self.purgatory.take_ready(self.log.end_offset, state.high_watermark):
@@ -459,9 +471,23 @@ class RaftNode:
 
     # -- the follower's log ------------------------------------------------------------------------
     def append_as_follower(self, records: bytes) -> None:
-        self.log.append_as_follower(records)
+        if self.log.append_as_follower(records) is not None:
+            self.history.add_batches(records)
         if self.quorum.is_voter() or self.followers_always_flush:
             self.log.flush()  # a voter fetches again only once this is durable: see polling.py
+
+    def on_log_truncated(self) -> None:
+        """The follower cut its log's tail: the voter changes there are undone."""
+        self.history.truncate_new_entries(self.log.end_offset)
+
+    def on_snapshot_loaded(self, snapshot_id: OffsetAndEpoch) -> None:
+        """The log now starts at a fetched snapshot: the voter set and kraft.version are the
+        snapshot's (its last VotersRecord and KRaftVersionRecord, standing at its last offset),
+        or the static ones if it has none."""
+        self.history.clear()
+        size = self.log.snapshot_size(snapshot_id)
+        if size:
+            self.history.add_snapshot(self.log.read_snapshot(snapshot_id, 0, size), snapshot_id.offset - 1)
 
     def update_follower_high_watermark(self, state: FollowerState, leader_high_watermark: int) -> None:
         """A follower commits what the leader committed, as far as its own log reaches."""
