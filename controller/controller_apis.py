@@ -60,9 +60,7 @@ NOT_SERVED: dict[int, int | None] = {
     ApiKey.VOTE: 1,  # v2, pre-vote (4.0+)
     ApiKey.DESCRIBE_CLUSTER: 1,  # v2, fenced brokers (4.0+)
     ApiKey.BROKER_HEARTBEAT: 1,  # v2, cordoned log directories (4.3+)
-    80: None,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: the dynamic quorum's voter changes
-    81: None,
-    82: None,
+    ApiKey.ADD_RAFT_VOTER: 0,  # v1, AckWhenCommitted (4.2+)
     ApiKey.UNREGISTER_CONTROLLER: None,  # 4.4
 }
 

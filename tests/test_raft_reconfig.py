@@ -12,7 +12,14 @@ from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.metadata.messages import KRaftVersionRecord
 from kraftsim.raft.core import rpcs
 from kraftsim.raft.core.config import QuorumConfig
-from kraftsim.raft.core.events import InboundRequest, InboundResponse, OutboundRequest, OutboundResponse, RaftRequest
+from kraftsim.raft.core.events import (
+    InboundRequest,
+    InboundResponse,
+    Outbound,
+    OutboundRequest,
+    OutboundResponse,
+    RaftRequest,
+)
 from kraftsim.raft.core.keys import ReplicaKey
 from kraftsim.raft.core.memory_log import MemoryLog
 from kraftsim.raft.core.node import RaftNode
@@ -21,7 +28,18 @@ from kraftsim.raft.core.voter_history import VoterSetHistory, voters_record
 from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
-from kraftsim.rpc.messages import FetchResponse, FetchSnapshotResponse
+from kraftsim.rpc.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FetchResponse,
+    FetchSnapshotResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
+)
 
 E = ErrorCode
 L = "CONTROLLER"
@@ -74,18 +92,34 @@ def node(node_id: int = 1, *, log: MemoryLog | None = None, voters: VoterSet | N
                     voter_history=history_of(log, static), bootstrap={i: Address(f"c{i}", 9093) for i in (1, 2, 3)})
 
 
+KEPT: dict[int, list[Outbound]] = {}  # per node (by id()): what it sent besides the answer :func:`ask` took
+
+
+def outbound(n: RaftNode) -> list[Outbound]:
+    return KEPT.pop(id(n), []) + n.take_outbound()
+
+
 def ask(n: RaftNode, message: RaftRequest, now: int, version: int = 0) -> Message | None:
-    n.handle_request(InboundRequest(message, version, "token", L), now)
-    out = [o for o in n.take_outbound() if isinstance(o, OutboundResponse)]
-    return out[0].message if out else None
+    """Send ``message`` to the node; its immediate answer (None if it answers later). Whatever
+    else it sends meanwhile (answers to earlier requests, its own requests) is kept."""
+    n.handle_request(InboundRequest(message, version, message.api_key(), L), now)
+    out = outbound(n)
+    mine = [o for o in out if isinstance(o, OutboundResponse) and o.reply_to == message.api_key()]
+    KEPT[id(n)] = [o for o in out if not any(o is m for m in mine)]
+    return mine[0].message if mine else None
 
 
 def answers(n: RaftNode) -> list[Message]:
-    return [o.message for o in n.take_outbound() if isinstance(o, OutboundResponse)]
+    """The answers to requests answered later."""
+    out = outbound(n)
+    KEPT[id(n)] = [o for o in out if not isinstance(o, OutboundResponse)]
+    return [o.message for o in out if isinstance(o, OutboundResponse)]
 
 
 def requests_out(n: RaftNode) -> list[OutboundRequest]:
-    return [o for o in n.take_outbound() if isinstance(o, OutboundRequest)]
+    out = outbound(n)
+    KEPT[id(n)] = [o for o in out if not isinstance(o, OutboundRequest)]
+    return [o for o in out if isinstance(o, OutboundRequest)]
 
 
 def elect(n: RaftNode, now: int = 2 * T) -> int:
@@ -223,3 +257,222 @@ def test_a_fetched_snapshot_brings_its_voter_set() -> None:
     assert n.log.start_offset == 4
     assert n.history.latest_entry() == (3, voter_set(1, 2, 3, 5)) and n.quorum.kraft_version == 1
 
+
+
+# -- step 2: AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter on the leader ------------------------
+
+def add_request(i: int, *, cluster: str | None = CLUSTER, listener: str = L, directory: int | None = None) -> Message:
+    return AddRaftVoterRequest(cluster_id=cluster, timeout_ms=30_000, voter_id=i,
+                               voter_directory_id=uuid.UUID(int=i if directory is None else directory),
+                               listeners=[AddRaftVoterRequest.Listener(name=listener, host=f"c{i}", port=9093)])
+
+
+def remove_request(i: int, *, directory: int | None = None) -> Message:
+    return RemoveRaftVoterRequest(cluster_id=CLUSTER, voter_id=i,
+                                  voter_directory_id=uuid.UUID(int=i if directory is None else directory))
+
+
+def update_request(i: int, epoch: int, *, host: str = "new-host", versions: tuple[int, int] = (0, 1)) -> Message:
+    return UpdateRaftVoterRequest(
+        cluster_id=CLUSTER, current_leader_epoch=epoch, voter_id=i, voter_directory_id=uuid.UUID(int=i),
+        listeners=[UpdateRaftVoterRequest.Listener(name=L, host=host, port=9093)],
+        kraft_version_feature=UpdateRaftVoterRequest.KRaftVersionFeature(min_supported_version=versions[0],
+                                                                        max_supported_version=versions[1]))
+
+
+def leader(**config: int) -> tuple[RaftNode, int]:
+    """Node 1 leading voters 1-3 (kraft.version 1) with its epoch's first record committed."""
+    n = node(**config)
+    now = elect(n)
+    commit(n, now, 2, 3)
+    assert n.high_watermark == n.log.end_offset
+    return n, now
+
+
+def kraft_versions(lo: int, hi: int, error: int = E.NONE) -> ApiVersionsResponse:
+    return ApiVersionsResponse(error_code=error, supported_features=[
+        ApiVersionsResponse.SupportedFeatureKey(name="kraft.version", min_version=lo, max_version=hi)])
+
+
+def start_add(n: RaftNode, now: int, new: int = 4) -> OutboundRequest:
+    """Observer ``new`` has caught up; AddRaftVoter for it: the leader asks it ApiVersions."""
+    fetch(n, new, n.log.end_offset, now)
+    assert ask(n, add_request(new), now) is None  # answered once committed
+    (request,) = [r for r in requests_out(n) if isinstance(r.message, ApiVersionsRequest)]
+    assert isinstance(request.message, ApiVersionsRequest)
+    assert (request.destination, request.address) == (new, Address(f"c{new}", 9093))
+    return request
+
+
+def test_add_voter_writes_the_new_set_once_the_observer_is_checked_and_answers_when_committed() -> None:
+    n, now = leader()
+    request = start_add(n, now)
+    n.handle_response(InboundResponse(4, request.correlation_id, kraft_versions(0, 1)), now + 1)
+    assert n.quorum.voters == voter_set(1, 2, 3, 4)
+    assert n.history.latest_entry() == (n.log.end_offset - 1, voter_set(1, 2, 3, 4))
+    assert n.log.batches[-1].epoch == n.epoch
+    commit(n, now + 2, 2)
+    assert answers(n) == []  # the leader and 2 are not a majority of four
+    commit(n, now + 3, 4)
+    (answer,) = answers(n)
+    assert answer == AddRaftVoterResponse(error_code=E.NONE, error_message="NONE")
+
+
+def test_add_voter_refusals_in_kafkas_order() -> None:
+    n, now = leader()
+    assert ask(n, add_request(4, cluster="other"), now) == AddRaftVoterResponse(
+        error_code=E.INCONSISTENT_CLUSTER_ID,
+        error_message=f'The given id "other" doesn\'t match the cluster id "{CLUSTER}"')
+    no_dir = ask(n, add_request(4, directory=0), now)
+    assert isinstance(no_dir, AddRaftVoterResponse) and no_dir.error_code == E.INVALID_REQUEST
+    assert no_dir.error_message == "Add voter request didn't include a valid voter"
+    wrong_listener = ask(n, add_request(4, listener="OTHER"), now)
+    assert isinstance(wrong_listener, AddRaftVoterResponse) and wrong_listener.error_code == E.INVALID_REQUEST
+    assert wrong_listener.error_message == ("Add voter request didn't include the endpoint (Endpoints(endpoints="
+                                            "{ListenerName(OTHER)=c4/<unresolved>:9093})) for the default listener "
+                                            "CONTROLLER")
+    duplicate = ask(n, add_request(3), now)
+    assert isinstance(duplicate, AddRaftVoterResponse) and duplicate.error_code == E.DUPLICATE_VOTER
+    assert duplicate.error_message.startswith("The voter id for ReplicaKey(id=3, directoryId=Optional[")
+    follower = node(2)
+    assert ask(follower, add_request(4), now) == AddRaftVoterResponse(error_code=E.NOT_LEADER_OR_FOLLOWER)
+
+
+def test_add_voter_waits_for_the_leaders_first_commit_and_one_change_at_a_time() -> None:
+    n = node()
+    now = elect(n)
+    refused = ask(n, add_request(4), now)
+    assert isinstance(refused, AddRaftVoterResponse) and refused.error_code == E.REQUEST_TIMED_OUT
+    assert refused.error_message == ("Request timed out waiting for leader to establish HWM and fence previous voter "
+                                     "changes")
+    commit(n, now, 2, 3)
+    start_add(n, now)
+    for second in (add_request(5), remove_request(3)):
+        busy = ask(n, second, now + 1)
+        assert busy.error_code == E.REQUEST_TIMED_OUT  # type: ignore[union-attr]
+        assert busy.error_message == ("Request timed out waiting for leader to handle previous voter "  # type: ignore[union-attr]
+                                      "change request")
+    assert ask(n, update_request(2, n.epoch), now + 1).error_code == E.REQUEST_TIMED_OUT  # type: ignore[union-attr]
+
+
+def test_a_voter_change_is_refused_while_the_last_voters_record_is_uncommitted() -> None:
+    n, now = leader()
+    n.append_control(n.epoch, [(ControlRecordType.KRAFT_VOTERS, voters_record(voter_set(1, 2, 3, 5)))], now)
+    n.poll(now)
+    refused = ask(n, remove_request(3), now)
+    offset = n.log.end_offset - 1
+    assert refused == RemoveRaftVoterResponse(
+        error_code=E.REQUEST_TIMED_OUT,
+        error_message=f"Request timed out waiting for voters to commit the latest voter change at Optional[{offset}] "
+                      f"with HWM {n.high_watermark}")
+
+
+def test_add_voter_aborts_for_an_incompatible_or_lagging_or_silent_new_voter() -> None:
+    n, now = leader()
+    request = start_add(n, now)
+    n.handle_response(InboundResponse(4, request.correlation_id, kraft_versions(0, 0)), now + 1)
+    (answer,) = answers(n)
+    assert answer.error_code == E.INVALID_REQUEST  # type: ignore[attr-defined]
+    assert answer.error_message.endswith("since the kraft.version range (min: 0, max: 0 doesn't support the "  # type: ignore[attr-defined]
+                                         "finalized version 1")
+    assert n.quorum.voters == voter_set(1, 2, 3)
+
+    # An observer that never caught up (it fetched from offset 0 while the log was longer).
+    fetch(n, 5, 0, now + 2, last_epoch=0)
+    assert ask(n, add_request(5), now + 2) is None
+    (request,) = requests_out(n)
+    n.handle_response(InboundResponse(5, request.correlation_id, kraft_versions(0, 1)), now + 3)
+    (answer,) = answers(n)
+    assert answer.error_code == E.REQUEST_TIMED_OUT  # type: ignore[attr-defined]
+    assert answer.error_message.endswith("since it is lagging behind")  # type: ignore[attr-defined]
+
+    # No answer to ApiVersions within the request timeout.
+    start_add(n, now + 4, new=6)
+    n.poll(now + 4 + 1999)
+    assert answers(n) == []
+    n.poll(now + 4 + 2000)
+    (answer,) = answers(n)
+    assert answer == AddRaftVoterResponse(error_code=E.REQUEST_TIMED_OUT, error_message="The request timed out.")
+
+
+def test_voter_changes_need_kraft_version_1() -> None:
+    static = VoterSet.static({i: Address(f"c{i}", 9093) for i in (1, 2, 3)}, L)
+    n = node(log=MemoryLog(), voters=static)
+    now = elect(n)
+    n.poll(now)
+    for r in (2, 3):
+        request = rpcs.fetch_request(CLUSTER, ReplicaKey(r), n.epoch, n.log.end_offset, n.epoch, 0)
+        ask(n, request, now, version=17)
+    assert n.high_watermark is not None
+    assert ask(n, add_request(4), now) == AddRaftVoterResponse(
+        error_code=E.UNSUPPORTED_VERSION,
+        error_message="Cluster doesn't support adding voter because the kraft.version feature is 0")
+    assert ask(n, remove_request(3), now) == RemoveRaftVoterResponse(
+        error_code=E.UNSUPPORTED_VERSION,
+        error_message="Cluster doesn't support removing voter because the kraft.version feature is 0")
+    assert ask(n, update_request(2, n.epoch), now).error_code == E.UNSUPPORTED_VERSION  # type: ignore[union-attr]
+
+
+def test_remove_voter_is_answered_once_the_smaller_set_commits() -> None:
+    n, now = leader()
+    missing = ask(n, remove_request(3, directory=9), now)  # the right id, another directory
+    assert missing.error_code == E.VOTER_NOT_FOUND  # type: ignore[union-attr]
+    assert ask(n, remove_request(3), now) is None
+    assert n.quorum.voters == voter_set(1, 2)
+    commit(n, now + 1, 3)
+    assert answers(n) == []  # 3 no longer counts
+    commit(n, now + 2, 2)
+    assert answers(n) == [RemoveRaftVoterResponse(error_code=E.NONE, error_message="NONE")]
+    assert n.role == "leader"
+
+
+def test_a_leader_that_removes_itself_resigns_once_the_change_commits() -> None:
+    n, now = leader()
+    assert ask(n, remove_request(1), now) is None
+    n.poll(now)
+    assert n.role == "leader" and n.high_watermark is not None and not n.quorum.is_voter()
+    commit(n, now + 1, 2)
+    assert answers(n) == []  # the leader's own copy no longer counts: 2 of {2, 3} needed
+    commit(n, now + 2, 3)
+    assert answers(n) == [RemoveRaftVoterResponse(error_code=E.NONE, error_message="NONE")]
+    n.poll(now + 3)
+    assert n.role == "resigned"
+    ends = requests_out(n)
+    assert {r.destination for r in ends} == {2, 3}
+
+
+def test_a_pending_change_times_out_or_fails_with_the_leadership() -> None:
+    n, now = leader()
+    assert ask(n, remove_request(3), now) is None
+    n.poll(now + 2000)
+    assert answers(n) == [RemoveRaftVoterResponse(error_code=E.REQUEST_TIMED_OUT, error_message="The request timed out.")]
+    # The record stays in the log; once committed, another change may start, then lose the epoch.
+    commit(n, now + 2001, 2)
+    assert ask(n, remove_request(2), now + 2002) is None
+    ask(n, rpcs.begin_quorum_epoch_request(CLUSTER, n.epoch + 1, 2, endpoints(2), key(1)), now + 2003)
+    assert answers(n) == [RemoveRaftVoterResponse(error_code=E.NOT_LEADER_OR_FOLLOWER,
+                                                  error_message="For requests intended only for the leader, this "
+                                                                "error indicates that the broker is not the current "
+                                                                "leader. For requests intended for any replica, this "
+                                                                "error indicates that the broker is not a replica of "
+                                                                "the topic partition.")]
+
+
+def test_update_voter_writes_the_new_endpoints_and_answers_at_once() -> None:
+    n, now = leader()
+    answer = ask(n, update_request(2, n.epoch), now)
+    assert isinstance(answer, UpdateRaftVoterResponse) and answer.error_code == E.NONE
+    assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch, answer.current_leader.host,
+            answer.current_leader.port) == (1, n.epoch, "c1", 9093)
+    assert n.quorum.voters.listeners(2) == Endpoints({L: Address("new-host", 9093)})
+    assert n.quorum.voters.node(2).kraft_versions == (0, 1)  # type: ignore[union-attr]
+
+
+def test_update_voter_refusals() -> None:
+    n, now = leader()
+    stale = ask(n, update_request(2, n.epoch - 1), now)
+    assert stale.error_code == E.FENCED_LEADER_EPOCH  # type: ignore[union-attr]
+    assert ask(n, update_request(2, n.epoch, versions=(1, 0)), now).error_code == E.INVALID_REQUEST  # type: ignore[union-attr]
+    assert ask(n, update_request(2, n.epoch, versions=(2, 3)), now).error_code == E.INVALID_REQUEST  # type: ignore[union-attr]
+    assert ask(n, update_request(7, n.epoch), now).error_code == E.VOTER_NOT_FOUND  # type: ignore[union-attr]
+    assert n.quorum.voters == voter_set(1, 2, 3)

@@ -16,12 +16,16 @@ elected someone else, and a leader cut off from it must stop answering as one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kraftsim.controller.java.hash_order import capacity_for, order_by_hash
 from kraftsim.raft.core.election_state import ElectionState
 from kraftsim.raft.core.keys import ReplicaKey
 from kraftsim.raft.core.timer import NEVER, Timer
 from kraftsim.raft.core.voters import NO_ENDPOINTS, Endpoints, VoterSet
+
+if TYPE_CHECKING:
+    from kraftsim.raft.core.reconfig_rpcs import PendingChange
 
 OBSERVER_SESSION_TIMEOUT_MS = 300_000  # an observer silent this long is forgotten
 CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
@@ -83,6 +87,7 @@ class LeaderState:
     check_quorum_timer: Timer = field(init=False)
     begin_quorum_epoch_timeout_ms: int = 0
     begin_quorum_epoch_timer: Timer = field(init=False)
+    pending_change: PendingChange | None = None  # the add or remove being handled (reconfig_rpcs.py)
     voters_version: int = -1  # the voter-set history's version ``voters`` was last taken from
 
     role = "leader"

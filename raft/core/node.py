@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from kraftsim.metadata import records as recs
 from kraftsim.metadata.batch import ControlRecordType
-from kraftsim.raft.core import election_rpcs, fetch_rpcs, polling, rpcs
+from kraftsim.raft.core import election_rpcs, fetch_rpcs, polling, reconfig_rpcs, rpcs
 from kraftsim.raft.core.config import QuorumConfig
 from kraftsim.raft.core.events import (
     Event,
@@ -52,6 +52,8 @@ from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
+    AddRaftVoterRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -61,6 +63,8 @@ from kraftsim.rpc.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
     VoteRequest,
     VoteResponse,
 )
@@ -198,6 +202,12 @@ class RaftNode:
             response = fetch_rpcs.handle_fetch_snapshot_request(self, request, m, now_ms)
         elif isinstance(m, DescribeQuorumRequest):
             response = fetch_rpcs.handle_describe_quorum_request(self, request, m, now_ms)
+        elif isinstance(m, AddRaftVoterRequest):
+            response = reconfig_rpcs.handle_add_voter_request(self, request, m, now_ms)
+        elif isinstance(m, RemoveRaftVoterRequest):
+            response = reconfig_rpcs.handle_remove_voter_request(self, request, m, now_ms)
+        elif isinstance(m, UpdateRaftVoterRequest):
+            response = reconfig_rpcs.handle_update_voter_request(self, request, m, now_ms)
         else:
             raise TypeError(f"not a Raft request: {type(m).__name__}")
         if response is not None:
@@ -220,6 +230,8 @@ class RaftNode:
             ok = election_rpcs.handle_end_quorum_epoch_response(self, source, m, now_ms)
         elif isinstance(m, FetchSnapshotResponse):
             ok = fetch_rpcs.handle_fetch_snapshot_response(self, source, m, now_ms)
+        elif isinstance(m, ApiVersionsResponse):
+            ok = reconfig_rpcs.handle_api_versions_response(self, source, m, now_ms)
         else:
             raise TypeError(f"not a Raft response: {type(m).__name__}")
         self.requests.on_response(source, cid, ok, now_ms)
@@ -360,6 +372,21 @@ class RaftNode:
             self._outbox.append(OutboundRequest(self._correlation, peer, self.address_of(peer), build()))
         return requests.remaining_request_ms(peer, now_ms)
 
+    def send_to(self, now_ms: int, peer: int, address: Address, build: RequestBuilder) -> int | None:
+        """Send to ``peer`` at ``address`` (a replica the voter set does not name yet) if it can
+        take a request now; the request timeout if sent, None if not (Kafka's
+        RequestSender.send)."""
+        requests = self.requests
+        if requests.is_backing_off(peer, now_ms) or not requests.is_ready(peer, now_ms):
+            return None
+        self._correlation += 1
+        requests.on_request_sent(peer, self._correlation, now_ms)
+        self._outbox.append(OutboundRequest(self._correlation, peer, address, build()))
+        return self.config.request_timeout_ms
+
+    def respond(self, response: OutboundResponse) -> None:
+        self._outbox.append(response)
+
     def respond_later(self, parked: ParkedFetch, response: FetchResponse) -> None:
         self._outbox.append(OutboundResponse(parked.reply_to, parked.api_version, response))
 
@@ -401,6 +428,7 @@ class RaftNode:
     def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
         """A higher epoch with no known leader. Parked fetches stay parked, as in Kafka: they
         are answered when their wait runs out (with the answer they would have got then)."""
+        self._drop_voter_change()
         self._drop_pending_appends()
         self.quorum.to_unattached(epoch, now_ms)
         self.requests.reset_all()
@@ -412,6 +440,7 @@ class RaftNode:
         self.requests.reset_all()
 
     def transition_to_follower(self, epoch: int, leader_id: int, endpoints: Endpoints, now_ms: int) -> None:
+        self._drop_voter_change()
         self.quorum.to_follower(epoch, leader_id, endpoints, now_ms)
         self._on_become_follower(now_ms)
 
@@ -425,7 +454,15 @@ class RaftNode:
         for parked in self.purgatory.take_all():
             self.respond_later(parked, fetch_rpcs.complete_parked_fetch(self, parked, now_ms, expired=False,
                                                                          error=error))
+        self._drop_voter_change()
         self._drop_pending_appends()
+
+    def _drop_voter_change(self) -> None:
+        """A voter change pending when the leader's epoch ends is answered NOT_LEADER_OR_FOLLOWER
+        (LeaderState.close): its record may still commit under the next leader."""
+        state = self.quorum.state
+        if isinstance(state, LeaderState):
+            reconfig_rpcs.finish(self, state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def _drop_pending_appends(self) -> None:
         """Appends queued by a leader that no longer leads were never written: they are lost, as
@@ -462,6 +499,7 @@ class RaftNode:
     def on_leader_high_watermark(self, state: LeaderState) -> None:
         if state.high_watermark is not None:
             self.log.update_high_watermark(state.high_watermark)
+            reconfig_rpcs.high_watermark_updated(self, state)
 
     def _expire_parked_fetches(self, now_ms: int) -> int:
         for parked in self.purgatory.take_expired(now_ms):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from kraftsim.raft.core import rpcs
+from kraftsim.raft.core import reconfig_rpcs, rpcs
 from kraftsim.raft.core.leader_state import LeaderState
 from kraftsim.raft.core.states import CandidateState, FollowerState, ResignedState, UnattachedState
 from kraftsim.raft.core.timer import NEVER
@@ -39,9 +39,10 @@ def poll_leader(node: RaftNode, state: LeaderState, now_ms: int) -> int:
     if node.shutdown_deadline_ms is not None or state.resign_requested or until_check_quorum == 0:
         node.transition_to_resigned(state.non_leader_voters_by_descending_end(), now_ms)
         return 0
+    until_change_expires = reconfig_rpcs.expire_pending(node, state, now_ms)
     until_drain = node.drain_appends(state, now_ms)
     until_begin = send_begin_quorum_epoch(node, state, now_ms)
-    return min(until_check_quorum, until_drain, until_begin)
+    return min(until_check_quorum, until_change_expires, until_drain, until_begin)
 
 
 def send_begin_quorum_epoch(node: RaftNode, state: LeaderState, now_ms: int) -> int:
