@@ -215,6 +215,7 @@ class LeaderState:
             state.endpoints = node.endpoints
             new[node.key.id] = state
         self.voter_states = new
+        self.fetched_voters &= set(new)
         for state in old.values():
             state.endpoints = NO_ENDPOINTS
             self.observer_states.setdefault(state.key, state)

@@ -116,14 +116,16 @@ def poll_follower_as_observer(node: RaftNode, state: FollowerState, now_ms: int)
 
 def send_fetch(node: RaftNode, state: FollowerState, now_ms: int) -> int:
     """A Fetch (or a FetchSnapshot chunk, while downloading one) to the leader. A voter sends
-    it only once its log is flushed: the fetch offset is what the leader counts as durable."""
+    it only once its log is flushed: the fetch offset is what the leader counts as durable. So
+    does a follower that always flushes (a controller, which the leader may add as a voter and
+    then count with the offset it fetched at as an observer)."""
     log = node.log
     writer = state.fetching_snapshot
     if writer is not None:
         snapshot_id, position = writer.snapshot_id, writer.size
         return node.maybe_send(now_ms, state.leader_id, lambda: rpcs.fetch_snapshot_request(
             node.cluster_id, node.quorum.local_key, state.epoch, snapshot_id, position, node.max_fetch_bytes))
-    if node.quorum.is_voter() and log.flushed_end_offset < log.end_offset:
+    if (node.quorum.is_voter() or node.followers_always_flush) and log.flushed_end_offset < log.end_offset:
         log.flush()
         if log.flushed_end_offset < log.end_offset:
             return NEVER  # polled again when the flush completes
