@@ -20,7 +20,7 @@ from kraftsim.raft.core.events import (
     OutboundResponse,
     RaftRequest,
 )
-from kraftsim.raft.core.keys import ReplicaKey
+from kraftsim.raft.core.keys import OffsetAndEpoch, ReplicaKey
 from kraftsim.raft.core.memory_log import MemoryLog
 from kraftsim.raft.core.node import RaftNode
 from kraftsim.raft.core.state_store import MemoryQuorumStateStore
@@ -476,3 +476,14 @@ def test_update_voter_refusals() -> None:
     assert ask(n, update_request(2, n.epoch, versions=(2, 3)), now).error_code == E.INVALID_REQUEST  # type: ignore[union-attr]
     assert ask(n, update_request(7, n.epoch), now).error_code == E.VOTER_NOT_FOUND  # type: ignore[union-attr]
     assert n.quorum.voters == voter_set(1, 2, 3)
+
+
+def test_an_observer_that_granted_a_vote_does_not_wake_in_a_loop() -> None:
+    # A candidate whose log already adds node 4 asks it for its vote; node 4's log does not yet.
+    n = node(4)
+    request = rpcs.vote_request(CLUSTER, 1, key(1), key(4), OffsetAndEpoch(2, 0))
+    answer = ask(n, request, 0, version=1)
+    assert answer.topics[0].partitions[0].vote_granted  # type: ignore[union-attr]
+    assert n.role == "voted" and not n.quorum.is_voter()
+    late = 10 * T
+    assert n.poll(late) > late  # its voter's election timer ran out long ago: no reason to wake now

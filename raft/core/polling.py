@@ -156,7 +156,11 @@ def poll_unattached_as_voter(node: RaftNode, state: UnattachedState, now_ms: int
 
 
 def poll_unattached_as_observer(node: RaftNode, state: UnattachedState, now_ms: int) -> int:
-    return min(send_fetch_to_any_voter(node, now_ms), state.election_timer.remaining_ms(now_ms))
+    """An observer never stands, so its election timer is no reason to wake: a replica that voted
+    as a voter and then read its own removal (or that a candidate counts as a voter before this
+    replica's log says so) keeps the voter's timer, which would otherwise wake it in a loop once
+    run out."""
+    return send_fetch_to_any_voter(node, now_ms)
 
 
 def poll_resigned(node: RaftNode, state: ResignedState, now_ms: int) -> int:
