@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import random
 import uuid
+from pathlib import Path
 
+import pytest
+
+from kraftsim.cli import metadata_quorum as quorum_cli
 from kraftsim.metadata.batch import ControlRecordType
+from kraftsim.metadata.files import MetaProperties
 from kraftsim.metadata.messages import KRaftVersionRecord
 from kraftsim.raft.core import rpcs
 from kraftsim.raft.core.config import QuorumConfig
@@ -487,3 +492,45 @@ def test_an_observer_that_granted_a_vote_does_not_wake_in_a_loop() -> None:
     assert n.role == "voted" and not n.quorum.is_voter()
     late = 10 * T
     assert n.poll(late) > late  # its voter's election timer ran out long ago: no reason to wake now
+
+
+# -- kraftsim metadata-quorum add-controller / remove-controller: what is refused before asking ----
+
+@pytest.mark.parametrize("argv,config,error", [
+    (["add-controller"], None, "You must supply the configuration file of the controller you are adding when using "
+                               "add-controller."),
+    (["add-controller"], "process.roles=controller\n",
+     "node.id not found in configuration file. Is this a valid controller configuration file?"),
+    (["add-controller"], "node.id=4\nprocess.roles=broker\n",
+     "process.roles did not contain 'controller' in configuration file. Is this a valid controller configuration "
+     "file?"),
+    (["add-controller"], "node.id=4\nprocess.roles=controller\n",
+     "Neither metadata.log.dir nor log.dirs were found. Is this a valid controller configuration file?"),
+    (["remove-controller", "--controller-id", "-1", "--controller-directory-id", "AAAAAAAAAAAAAAAAAAAAAA"], None,
+     "Invalid negative --controller-id: -1"),
+])
+def test_the_controller_tools_refusals_before_asking_anything(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               argv: list[str], config: str | None,
+                                                               error: str) -> None:
+    options = ["--bootstrap-controller", "127.0.0.1:1"]
+    if config is not None:
+        (tmp_path / "c.properties").write_text(config)
+        options += ["--command-config", str(tmp_path / "c.properties")]
+    assert quorum_cli.main([*options, *argv]) == 1
+    assert capsys.readouterr().err.strip() == error
+
+
+def test_the_controller_tools_dry_runs_print_kafkas_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    MetaProperties("cluster", 4, "5a7yTUvwQdC3wSWd0vF8dw").write(data / "meta.properties")
+    (tmp_path / "c.properties").write_text(f"node.id=4\nprocess.roles=controller\nmetadata.log.dir={data}\n"
+                                           "listeners=CONTROLLER://[::1]:9097,OTHER://h:1\n"
+                                           "controller.listener.names=CONTROLLER\n")
+    assert quorum_cli.main(["--bootstrap-controller", "127.0.0.1:1", "--command-config", str(tmp_path / "c.properties"),
+                            "add-controller", "--dry-run"]) == 0
+    assert quorum_cli.main(["--bootstrap-controller", "127.0.0.1:1", "remove-controller", "-i", "4", "-d",
+                            "5a7yTUvwQdC3wSWd0vF8dw", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "DRY RUN of adding controller 4 with directory id 5a7yTUvwQdC3wSWd0vF8dw and endpoints: CONTROLLER://[::1]:9097",
+        "DRY RUN of removing  KRaft controller 4 with directory id 5a7yTUvwQdC3wSWd0vF8dw"]
