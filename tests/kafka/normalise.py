@@ -292,7 +292,7 @@ CONTROLLER_APIS = KnownDivergence(
     "AddRaftVoter v1, from 4.3 cordoned log directories, in 4.4 UnregisterController). Those entries are "
     "left out of the general comparison, or cut to the versions kraftsim serves; every other entry is "
     "compared with its versions.",
-    "tests/kafka/test_api_versions.py::test_api_versions_lists_every_controller_api",
+    "tests/kafka/test_release_44.py::test_api_versions_lists_every_44_controller_api",
     "ApiVersionsResponse", "api_keys", _served)
 
 KNOWN_DIVERGENCES = (CONTROLLER_APIS,)

@@ -53,8 +53,6 @@ async def test_api_versions_every_version(shared_pair: d.Pair) -> None:
     assert t.response("api key 1000").startswith("<closed")
 
 
-@pytest.mark.xfail(strict=True, reason="divergence: kraftsim does not serve the Raft voter APIs yet "
-                                       "(normalise.CONTROLLER_APIS)")
 async def test_api_versions_lists_every_controller_api(shared_pair: d.Pair) -> None:
     a, b = await d.run(shared_pair, [Call("ApiVersions v4", d.api_versions(), 4)], mask=False)
     assert [k["api_key"] for k in b[0]["response"]["api_keys"]] == [k["api_key"] for k in a[0]["response"]["api_keys"]]
