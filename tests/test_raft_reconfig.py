@@ -335,7 +335,7 @@ def test_add_voter_refusals_in_kafkas_order() -> None:
     assert isinstance(wrong_listener, AddRaftVoterResponse) and wrong_listener.error_code == E.INVALID_REQUEST
     assert wrong_listener.error_message == ("Add voter request didn't include the endpoint (Endpoints(endpoints="
                                             "{ListenerName(OTHER)=c4/<unresolved>:9093})) for the default listener "
-                                            "CONTROLLER")
+                                            "ListenerName(CONTROLLER)")
     duplicate = ask(n, add_request(3), now)
     assert isinstance(duplicate, AddRaftVoterResponse) and duplicate.error_code == E.DUPLICATE_VOTER
     assert duplicate.error_message.startswith("The voter id for ReplicaKey(id=3, directoryId=Optional[")

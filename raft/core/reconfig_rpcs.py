@@ -161,7 +161,7 @@ def handle_add_voter_request(node: RaftNode, req: InboundRequest, m: AddRaftVote
         return AddRaftVoterResponse(
             error_code=E.INVALID_REQUEST,
             error_message=f"Add voter request didn't include the endpoint ({java_endpoints(endpoints)}) for the "
-                          f"default listener {node.listener_name}")
+                          f"default listener ListenerName({node.listener_name})")
     state = node.quorum.state
     assert isinstance(state, LeaderState)
     refused = _refusal(node, state, now_ms)
