@@ -59,9 +59,7 @@ log = logging.getLogger("kraftsim.apis")
 NOT_SERVED: dict[int, int | None] = {
     ApiKey.FETCH: 17,  # v18, the follower's high watermark (4.1+)
     ApiKey.VOTE: 1,  # v2, pre-vote (4.0+)
-    80: None,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: the dynamic quorum's voter changes
-    81: None,
-    82: None,
+    ApiKey.ADD_RAFT_VOTER: 0,  # v1, AckWhenCommitted (4.2+)
 }
 
 

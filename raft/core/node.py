@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from kraftsim.metadata import records as recs
 from kraftsim.metadata.batch import ControlRecordType
-from kraftsim.raft.core import election_rpcs, fetch_rpcs, polling, rpcs
+from kraftsim.raft.core import election_rpcs, fetch_rpcs, polling, reconfig_rpcs, rpcs
 from kraftsim.raft.core.config import QuorumConfig
 from kraftsim.raft.core.events import (
     Event,
@@ -47,11 +47,14 @@ from kraftsim.raft.core.requests import RequestManager
 from kraftsim.raft.core.state_store import QuorumStateStore
 from kraftsim.raft.core.states import CandidateState, FollowerState
 from kraftsim.raft.core.timer import NEVER
+from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
 from kraftsim.raft.core.voters_records import last_voters_offset, start_of_epoch_records
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
+    AddRaftVoterRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -61,6 +64,8 @@ from kraftsim.rpc.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
     VoteRequest,
     VoteResponse,
 )
@@ -96,7 +101,13 @@ class RaftNode:
                  config: QuorumConfig, rng: random.Random, now_ms: int, kraft_version: int = 0,
                  bootstrap: Mapping[int, Address] | None = None, max_fetch_bytes: int = rpcs.MAX_FETCH_SIZE_BYTES,
                  followers_always_flush: bool = False, voters_offset: int | None = None,
-                 supported_kraft_versions: tuple[int, int] = (0, 1)) -> None:
+                 supported_kraft_versions: tuple[int, int] = (0, 1),
+                 voter_history: VoterSetHistory | None = None) -> None:
+        """``voters`` and ``kraft_version`` are the static quorum's (``controller.quorum.voters``,
+        kraft.version 0); ``voter_history``, when given, is what the driver read from the log at
+        start-up (its static set and kraft.version standing where the log names none), and is
+        fed from then on with every VotersRecord and KRaftVersionRecord appended, fetched or
+        truncated (``voter_history.py``)."""
         self.cluster_id = cluster_id
         self.listener_name = listener_name
         self.log = log
@@ -109,8 +120,9 @@ class RaftNode:
         # snapshot), None for a static quorum. A new leader writes the set when it is -1.
         self.voters_offset = voters_offset
         self.supported_kraft_versions = supported_kraft_versions
-        self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, voters=voters, listeners=listeners,
-                                  store=store, config=config, rng=rng, kraft_version=kraft_version)
+        self.history = voter_history if voter_history is not None else VoterSetHistory(voters, kraft_version)
+        self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, history=self.history,
+                                  listeners=listeners, store=store, config=config, rng=rng)
         # Without bootstrap servers, the static voters are where an observer looks for the leader.
         self.bootstrap = dict(bootstrap) if bootstrap is not None else {
             v: a for v in sorted(voters.ids()) if (a := voters.listeners(v).address(listener_name)) is not None}
@@ -198,6 +210,12 @@ class RaftNode:
             response = fetch_rpcs.handle_fetch_snapshot_request(self, request, m, now_ms)
         elif isinstance(m, DescribeQuorumRequest):
             response = fetch_rpcs.handle_describe_quorum_request(self, request, m, now_ms)
+        elif isinstance(m, AddRaftVoterRequest):
+            response = reconfig_rpcs.handle_add_voter_request(self, request, m, now_ms)
+        elif isinstance(m, RemoveRaftVoterRequest):
+            response = reconfig_rpcs.handle_remove_voter_request(self, request, m, now_ms)
+        elif isinstance(m, UpdateRaftVoterRequest):
+            response = reconfig_rpcs.handle_update_voter_request(self, request, m, now_ms)
         else:
             raise TypeError(f"not a Raft request: {type(m).__name__}")
         if response is not None:
@@ -220,6 +238,8 @@ class RaftNode:
             ok = election_rpcs.handle_end_quorum_epoch_response(self, source, m, now_ms)
         elif isinstance(m, FetchSnapshotResponse):
             ok = fetch_rpcs.handle_fetch_snapshot_response(self, source, m, now_ms)
+        elif isinstance(m, ApiVersionsResponse):
+            ok = reconfig_rpcs.handle_api_versions_response(self, source, m, now_ms)
         else:
             raise TypeError(f"not a Raft response: {type(m).__name__}")
         self.requests.on_response(source, cid, ok, now_ms)
@@ -294,6 +314,9 @@ class RaftNode:
         self._drop_pending_appends()
         last = self.log.append_control_as_leader(messages, epoch=state.epoch, timestamp=now_ms)
         self._needs_flush = True
+        for offset, (kind, message) in enumerate(messages, start=last - len(messages) + 1):
+            self.history.add_control(offset, kind, message)
+        state.update_voters(self.quorum.voters, self.history.version)
         return last
 
     @property
@@ -357,6 +380,21 @@ class RaftNode:
             self._outbox.append(OutboundRequest(self._correlation, peer, self.address_of(peer), build()))
         return requests.remaining_request_ms(peer, now_ms)
 
+    def send_to(self, now_ms: int, peer: int, address: Address, build: RequestBuilder) -> int | None:
+        """Send to ``peer`` at ``address`` (a replica the voter set does not name yet) if it can
+        take a request now; the request timeout if sent, None if not (Kafka's
+        RequestSender.send)."""
+        requests = self.requests
+        if requests.is_backing_off(peer, now_ms) or not requests.is_ready(peer, now_ms):
+            return None
+        self._correlation += 1
+        requests.on_request_sent(peer, self._correlation, now_ms)
+        self._outbox.append(OutboundRequest(self._correlation, peer, address, build()))
+        return self.config.request_timeout_ms
+
+    def respond(self, response: OutboundResponse) -> None:
+        self._outbox.append(response)
+
     def respond_later(self, parked: ParkedFetch, response: FetchResponse) -> None:
         self._outbox.append(OutboundResponse(parked.reply_to, parked.api_version, response))
 
@@ -394,13 +432,14 @@ class RaftNode:
             if self.voters_offset >= start:
                 self.voters_offset = -1  # the record it named was truncated away
             local = VoterNode(leader.local_key, self.quorum.listeners, self.supported_kraft_versions)
-            voters, more = start_of_epoch_records(self.quorum.voters, self.voters_offset, self.quorum.kraft_version,
+            _, more = start_of_epoch_records(self.quorum.voters, self.voters_offset, self.quorum.kraft_version,
                                                   local)
             records += more
-            self.quorum.voters = voters
         last = self.log.append_control_as_leader(records, epoch=leader.epoch, timestamp=now_ms)
         if len(records) > 1:
             self.voters_offset = last
+            for offset, (kind, record) in enumerate(records, start=last - len(records) + 1):
+                self.history.add_control(offset, kind, record)
         self._needs_flush = True
         self._drop_pending_appends()
         self.requests.reset_all()
@@ -408,6 +447,7 @@ class RaftNode:
     def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
         """A higher epoch with no known leader. Parked fetches stay parked, as in Kafka: they
         are answered when their wait runs out (with the answer they would have got then)."""
+        self._drop_voter_change()
         self._drop_pending_appends()
         self.quorum.to_unattached(epoch, now_ms)
         self.requests.reset_all()
@@ -419,6 +459,7 @@ class RaftNode:
         self.requests.reset_all()
 
     def transition_to_follower(self, epoch: int, leader_id: int, endpoints: Endpoints, now_ms: int) -> None:
+        self._drop_voter_change()
         self.quorum.to_follower(epoch, leader_id, endpoints, now_ms)
         self._on_become_follower(now_ms)
 
@@ -432,7 +473,15 @@ class RaftNode:
         for parked in self.purgatory.take_all():
             self.respond_later(parked, fetch_rpcs.complete_parked_fetch(self, parked, now_ms, expired=False,
                                                                          error=error))
+        self._drop_voter_change()
         self._drop_pending_appends()
+
+    def _drop_voter_change(self) -> None:
+        """A voter change pending when the leader's epoch ends is answered NOT_LEADER_OR_FOLLOWER
+        (LeaderState.close): its record may still commit under the next leader."""
+        state = self.quorum.state
+        if isinstance(state, LeaderState):
+            reconfig_rpcs.finish(self, state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def _drop_pending_appends(self) -> None:
         """Appends queued by a leader that no longer leads were never written: they are lost, as
@@ -459,6 +508,8 @@ class RaftNode:
         return self._linger_deadline_ms - now_ms if self._pending else NEVER
 
     def update_leader_end_offset(self, state: LeaderState, now_ms: int) -> None:
+        if state.voters_version != self.history.version:
+            state.update_voters(self.quorum.voters, self.history.version)
         if state.update_local_state(self.log.flushed_end_offset):
             self.on_leader_high_watermark(state)
         for parked in self.purgatory.take_ready(self.log.end_offset, state.high_watermark):
@@ -467,6 +518,7 @@ class RaftNode:
     def on_leader_high_watermark(self, state: LeaderState) -> None:
         if state.high_watermark is not None:
             self.log.update_high_watermark(state.high_watermark)
+            reconfig_rpcs.high_watermark_updated(self, state)
 
     def _expire_parked_fetches(self, now_ms: int) -> int:
         for parked in self.purgatory.take_expired(now_ms):
@@ -476,11 +528,25 @@ class RaftNode:
 
     # -- the follower's log ------------------------------------------------------------------------
     def append_as_follower(self, records: bytes) -> None:
-        self.log.append_as_follower(records)
+        if self.log.append_as_follower(records) is not None:
+            self.history.add_batches(records)
         if self.voters_offset == -1 and (offset := last_voters_offset(records)) is not None:
             self.voters_offset = offset
         if self.quorum.is_voter() or self.followers_always_flush:
             self.log.flush()  # a voter fetches again only once this is durable: see polling.py
+
+    def on_log_truncated(self) -> None:
+        """The follower cut its log's tail: the voter changes there are undone."""
+        self.history.truncate_new_entries(self.log.end_offset)
+
+    def on_snapshot_loaded(self, snapshot_id: OffsetAndEpoch) -> None:
+        """The log now starts at a fetched snapshot: the voter set and kraft.version are the
+        snapshot's (its last VotersRecord and KRaftVersionRecord, standing at its last offset),
+        or the static ones if it has none."""
+        self.history.clear()
+        size = self.log.snapshot_size(snapshot_id)
+        if size:
+            self.history.add_snapshot(self.log.read_snapshot(snapshot_id, 0, size), snapshot_id.offset - 1)
 
     def update_follower_high_watermark(self, state: FollowerState, leader_high_watermark: int) -> None:
         """A follower commits what the leader committed, as far as its own log reaches."""
