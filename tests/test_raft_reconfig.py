@@ -29,8 +29,9 @@ from kraftsim.raft.core.keys import OffsetAndEpoch, ReplicaKey
 from kraftsim.raft.core.memory_log import MemoryLog
 from kraftsim.raft.core.node import RaftNode
 from kraftsim.raft.core.state_store import MemoryQuorumStateStore
-from kraftsim.raft.core.voter_history import VoterSetHistory, voters_record
+from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
+from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
@@ -74,7 +75,7 @@ def dynamic_log(*ids: int) -> MemoryLog:
     committed at offsets 0-1 (epoch 0)."""
     log = MemoryLog()
     log.append_control_as_leader([(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=1)),
-                                  (ControlRecordType.KRAFT_VOTERS, voters_record(voter_set(*ids)))],
+                                  (ControlRecordType.KRAFT_VOTERS, voters_record_of(voter_set(*ids)))],
                                  epoch=0, timestamp=0)
     log.flush()
     return log
@@ -178,7 +179,7 @@ def test_the_leader_counts_the_new_sets_majority_as_soon_as_it_writes_it() -> No
     hw = n.high_watermark
     assert hw == n.log.end_offset
     # Four voters, uncommitted: the high watermark needs three of them now.
-    last = n.append_control(n.epoch, [(ControlRecordType.KRAFT_VOTERS, voters_record(voter_set(1, 2, 3, 4)))], now)
+    last = n.append_control(n.epoch, [(ControlRecordType.KRAFT_VOTERS, voters_record_of(voter_set(1, 2, 3, 4)))], now)
     assert n.quorum.voters == voter_set(1, 2, 3, 4)
     assert set(n.quorum.state.voter_states) == {1, 2, 3, 4}  # type: ignore[union-attr]
     commit(n, now + 1, 2)
@@ -191,7 +192,7 @@ def test_a_removed_voter_becomes_an_observer_of_the_leader_and_an_added_one_vote
     leader = node()
     now = elect(leader)
     commit(leader, now, 2)
-    leader.append_control(leader.epoch, [(ControlRecordType.KRAFT_VOTERS, voters_record(voter_set(1, 2)))], now)
+    leader.append_control(leader.epoch, [(ControlRecordType.KRAFT_VOTERS, voters_record_of(voter_set(1, 2)))], now)
     assert set(leader.quorum.state.voter_states) == {1, 2}  # type: ignore[union-attr]
     assert key(3) in leader.quorum.state.observer_states  # type: ignore[union-attr]
 
@@ -218,7 +219,7 @@ def test_a_truncated_voter_change_is_undone() -> None:
     begin = rpcs.begin_quorum_epoch_request(CLUSTER, 1, 1, endpoints(1), key(3))
     ask(n, begin, 0)
     leader_log = dynamic_log(1, 2, 3)
-    leader_log.append_control_as_leader([(ControlRecordType.KRAFT_VOTERS, voters_record(voter_set(1, 2, 3, 4)))],
+    leader_log.append_control_as_leader([(ControlRecordType.KRAFT_VOTERS, voters_record_of(voter_set(1, 2, 3, 4)))],
                                         epoch=1, timestamp=0)
     n.poll(1)
     (request,) = requests_out(n)
@@ -239,7 +240,7 @@ def test_a_truncated_voter_change_is_undone() -> None:
 
 def test_a_fetched_snapshot_brings_its_voter_set() -> None:
     source = dynamic_log(1, 2, 3)
-    source.append_control_as_leader([(ControlRecordType.KRAFT_VOTERS, voters_record(voter_set(1, 2, 3, 5)))],
+    source.append_control_as_leader([(ControlRecordType.KRAFT_VOTERS, voters_record_of(voter_set(1, 2, 3, 5)))],
                                     epoch=1, timestamp=0)
     source.append_as_leader([b"x"], epoch=1, timestamp=0)
     source.flush()
@@ -364,7 +365,7 @@ def test_add_voter_waits_for_the_leaders_first_commit_and_one_change_at_a_time()
 
 def test_a_voter_change_is_refused_while_the_last_voters_record_is_uncommitted() -> None:
     n, now = leader()
-    n.append_control(n.epoch, [(ControlRecordType.KRAFT_VOTERS, voters_record(voter_set(1, 2, 3, 5)))], now)
+    n.append_control(n.epoch, [(ControlRecordType.KRAFT_VOTERS, voters_record_of(voter_set(1, 2, 3, 5)))], now)
     n.poll(now)
     refused = ask(n, remove_request(3), now)
     offset = n.log.end_offset - 1

@@ -20,8 +20,8 @@ from kraftsim.raft.core.election_state import ElectionState
 from kraftsim.raft.core.keys import OffsetAndEpoch, ReplicaKey
 from kraftsim.raft.core.memory_log import MemoryLog
 from kraftsim.raft.core.node import RaftNode
-from kraftsim.raft.core.voter_history import voters_record
 from kraftsim.raft.core.voters import VoterNode, VoterSet
+from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.raft.sim.cluster import SimNode, history_from_log
 from kraftsim.raft.sim.config import SimConfig
 from kraftsim.raft.sim.invariants import InvariantChecker, InvariantViolation, NodeView
@@ -305,7 +305,7 @@ def voter_log(*sets: tuple[int, ...]) -> MemoryLog:
     """A log of VotersRecords, one batch each, in epoch 1."""
     log = MemoryLog()
     for ids in sets:
-        log.append_control_as_leader([(ControlRecordType.KRAFT_VOTERS, voters_record(VoterSet(
+        log.append_control_as_leader([(ControlRecordType.KRAFT_VOTERS, voters_record_of(VoterSet(
             VoterNode(ReplicaKey(i, uuid.UUID(int=i))) for i in ids)))], epoch=1, timestamp=0)
     log.flush()
     return log

@@ -49,7 +49,7 @@ from kraftsim.raft.core.states import CandidateState, FollowerState
 from kraftsim.raft.core.timer import NEVER
 from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
-from kraftsim.raft.core.voters_records import last_voters_offset, start_of_epoch_records
+from kraftsim.raft.core.voters_records import start_of_epoch_records
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
@@ -100,14 +100,16 @@ class RaftNode:
                  listeners: Endpoints, listener_name: str, log: ReplicatedLog, store: QuorumStateStore,
                  config: QuorumConfig, rng: random.Random, now_ms: int, kraft_version: int = 0,
                  bootstrap: Mapping[int, Address] | None = None, max_fetch_bytes: int = rpcs.MAX_FETCH_SIZE_BYTES,
-                 followers_always_flush: bool = False, voters_offset: int | None = None,
-                 supported_kraft_versions: tuple[int, int] = (0, 1),
+                 followers_always_flush: bool = False, supported_kraft_versions: tuple[int, int] = (0, 1),
                  voter_history: VoterSetHistory | None = None) -> None:
         """``voters`` and ``kraft_version`` are the static quorum's (``controller.quorum.voters``,
         kraft.version 0); ``voter_history``, when given, is what the driver read from the log at
         start-up (its static set and kraft.version standing where the log names none), and is
         fed from then on with every VotersRecord and KRaftVersionRecord appended, fetched or
-        truncated (``voter_history.py``)."""
+        truncated (``voter_history.py``): it answers which set is in force at an offset, for
+        majorities, a new leader's start-of-epoch records and snapshots alike.
+        ``supported_kraft_versions`` is what this node's software supports, as a leader writes it
+        into its own VotersRecord entry."""
         self.cluster_id = cluster_id
         self.listener_name = listener_name
         self.log = log
@@ -115,10 +117,6 @@ class RaftNode:
         self.rng = rng
         self.max_fetch_bytes = max_fetch_bytes
         self.followers_always_flush = followers_always_flush
-        # Where the log holds the voter set of a kraft.version 1 quorum: the offset of its last
-        # VotersRecord, -1 while it is only in a snapshot (a fresh dynamic quorum's bootstrap
-        # snapshot), None for a static quorum. A new leader writes the set when it is -1.
-        self.voters_offset = voters_offset
         self.supported_kraft_versions = supported_kraft_versions
         self.history = voter_history if voter_history is not None else VoterSetHistory(voters, kraft_version)
         self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, history=self.history,
@@ -428,18 +426,17 @@ class RaftNode:
                      voters=[lc.Voter(voter_id=v) for v in sorted(leader.voter_states)],
                      granting_voters=[lc.Voter(voter_id=v) for v in leader.granting_voters])
         records: list[tuple[ControlRecordType, Message]] = [(ControlRecordType.LEADER_CHANGE, message)]
-        if self.voters_offset is not None:
-            if self.voters_offset >= start:
-                self.voters_offset = -1  # the record it named was truncated away
+        # A kraft.version 1 leader rewrites the set when it is only in a snapshot (offset -1, the
+        # bootstrap snapshot) or its own entry is out of date (Kafka's LeaderState
+        # appendStartOfEpochControlRecords). The history holds nothing at or past ``start``: what
+        # the log held there was truncated, and the history with it.
+        if (entry := self.history.latest_entry()) is not None:
             local = VoterNode(leader.local_key, self.quorum.listeners, self.supported_kraft_versions)
-            _, more = start_of_epoch_records(self.quorum.voters, self.voters_offset, self.quorum.kraft_version,
-                                                  local)
-            records += more
+            records += start_of_epoch_records(entry[1], entry[0], self.quorum.kraft_version, local)[1]
         last = self.log.append_control_as_leader(records, epoch=leader.epoch, timestamp=now_ms)
-        if len(records) > 1:
-            self.voters_offset = last
-            for offset, (kind, record) in enumerate(records, start=last - len(records) + 1):
-                self.history.add_control(offset, kind, record)
+        for offset, (kind, record) in enumerate(records, start=last - len(records) + 1):
+            self.history.add_control(offset, kind, record)
+        leader.update_voters(self.quorum.voters, self.history.version)
         self._needs_flush = True
         self._drop_pending_appends()
         self.requests.reset_all()
@@ -530,8 +527,6 @@ class RaftNode:
     def append_as_follower(self, records: bytes) -> None:
         if self.log.append_as_follower(records) is not None:
             self.history.add_batches(records)
-        if self.voters_offset == -1 and (offset := last_voters_offset(records)) is not None:
-            self.voters_offset = offset
         if self.quorum.is_voter() or self.followers_always_flush:
             self.log.flush()  # a voter fetches again only once this is durable: see polling.py
 

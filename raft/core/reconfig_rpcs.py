@@ -31,8 +31,8 @@ from kraftsim.raft.core.events import InboundRequest, OutboundResponse
 from kraftsim.raft.core.keys import ReplicaKey
 from kraftsim.raft.core.leader_state import LeaderState
 from kraftsim.raft.core.timer import NEVER
-from kraftsim.raft.core.voter_history import voters_record
 from kraftsim.raft.core.voters import Endpoints, VoterNode, VoterSet
+from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import (
     AddRaftVoterRequest,
@@ -137,7 +137,7 @@ def _uncommitted(node: RaftNode, hw: int) -> str | None:
 
 
 def _append_voters(node: RaftNode, state: LeaderState, voters: VoterSet, now_ms: int) -> int:
-    return node.append_control(state.epoch, [(ControlRecordType.KRAFT_VOTERS, voters_record(voters))], now_ms)
+    return node.append_control(state.epoch, [(ControlRecordType.KRAFT_VOTERS, voters_record_of(voters))], now_ms)
 
 
 # -- AddRaftVoter ------------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ from collections.abc import Iterable
 
 from kraftsim.metadata.batch import BatchError, ControlRecordType, decode_control_record, read_batches
 from kraftsim.metadata.messages import KRaftVersionRecord, VotersRecord
-from kraftsim.raft.core.keys import ReplicaKey
-from kraftsim.raft.core.voters import Endpoints, VoterNode, VoterSet
+from kraftsim.raft.core.voters import VoterSet
+from kraftsim.raft.core.voters_records import voter_set_of
 from kraftsim.rpc.message import Message
 
 _CONTROL_ATTRIBUTE = 0x20
@@ -63,6 +63,16 @@ class VoterSetHistory:
         """The voter set in force at ``offset``: the last entry at or below it."""
         i = bisect.bisect_right(self._voter_offsets, offset)
         return self._voter_sets[i - 1] if i else self.static
+
+    def entry_at(self, offset: int) -> VoterSet | None:
+        """The set the log holds in force at ``offset``; None where the log names none (a static
+        quorum, or an observer that has not fetched its quorum's set yet)."""
+        i = bisect.bisect_right(self._voter_offsets, offset)
+        return self._voter_sets[i - 1] if i else None
+
+    def kraft_version_at(self, offset: int) -> int:
+        i = bisect.bisect_right(self._kv_offsets, offset)
+        return self._kv_levels[i - 1] if i else self.static_kraft_version
 
     def entries(self) -> list[tuple[int, VoterSet]]:
         return list(zip(self._voter_offsets, self._voter_sets, strict=True))
@@ -111,7 +121,7 @@ class VoterSetHistory:
     # -- from the log ------------------------------------------------------------------------------
     def add_control(self, offset: int, kind: ControlRecordType, message: Message) -> None:
         if kind is ControlRecordType.KRAFT_VOTERS and isinstance(message, VotersRecord):
-            self.add_voters(offset, voter_set_from_record(message))
+            self.add_voters(offset, voter_set_of(message))
         elif kind is ControlRecordType.KRAFT_VERSION and isinstance(message, KRaftVersionRecord):
             self.add_kraft_version(offset, message.kraft_version)
 
@@ -128,7 +138,6 @@ class VoterSetHistory:
             except BatchError:
                 return
 
-
     def add_snapshot(self, data: bytes, last_offset: int) -> None:
         """A snapshot's batches: its last VotersRecord and KRaftVersionRecord stand at
         ``last_offset`` (the snapshot's last contained offset), as Kafka loads a snapshot's."""
@@ -143,7 +152,7 @@ class VoterSetHistory:
                             continue
                         kind, message = decoded
                         if kind is ControlRecordType.KRAFT_VOTERS and isinstance(message, VotersRecord):
-                            voters = voter_set_from_record(message)
+                            voters = voter_set_of(message)
                         elif kind is ControlRecordType.KRAFT_VERSION and isinstance(message, KRaftVersionRecord):
                             level = message.kraft_version
             except BatchError:
@@ -165,25 +174,3 @@ def _control_batches(data: bytes) -> Iterable[bytes]:
         if attributes & _CONTROL_ATTRIBUTE:
             yield data[pos:pos + size]
         pos += size
-
-
-def voter_set_from_record(message: VotersRecord) -> VoterSet:
-    """A VotersRecord as a VoterSet (Kafka's VoterSet.fromVotersRecord)."""
-    nodes = []
-    for v in message.voters:
-        feature = v.kraft_version_feature
-        nodes.append(VoterNode(ReplicaKey.of(v.voter_id, v.voter_directory_id),
-                               Endpoints.of((e.name, e.host, e.port) for e in v.endpoints),
-                               (feature.min_supported_version, feature.max_supported_version)))
-    return VoterSet(nodes)
-
-
-def voters_record(voters: VoterSet) -> VotersRecord:
-    """A VotersRecord naming ``voters`` (Kafka's VoterSet.toVotersRecord, at v0)."""
-    return VotersRecord(version=0, voters=[
-        VotersRecord.Voter(
-            voter_id=n.key.id, voter_directory_id=n.key.wire_directory_id,
-            endpoints=[VotersRecord.Endpoint(name=name, host=a.host, port=a.port) for name, a in n.endpoints.items()],
-            kraft_version_feature=VotersRecord.KRaftVersionFeature(min_supported_version=n.kraft_versions[0],
-                                                                   max_supported_version=n.kraft_versions[1]))
-        for n in voters.nodes()])

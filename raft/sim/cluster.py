@@ -32,8 +32,9 @@ from kraftsim.raft.core.memory_log import MemoryLog
 from kraftsim.raft.core.node import NotLeaderError, RaftNode
 from kraftsim.raft.core.state_store import MemoryQuorumStateStore
 from kraftsim.raft.core.timer import NEVER
-from kraftsim.raft.core.voter_history import VoterSetHistory, voters_record
+from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
+from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.raft.sim.config import SimConfig
 from kraftsim.raft.sim.invariants import NodeView
 from kraftsim.raft.sim.network import Envelope, Network
@@ -169,7 +170,7 @@ class Cluster:
             for sn in self.nodes.values():
                 sn.log.append_control_as_leader([
                     (ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=1)),
-                    (ControlRecordType.KRAFT_VOTERS, voters_record(self.voters))], epoch=0, timestamp=0)
+                    (ControlRecordType.KRAFT_VOTERS, voters_record_of(self.voters))], epoch=0, timestamp=0)
                 sn.log.flush()
                 sn.log.complete_flush()
         else:

@@ -33,8 +33,9 @@ from kraftsim.metadata.messages import VotersRecord
 from kraftsim.raft.core.election_state import ElectionState
 from kraftsim.raft.core.keys import OffsetAndEpoch
 from kraftsim.raft.core.memory_log import MemoryLog
-from kraftsim.raft.core.voter_history import VoterSetHistory, voter_set_from_record
+from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import VoterSet
+from kraftsim.raft.core.voters_records import voter_set_of
 
 CONTROL_FLAG = 0x20
 
@@ -204,7 +205,7 @@ class InvariantChecker:
             for rec in batch.records():
                 decoded = decode_control_record(rec)
                 if decoded is not None and isinstance(decoded[1], VotersRecord):
-                    self._committed_voters[rec.offset] = voter_set_from_record(decoded[1])
+                    self._committed_voters[rec.offset] = voter_set_of(decoded[1])
 
     def _check_snapshot(self, v: NodeView) -> None:
         """A snapshot holds committed records only: the ones below its end."""
