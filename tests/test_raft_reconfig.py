@@ -5,6 +5,7 @@ message, with the cases of Kafka's KafkaRaftClientReconfigTest."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from pathlib import Path
@@ -534,3 +535,56 @@ def test_the_controller_tools_dry_runs_print_kafkas_lines(tmp_path: Path, capsys
     assert capsys.readouterr().out.splitlines() == [
         "DRY RUN of adding controller 4 with directory id 5a7yTUvwQdC3wSWd0vF8dw and endpoints: CONTROLLER://[::1]:9097",
         "DRY RUN of removing  KRaft controller 4 with directory id 5a7yTUvwQdC3wSWd0vF8dw"]
+
+
+# -- served: a lone voter made dynamic by a kraft.version upgrade, over real sockets --------------
+
+async def test_a_controller_adds_a_caught_up_observer_then_removes_it_and_updates_itself(tmp_path: Path) -> None:
+    """A 4.4 controller upgraded to kraft.version 1 (its VotersRecord names it alone): an
+    observer fetching at the log end is added (the leader asks the address given ApiVersions,
+    here the controller's own listener), answered once the two-voter set commits; then removed,
+    and the leader's own endpoints updated."""
+    from tests import harness
+    from tests.test_controller import UF, Cluster
+    from tests.test_raft import DIR, fetch_request
+
+    c = Cluster(tmp_path, kraftsim_release="4.4")
+    await c.start()
+    try:
+        ctl = c.controller
+        node = ctl.raft.node
+        up = await c.req(UF(feature_updates=[UF.FeatureUpdateKey(feature="kraft.version", max_version_level=1,
+                                                                 upgrade_type=1)], timeout_ms=5000), 1)
+        assert up.error_code == 0 and node.quorum.kraft_version == 1
+        leader_key = node.quorum.local_key
+        assert node.quorum.voters.keys() == [leader_key] and leader_key.directory_id is not None
+
+        async def observer_fetch() -> None:
+            await c.req(fetch_request(c, ctl.mlog.end_offset, ctl.epoch, replica=4000), 17)
+
+        await observer_fetch()
+        port = c.running.server.port
+        add = asyncio.ensure_future(c.req(AddRaftVoterRequest(
+            cluster_id=c.cluster_id, timeout_ms=5000, voter_id=4000, voter_directory_id=DIR,
+            listeners=[AddRaftVoterRequest.Listener(name="CONTROLLER", host="127.0.0.1", port=port)]), 0))
+        await harness.poll_until(lambda: 4000 in node.quorum.voters.ids(), what="the VotersRecord adding 4000")
+        assert not add.done()  # uncommitted: 4000 has not fetched it
+        await observer_fetch()
+        assert await asyncio.wait_for(add, 10) == AddRaftVoterResponse(error_code=E.NONE, error_message="NONE")
+
+        removed = await c.req(RemoveRaftVoterRequest(cluster_id=c.cluster_id, voter_id=4000,
+                                                     voter_directory_id=DIR), 0)
+        assert removed == RemoveRaftVoterResponse(error_code=E.NONE, error_message="NONE")
+        assert node.quorum.voters.keys() == [leader_key]
+        updated = await c.req(UpdateRaftVoterRequest(
+            cluster_id=c.cluster_id, current_leader_epoch=ctl.epoch, voter_id=leader_key.id,
+            voter_directory_id=leader_key.directory_id,
+            listeners=[UpdateRaftVoterRequest.Listener(name="CONTROLLER", host="localhost", port=port)],
+            kraft_version_feature=UpdateRaftVoterRequest.KRaftVersionFeature(min_supported_version=0,
+                                                                            max_supported_version=1)), 0)
+        assert updated.error_code == E.NONE and updated.current_leader.leader_id == leader_key.id
+        await harness.poll_until(lambda: node.high_watermark is not None and node.history.latest_entry()[0]
+                                 < node.high_watermark, what="the update committed")
+        assert node.quorum.voters.listeners(leader_key.id) == Endpoints({"CONTROLLER": Address("localhost", port)})
+    finally:
+        await c.stop()
