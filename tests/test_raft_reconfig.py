@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kraftsim.cli import metadata_quorum as quorum_cli
-from kraftsim.metadata.batch import ControlRecordType
+from kraftsim.metadata.batch import ControlRecordType, decode_control_record, read_batches
 from kraftsim.metadata.files import MetaProperties
 from kraftsim.metadata.messages import KRaftVersionRecord
 from kraftsim.raft.core import rpcs
@@ -263,6 +263,41 @@ def test_a_fetched_snapshot_brings_its_voter_set() -> None:
     assert n.log.start_offset == 4
     assert n.history.latest_entry() == (3, voter_set(1, 2, 3, 5)) and n.quorum.kraft_version == 1
 
+
+
+def control_records(log: MemoryLog, batch: int) -> list[tuple[str, Message]]:
+    (b,) = read_batches(log.batches[batch].data)
+    return [(k.name, m) for k, m in (decode_control_record(r) for r in b.records())]  # type: ignore[misc]
+
+
+def test_a_new_leader_writes_its_own_entry_when_the_set_comes_from_the_checkpoint_or_differs() -> None:
+    # The voters from the bootstrap checkpoint (offset -1, as format leaves them): the first
+    # leader writes kraft.version and the set, its own entry its own, beside its LeaderChange.
+    history = VoterSetHistory(VoterSet([]))
+    history.add_voters(-1, voter_set(1, 2, 3))
+    history.add_kraft_version(-1, 1)
+    n = RaftNode(node_id=1, directory_id=uuid.UUID(int=1), cluster_id=CLUSTER, voters=VoterSet([]),
+                 listeners=endpoints(1), listener_name=L, log=MemoryLog(), store=MemoryQuorumStateStore(),
+                 config=QuorumConfig(), rng=random.Random(0), now_ms=0, voter_history=history)
+    elect(n)
+    kinds = control_records(n.log, 0)  # type: ignore[arg-type]
+    assert [k for k, _ in kinds] == ["LEADER_CHANGE", "KRAFT_VERSION", "KRAFT_VOTERS"]
+    assert n.history.latest_entry() == (2, voter_set(1, 2, 3))
+    # From the log, equal to its own: the LeaderChange alone.
+    m = node()
+    elect(m)
+    assert [k for k, _ in control_records(m.log, 1)] == ["LEADER_CHANGE"]  # type: ignore[arg-type]
+    # Its entry differs (another kraft.version range): brought up to date.
+    stale = MemoryLog()
+    stale.append_control_as_leader([(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=1)),
+                                    (ControlRecordType.KRAFT_VOTERS, voters_record(VoterSet(
+                                        [VoterNode(key(1), endpoints(1), (0, 0)), voter(2), voter(3)])))],
+                                   epoch=0, timestamp=0)
+    stale.flush()
+    o = node(log=stale)
+    elect(o)
+    assert [k for k, _ in control_records(o.log, 1)] == ["LEADER_CHANGE", "KRAFT_VERSION", "KRAFT_VOTERS"]
+    assert o.quorum.voters == voter_set(1, 2, 3)
 
 
 # -- step 2: AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter on the leader ------------------------

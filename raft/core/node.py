@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from kraftsim.metadata import records as recs
 from kraftsim.metadata.batch import ControlRecordType
+from kraftsim.metadata.messages import KRaftVersionRecord
 from kraftsim.raft.core import election_rpcs, fetch_rpcs, polling, reconfig_rpcs, rpcs
 from kraftsim.raft.core.config import QuorumConfig
 from kraftsim.raft.core.events import (
@@ -47,8 +48,8 @@ from kraftsim.raft.core.requests import RequestManager
 from kraftsim.raft.core.state_store import QuorumStateStore
 from kraftsim.raft.core.states import CandidateState, FollowerState
 from kraftsim.raft.core.timer import NEVER
-from kraftsim.raft.core.voter_history import VoterSetHistory
-from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
+from kraftsim.raft.core.voter_history import VoterSetHistory, voters_record
+from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
@@ -99,12 +100,14 @@ class RaftNode:
                  listeners: Endpoints, listener_name: str, log: ReplicatedLog, store: QuorumStateStore,
                  config: QuorumConfig, rng: random.Random, now_ms: int, kraft_version: int = 0,
                  bootstrap: Mapping[int, Address] | None = None, max_fetch_bytes: int = rpcs.MAX_FETCH_SIZE_BYTES,
-                 followers_always_flush: bool = False, voter_history: VoterSetHistory | None = None) -> None:
+                 followers_always_flush: bool = False, voter_history: VoterSetHistory | None = None,
+                 supported_kraft_versions: tuple[int, int] = (0, 1)) -> None:
         """``voters`` and ``kraft_version`` are the static quorum's (``controller.quorum.voters``,
         kraft.version 0); ``voter_history``, when given, is what the driver read from the log at
         start-up (its static set and kraft.version standing where the log names none), and is
         fed from then on with every VotersRecord and KRaftVersionRecord appended, fetched or
-        truncated (``voter_history.py``)."""
+        truncated (``voter_history.py``). ``supported_kraft_versions`` is this replica's range
+        (Kafka's KRaftVersion.supportedVersionRange), which it writes for itself as leader."""
         self.cluster_id = cluster_id
         self.listener_name = listener_name
         self.log = log
@@ -113,6 +116,7 @@ class RaftNode:
         self.max_fetch_bytes = max_fetch_bytes
         self.followers_always_flush = followers_always_flush
         self.history = voter_history if voter_history is not None else VoterSetHistory(voters, kraft_version)
+        self.supported_kraft_versions = supported_kraft_versions
         self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, history=self.history,
                                   listeners=listeners, store=store, config=config, rng=rng)
         # Without bootstrap servers, the static voters are where an observer looks for the leader.
@@ -419,11 +423,38 @@ class RaftNode:
         message = lc(version=0, leader_id=leader.local_key.id,
                      voters=[lc.Voter(voter_id=v) for v in sorted(leader.voter_states)],
                      granting_voters=[lc.Voter(voter_id=v) for v in leader.granting_voters])
-        self.log.append_control_as_leader([(ControlRecordType.LEADER_CHANGE, message)], epoch=leader.epoch,
-                                          timestamp=now_ms)
+        messages: list[tuple[ControlRecordType, Message]] = [(ControlRecordType.LEADER_CHANGE, message)]
+        messages += self._start_of_epoch_voters()
+        last = self.log.append_control_as_leader(messages, epoch=leader.epoch, timestamp=now_ms)
+        for offset, (kind, control) in enumerate(messages, start=last - len(messages) + 1):
+            self.history.add_control(offset, kind, control)
+        if len(messages) > 1:
+            leader.update_voters(self.quorum.voters, self.history.version)
         self._needs_flush = True
         self._drop_pending_appends()
         self.requests.reset_all()
+
+    def _start_of_epoch_voters(self) -> list[tuple[ControlRecordType, Message]]:
+        """What a new leader of a dynamic quorum writes after its LeaderChange, in the same batch
+        (Kafka's appendStartOfEpochControlRecords): the kraft.version and the voter set with its
+        own entry brought up to date (its listeners, its kraft.version range), when the set still
+        comes from the bootstrap checkpoint (offset -1) or its own entry differs."""
+        level = self.history.kraft_version()
+        entry = self.history.latest_entry()
+        if level < 1 or entry is None:
+            return []
+        offset, voters = entry
+        q = self.quorum
+        local = VoterNode(q.local_key, q.listeners, self.supported_kraft_versions)
+        current = voters.node(local.key.id)
+        needs_update = current is not None and current.is_voter(local.key) and current != local
+        if offset != -1 and not needs_update:
+            return []
+        updated = voters.update_voter(local)
+        if updated is None:
+            return []  # its entry names another directory: nothing of its own to update
+        return [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=level)),
+                (ControlRecordType.KRAFT_VOTERS, voters_record(updated))]
 
     def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
         """A higher epoch with no known leader. Parked fetches stay parked, as in Kafka: they
