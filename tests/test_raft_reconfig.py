@@ -623,3 +623,34 @@ async def test_a_controller_adds_a_caught_up_observer_then_removes_it_and_update
         assert node.quorum.voters.listeners(leader_key.id) == Endpoints({"CONTROLLER": Address("localhost", port)})
     finally:
         await c.stop()
+
+
+def test_a_follower_whose_entry_is_out_of_date_asks_the_leader_to_update_it() -> None:
+    # Voter 2's entry says kraft.version 0-0; it supports 0-1. After three fetch timeouts of
+    # following, it sends UpdateRaftVoter instead of one Fetch, then fetches again.
+    log = MemoryLog()
+    log.append_control_as_leader([(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=1)),
+                                  (ControlRecordType.KRAFT_VOTERS, voters_record(VoterSet(
+                                      [voter(1), VoterNode(key(2), endpoints(2), (0, 0)), voter(3)])))],
+                                 epoch=0, timestamp=0)
+    log.flush()
+    n = node(2, log=log)
+    ask(n, rpcs.begin_quorum_epoch_request(CLUSTER, 1, 1, endpoints(1), key(2)), 0)
+    sent = []
+    now = 0
+    while now <= 3 * FETCH_TIMEOUT + 500:
+        n.poll(now)
+        for request in requests_out(n):
+            sent.append(type(request.message).__name__)
+            if isinstance(request.message, UpdateRaftVoterRequest):
+                assert request.message.kraft_version_feature.max_supported_version == 1
+                assert [(li.name, li.host, li.port) for li in request.message.listeners] == [(L, "c2", 9093)]
+                answer: Message = UpdateRaftVoterResponse(error_code=E.NONE, current_leader=(
+                    UpdateRaftVoterResponse.CurrentLeader(leader_id=1, leader_epoch=1)))
+            else:
+                answer = rpcs.fetch_response(L, 17, E.NONE, 1, 1, endpoints(1), high_watermark=2)
+            n.handle_response(InboundResponse(1, request.correlation_id, answer), now)  # type: ignore[arg-type]
+        now += 500
+    assert n.role == "follower"
+    assert sent.count("UpdateRaftVoterRequest") == 1 and sent[-1] == "FetchRequest"
+    assert sent.index("UpdateRaftVoterRequest") >= 3 * FETCH_TIMEOUT // 500  # after some rounds of Fetch

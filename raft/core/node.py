@@ -66,6 +66,7 @@ from kraftsim.rpc.messages import (
     FetchSnapshotResponse,
     RemoveRaftVoterRequest,
     UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -236,6 +237,8 @@ class RaftNode:
             ok = fetch_rpcs.handle_fetch_snapshot_response(self, source, m, now_ms)
         elif isinstance(m, ApiVersionsResponse):
             ok = reconfig_rpcs.handle_api_versions_response(self, source, m, now_ms)
+        elif isinstance(m, UpdateRaftVoterResponse):
+            ok = reconfig_rpcs.handle_update_voter_response(self, source, m, now_ms)
         else:
             raise TypeError(f"not a Raft response: {type(m).__name__}")
         self.requests.on_response(source, cid, ok, now_ms)
@@ -434,6 +437,16 @@ class RaftNode:
         self._drop_pending_appends()
         self.requests.reset_all()
 
+    def local_voter_needs_update(self) -> bool:
+        """Whether this voter's entry in a dynamic quorum's latest voter set differs from what it
+        is (Kafka's voterNodeNeedsUpdate): then it asks the leader to update it."""
+        q = self.quorum
+        if self.history.kraft_version() < 1:
+            return False
+        current = q.voters.node(q.local_key.id)
+        local = VoterNode(q.local_key, q.listeners, self.supported_kraft_versions)
+        return current is not None and current.is_voter(local.key) and current != local
+
     def _start_of_epoch_voters(self) -> list[tuple[ControlRecordType, Message]]:
         """What a new leader of a dynamic quorum writes after its LeaderChange, in the same batch
         (Kafka's appendStartOfEpochControlRecords): the kraft.version and the voter set with its
@@ -446,9 +459,7 @@ class RaftNode:
         offset, voters = entry
         q = self.quorum
         local = VoterNode(q.local_key, q.listeners, self.supported_kraft_versions)
-        current = voters.node(local.key.id)
-        needs_update = current is not None and current.is_voter(local.key) and current != local
-        if offset != -1 and not needs_update:
+        if offset != -1 and not self.local_voter_needs_update():
             return []
         updated = voters.update_voter(local)
         if updated is None:
