@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
+import weakref
 from pathlib import Path
 
 import pytest
@@ -98,11 +99,12 @@ def node(node_id: int = 1, *, log: MemoryLog | None = None, voters: VoterSet | N
                     voter_history=history_of(log, static), bootstrap={i: Address(f"c{i}", 9093) for i in (1, 2, 3)})
 
 
-KEPT: dict[int, list[Outbound]] = {}  # per node (by id()): what it sent besides the answer :func:`ask` took
+KEPT: weakref.WeakKeyDictionary[RaftNode, list[Outbound]] = weakref.WeakKeyDictionary()  # sent besides the
+# answer :func:`ask` took, per node
 
 
 def outbound(n: RaftNode) -> list[Outbound]:
-    return KEPT.pop(id(n), []) + n.take_outbound()
+    return KEPT.pop(n, []) + n.take_outbound()
 
 
 def ask(n: RaftNode, message: RaftRequest, now: int, version: int = 0) -> Message | None:
@@ -111,20 +113,20 @@ def ask(n: RaftNode, message: RaftRequest, now: int, version: int = 0) -> Messag
     n.handle_request(InboundRequest(message, version, message.api_key(), L), now)
     out = outbound(n)
     mine = [o for o in out if isinstance(o, OutboundResponse) and o.reply_to == message.api_key()]
-    KEPT[id(n)] = [o for o in out if not any(o is m for m in mine)]
+    KEPT[n] = [o for o in out if not any(o is m for m in mine)]
     return mine[0].message if mine else None
 
 
 def answers(n: RaftNode) -> list[Message]:
     """The answers to requests answered later."""
     out = outbound(n)
-    KEPT[id(n)] = [o for o in out if not isinstance(o, OutboundResponse)]
+    KEPT[n] = [o for o in out if not isinstance(o, OutboundResponse)]
     return [o.message for o in out if isinstance(o, OutboundResponse)]
 
 
 def requests_out(n: RaftNode) -> list[OutboundRequest]:
     out = outbound(n)
-    KEPT[id(n)] = [o for o in out if not isinstance(o, OutboundRequest)]
+    KEPT[n] = [o for o in out if not isinstance(o, OutboundRequest)]
     return [o for o in out if isinstance(o, OutboundRequest)]
 
 
@@ -262,6 +264,33 @@ def test_a_fetched_snapshot_brings_its_voter_set() -> None:
     n.handle_response(InboundResponse(1, request.correlation_id, answer), 4)
     assert n.log.start_offset == 4
     assert n.history.latest_entry() == (3, voter_set(1, 2, 3, 5)) and n.quorum.kraft_version == 1
+
+
+def test_a_fetched_snapshot_without_voters_leaves_what_the_log_said() -> None:
+    source = MemoryLog()
+    source.append_as_leader([b"a", b"b", b"c"], epoch=1, timestamp=0)
+    source.flush()
+    source.update_high_watermark(3)
+    sid = source.take_snapshot(3)
+    assert sid is not None
+    n = node(3)  # its log: the voters 1-3 at offset 1
+    n.history.add_voters(5, voter_set(1, 2, 3, 4))  # and a change past the snapshot's end, to be cut
+    ask(n, rpcs.begin_quorum_epoch_request(CLUSTER, 1, 1, endpoints(1), key(3)), 0)
+    n.poll(1)
+    (request,) = requests_out(n)
+    response = rpcs.fetch_response(L, 17, E.NONE, 1, 1, endpoints(1))
+    response.responses[0].partitions[0].snapshot_id = FetchResponse.SnapshotId(end_offset=3, epoch=1)
+    n.handle_response(InboundResponse(1, request.correlation_id, response), 2)
+    n.poll(3)
+    (request,) = requests_out(n)
+    answer = rpcs.fetch_snapshot_response(L, 1, E.NONE, 1, 1, Endpoints())
+    ps = answer.topics[0].partitions[0]
+    ps.snapshot_id = FetchSnapshotResponse.SnapshotId(end_offset=3, epoch=1)
+    data = source.snapshots[sid]
+    ps.size, ps.position, ps.unaligned_records = len(data), 0, data
+    n.handle_response(InboundResponse(1, request.correlation_id, answer), 4)
+    assert n.log.start_offset == 3
+    assert n.history.latest_entry() == (1, voter_set(1, 2, 3)) and n.quorum.is_voter()
 
 
 

@@ -562,12 +562,18 @@ class RaftNode:
 
     def on_snapshot_loaded(self, snapshot_id: OffsetAndEpoch) -> None:
         """The log now starts at a fetched snapshot: the voter set and kraft.version are the
-        snapshot's (its last VotersRecord and KRaftVersionRecord, standing at its last offset),
-        or the static ones if it has none."""
-        self.history.clear()
+        snapshot's (its last VotersRecord and KRaftVersionRecord, standing at its last offset).
+        A snapshot that names no voters (a static quorum's; kraftsim's snapshot files leave the
+        two control records out) leaves what this replica's log said below the snapshot's end."""
         size = self.log.snapshot_size(snapshot_id)
-        if size:
-            self.history.add_snapshot(self.log.read_snapshot(snapshot_id, 0, size), snapshot_id.offset - 1)
+        data = self.log.read_snapshot(snapshot_id, 0, size) if size else b""
+        probe = VoterSetHistory(VoterSet([]))
+        probe.add_snapshot(data, snapshot_id.offset - 1)
+        if probe.latest_entry() is None:
+            self.history.truncate_new_entries(snapshot_id.offset)
+            return
+        self.history.clear()
+        self.history.add_snapshot(data, snapshot_id.offset - 1)
 
     def update_follower_high_watermark(self, state: FollowerState, leader_high_watermark: int) -> None:
         """A follower commits what the leader committed, as far as its own log reaches."""
