@@ -5,14 +5,16 @@ message, with the cases of Kafka's KafkaRaftClientReconfigTest."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
+import weakref
 from pathlib import Path
 
 import pytest
 
 from kraftsim.cli import metadata_quorum as quorum_cli
-from kraftsim.metadata.batch import ControlRecordType
+from kraftsim.metadata.batch import ControlRecordType, decode_control_record, read_batches
 from kraftsim.metadata.files import MetaProperties
 from kraftsim.metadata.messages import KRaftVersionRecord
 from kraftsim.raft.core import rpcs
@@ -92,19 +94,18 @@ def node(node_id: int = 1, *, log: MemoryLog | None = None, voters: VoterSet | N
          seed: int = 0, **config: int) -> RaftNode:
     log = log if log is not None else dynamic_log(1, 2, 3)
     static = voters or VoterSet([])
-    n = RaftNode(node_id=node_id, directory_id=uuid.UUID(int=node_id), cluster_id=CLUSTER, voters=static,
-                 listeners=endpoints(node_id), listener_name=L, log=log, store=MemoryQuorumStateStore(),
-                 config=QuorumConfig(**config), rng=random.Random(seed), now_ms=now,
-                 voter_history=history_of(log, static), bootstrap={i: Address(f"c{i}", 9093) for i in (1, 2, 3)})
-    KEPT.pop(id(n), None)  # what an earlier test's node, gone, left under the same id()
-    return n
+    return RaftNode(node_id=node_id, directory_id=uuid.UUID(int=node_id), cluster_id=CLUSTER, voters=static,
+                    listeners=endpoints(node_id), listener_name=L, log=log, store=MemoryQuorumStateStore(),
+                    config=QuorumConfig(**config), rng=random.Random(seed), now_ms=now,
+                    voter_history=history_of(log, static), bootstrap={i: Address(f"c{i}", 9093) for i in (1, 2, 3)})
 
 
-KEPT: dict[int, list[Outbound]] = {}  # per node (by id()): what it sent besides the answer :func:`ask` took
+KEPT: weakref.WeakKeyDictionary[RaftNode, list[Outbound]] = weakref.WeakKeyDictionary()  # sent besides the
+# answer :func:`ask` took, per node
 
 
 def outbound(n: RaftNode) -> list[Outbound]:
-    return KEPT.pop(id(n), []) + n.take_outbound()
+    return KEPT.pop(n, []) + n.take_outbound()
 
 
 def ask(n: RaftNode, message: RaftRequest, now: int, version: int = 0) -> Message | None:
@@ -113,20 +114,20 @@ def ask(n: RaftNode, message: RaftRequest, now: int, version: int = 0) -> Messag
     n.handle_request(InboundRequest(message, version, message.api_key(), L), now)
     out = outbound(n)
     mine = [o for o in out if isinstance(o, OutboundResponse) and o.reply_to == message.api_key()]
-    KEPT[id(n)] = [o for o in out if not any(o is m for m in mine)]
+    KEPT[n] = [o for o in out if not any(o is m for m in mine)]
     return mine[0].message if mine else None
 
 
 def answers(n: RaftNode) -> list[Message]:
     """The answers to requests answered later."""
     out = outbound(n)
-    KEPT[id(n)] = [o for o in out if not isinstance(o, OutboundResponse)]
+    KEPT[n] = [o for o in out if not isinstance(o, OutboundResponse)]
     return [o.message for o in out if isinstance(o, OutboundResponse)]
 
 
 def requests_out(n: RaftNode) -> list[OutboundRequest]:
     out = outbound(n)
-    KEPT[id(n)] = [o for o in out if not isinstance(o, OutboundRequest)]
+    KEPT[n] = [o for o in out if not isinstance(o, OutboundRequest)]
     return [o for o in out if isinstance(o, OutboundRequest)]
 
 
@@ -265,6 +266,68 @@ def test_a_fetched_snapshot_brings_its_voter_set() -> None:
     assert n.log.start_offset == 4
     assert n.history.latest_entry() == (3, voter_set(1, 2, 3, 5)) and n.quorum.kraft_version == 1
 
+
+def test_a_fetched_snapshot_without_voters_leaves_what_the_log_said() -> None:
+    source = MemoryLog()
+    source.append_as_leader([b"a", b"b", b"c"], epoch=1, timestamp=0)
+    source.flush()
+    source.update_high_watermark(3)
+    sid = source.take_snapshot(3)
+    assert sid is not None
+    n = node(3)  # its log: the voters 1-3 at offset 1
+    n.history.add_voters(5, voter_set(1, 2, 3, 4))  # and a change past the snapshot's end, to be cut
+    ask(n, rpcs.begin_quorum_epoch_request(CLUSTER, 1, 1, endpoints(1), key(3)), 0)
+    n.poll(1)
+    (request,) = requests_out(n)
+    response = rpcs.fetch_response(L, 17, E.NONE, 1, 1, endpoints(1))
+    response.responses[0].partitions[0].snapshot_id = FetchResponse.SnapshotId(end_offset=3, epoch=1)
+    n.handle_response(InboundResponse(1, request.correlation_id, response), 2)
+    n.poll(3)
+    (request,) = requests_out(n)
+    answer = rpcs.fetch_snapshot_response(L, 1, E.NONE, 1, 1, Endpoints())
+    ps = answer.topics[0].partitions[0]
+    ps.snapshot_id = FetchSnapshotResponse.SnapshotId(end_offset=3, epoch=1)
+    data = source.snapshots[sid]
+    ps.size, ps.position, ps.unaligned_records = len(data), 0, data
+    n.handle_response(InboundResponse(1, request.correlation_id, answer), 4)
+    assert n.log.start_offset == 3
+    assert n.history.latest_entry() == (1, voter_set(1, 2, 3)) and n.quorum.is_voter()
+
+
+
+def control_records(log: MemoryLog, batch: int) -> list[tuple[str, Message]]:
+    (b,) = read_batches(log.batches[batch].data)
+    return [(k.name, m) for k, m in (decode_control_record(r) for r in b.records())]  # type: ignore[misc]
+
+
+def test_a_new_leader_writes_its_own_entry_when_the_set_comes_from_the_checkpoint_or_differs() -> None:
+    # The voters from the bootstrap checkpoint (offset -1, as format leaves them): the first
+    # leader writes kraft.version and the set, its own entry its own, beside its LeaderChange.
+    history = VoterSetHistory(VoterSet([]))
+    history.add_voters(-1, voter_set(1, 2, 3))
+    history.add_kraft_version(-1, 1)
+    n = RaftNode(node_id=1, directory_id=uuid.UUID(int=1), cluster_id=CLUSTER, voters=VoterSet([]),
+                 listeners=endpoints(1), listener_name=L, log=MemoryLog(), store=MemoryQuorumStateStore(),
+                 config=QuorumConfig(), rng=random.Random(0), now_ms=0, voter_history=history)
+    elect(n)
+    kinds = control_records(n.log, 0)  # type: ignore[arg-type]
+    assert [k for k, _ in kinds] == ["LEADER_CHANGE", "KRAFT_VERSION", "KRAFT_VOTERS"]
+    assert n.history.latest_entry() == (2, voter_set(1, 2, 3))
+    # From the log, equal to its own: the LeaderChange alone.
+    m = node()
+    elect(m)
+    assert [k for k, _ in control_records(m.log, 1)] == ["LEADER_CHANGE"]  # type: ignore[arg-type]
+    # Its entry differs (another kraft.version range): brought up to date.
+    stale = MemoryLog()
+    stale.append_control_as_leader([(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=1)),
+                                    (ControlRecordType.KRAFT_VOTERS, voters_record_of(VoterSet(
+                                        [VoterNode(key(1), endpoints(1), (0, 0)), voter(2), voter(3)])))],
+                                   epoch=0, timestamp=0)
+    stale.flush()
+    o = node(log=stale)
+    elect(o)
+    assert [k for k, _ in control_records(o.log, 1)] == ["LEADER_CHANGE", "KRAFT_VERSION", "KRAFT_VOTERS"]
+    assert o.quorum.voters == voter_set(1, 2, 3)
 
 
 # -- step 2: AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter on the leader ------------------------
@@ -537,3 +600,87 @@ def test_the_controller_tools_dry_runs_print_kafkas_lines(tmp_path: Path, capsys
     assert capsys.readouterr().out.splitlines() == [
         "DRY RUN of adding controller 4 with directory id 5a7yTUvwQdC3wSWd0vF8dw and endpoints: CONTROLLER://[::1]:9097",
         "DRY RUN of removing  KRaft controller 4 with directory id 5a7yTUvwQdC3wSWd0vF8dw"]
+
+
+# -- served: a lone voter made dynamic by a kraft.version upgrade, over real sockets --------------
+
+async def test_a_controller_adds_a_caught_up_observer_then_removes_it_and_updates_itself(tmp_path: Path) -> None:
+    """A 4.4 controller upgraded to kraft.version 1 (its VotersRecord names it alone): an
+    observer fetching at the log end is added (the leader asks the address given ApiVersions,
+    here the controller's own listener), answered once the two-voter set commits; then removed,
+    and the leader's own endpoints updated."""
+    from tests import harness
+    from tests.test_controller import UF, Cluster
+    from tests.test_raft import DIR, fetch_request
+
+    c = Cluster(tmp_path, kraftsim_release="4.4")
+    await c.start()
+    try:
+        ctl = c.controller
+        node = ctl.raft.node
+        up = await c.req(UF(feature_updates=[UF.FeatureUpdateKey(feature="kraft.version", max_version_level=1,
+                                                                 upgrade_type=1)], timeout_ms=5000), 1)
+        assert up.error_code == 0 and node.quorum.kraft_version == 1
+        leader_key = node.quorum.local_key
+        assert node.quorum.voters.keys() == [leader_key] and leader_key.directory_id is not None
+
+        async def observer_fetch() -> None:
+            await c.req(fetch_request(c, ctl.mlog.end_offset, ctl.epoch, replica=4000), 17)
+
+        await observer_fetch()
+        port = c.running.server.port
+        add = asyncio.ensure_future(c.req(AddRaftVoterRequest(
+            cluster_id=c.cluster_id, timeout_ms=5000, voter_id=4000, voter_directory_id=DIR,
+            listeners=[AddRaftVoterRequest.Listener(name="CONTROLLER", host="127.0.0.1", port=port)]), 0))
+        await harness.poll_until(lambda: 4000 in node.quorum.voters.ids(), what="the VotersRecord adding 4000")
+        assert not add.done()  # uncommitted: 4000 has not fetched it
+        await observer_fetch()
+        assert await asyncio.wait_for(add, 10) == AddRaftVoterResponse(error_code=E.NONE, error_message="NONE")
+
+        removed = await c.req(RemoveRaftVoterRequest(cluster_id=c.cluster_id, voter_id=4000,
+                                                     voter_directory_id=DIR), 0)
+        assert removed == RemoveRaftVoterResponse(error_code=E.NONE, error_message="NONE")
+        assert node.quorum.voters.keys() == [leader_key]
+        updated = await c.req(UpdateRaftVoterRequest(
+            cluster_id=c.cluster_id, current_leader_epoch=ctl.epoch, voter_id=leader_key.id,
+            voter_directory_id=leader_key.directory_id,
+            listeners=[UpdateRaftVoterRequest.Listener(name="CONTROLLER", host="localhost", port=port)],
+            kraft_version_feature=UpdateRaftVoterRequest.KRaftVersionFeature(min_supported_version=0,
+                                                                            max_supported_version=1)), 0)
+        assert updated.error_code == E.NONE and updated.current_leader.leader_id == leader_key.id
+        await harness.poll_until(lambda: node.high_watermark is not None and node.history.latest_entry()[0]
+                                 < node.high_watermark, what="the update committed")
+        assert node.quorum.voters.listeners(leader_key.id) == Endpoints({"CONTROLLER": Address("localhost", port)})
+    finally:
+        await c.stop()
+
+
+def test_a_follower_whose_entry_is_out_of_date_asks_the_leader_to_update_it() -> None:
+    # Voter 2's entry says kraft.version 0-0; it supports 0-1. After three fetch timeouts of
+    # following, it sends UpdateRaftVoter instead of one Fetch, then fetches again.
+    log = MemoryLog()
+    log.append_control_as_leader([(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=1)),
+                                  (ControlRecordType.KRAFT_VOTERS, voters_record_of(VoterSet(
+                                      [voter(1), VoterNode(key(2), endpoints(2), (0, 0)), voter(3)])))],
+                                 epoch=0, timestamp=0)
+    log.flush()
+    n = node(2, log=log)
+    ask(n, rpcs.begin_quorum_epoch_request(CLUSTER, 1, 1, endpoints(1), key(2)), 0)
+    sent = []
+    now = 0
+    while now <= 3 * FETCH_TIMEOUT + 500:
+        n.poll(now)
+        for request in requests_out(n):
+            sent.append(type(request.message).__name__)
+            if isinstance(request.message, UpdateRaftVoterRequest):
+                assert request.message.kraft_version_feature.max_supported_version == 1
+                assert [(li.name, li.host, li.port) for li in request.message.listeners] == [(L, "c2", 9093)]
+                answer: Message = UpdateRaftVoterResponse(error_code=E.NONE, current_leader=(
+                    UpdateRaftVoterResponse.CurrentLeader(leader_id=1, leader_epoch=1)))
+            else:
+                answer = rpcs.fetch_response(L, 17, E.NONE, 1, 1, endpoints(1), high_watermark=2)
+            n.handle_response(InboundResponse(1, request.correlation_id, answer), now)  # type: ignore[arg-type]
+        now += 500
+    assert n.role == "follower"
+    assert sent.count("UpdateRaftVoterRequest") == 1 and sent[-1] == "FetchRequest"
+    assert sent.index("UpdateRaftVoterRequest") >= 3 * FETCH_TIMEOUT // 500  # after some rounds of Fetch

@@ -43,10 +43,10 @@ SWEEPS = {
     "2 voters": (SimConfig(voters=2, seconds=3), 50_000, 250),
     "1 voter and an observer": (SimConfig(voters=1, observers=1, seconds=3), 60_000, 140),
     "voter changes: 3 voters, 2 spares": (SimConfig(voters=3, observers=2, seconds=3, voter_changes=True,
-                                                    voter_change_interval_ms=400), 70_000, 200),
+                                                    voter_change_interval_ms=400), 70_000, 150),
     "voter changes, loss 10%, duplicates 5%": (SimConfig(voters=3, observers=2, seconds=3, loss=0.1, duplicate=0.05,
                                                          voter_changes=True, voter_change_interval_ms=400),
-                                               80_000, 150),
+                                               80_000, 100),
 }
 
 

@@ -24,7 +24,7 @@ Where dynamic voters are, and where pre-vote belongs:
   set and kraft.version at this offset": seeded by the driver from the log at start-up
   (``kraftsim.raft.dynamic_voters.read_history``), then fed with the VotersRecord and
   KRaftVersionRecord control records as they are appended, fetched, truncated and snapshotted.
-  Majorities use its latest set; a new leader's start-of-epoch records (``voters_records.py``)
+  Majorities use its latest set; a new leader's start-of-epoch records (``node.py``)
   and a snapshot's control records use it too. ``reconfig_rpcs.py`` handles AddRaftVoter,
   RemoveRaftVoter and UpdateRaftVoter, one change in flight at a time.
 - KIP-996 (pre-vote, Kafka 4.0): a Prospective state beside Candidate in ``states.py``, entered

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from kraftsim.metadata import records as recs
 from kraftsim.metadata.batch import ControlRecordType
+from kraftsim.metadata.messages import KRaftVersionRecord
 from kraftsim.raft.core import election_rpcs, fetch_rpcs, polling, reconfig_rpcs, rpcs
 from kraftsim.raft.core.config import QuorumConfig
 from kraftsim.raft.core.events import (
@@ -49,7 +50,7 @@ from kraftsim.raft.core.states import CandidateState, FollowerState
 from kraftsim.raft.core.timer import NEVER
 from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
-from kraftsim.raft.core.voters_records import start_of_epoch_records
+from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
@@ -66,6 +67,7 @@ from kraftsim.rpc.messages import (
     FetchSnapshotResponse,
     RemoveRaftVoterRequest,
     UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -100,16 +102,16 @@ class RaftNode:
                  listeners: Endpoints, listener_name: str, log: ReplicatedLog, store: QuorumStateStore,
                  config: QuorumConfig, rng: random.Random, now_ms: int, kraft_version: int = 0,
                  bootstrap: Mapping[int, Address] | None = None, max_fetch_bytes: int = rpcs.MAX_FETCH_SIZE_BYTES,
-                 followers_always_flush: bool = False, supported_kraft_versions: tuple[int, int] = (0, 1),
-                 voter_history: VoterSetHistory | None = None) -> None:
+                 followers_always_flush: bool = False, voter_history: VoterSetHistory | None = None,
+                 supported_kraft_versions: tuple[int, int] = (0, 1)) -> None:
         """``voters`` and ``kraft_version`` are the static quorum's (``controller.quorum.voters``,
         kraft.version 0); ``voter_history``, when given, is what the driver read from the log at
         start-up (its static set and kraft.version standing where the log names none), and is
         fed from then on with every VotersRecord and KRaftVersionRecord appended, fetched or
         truncated (``voter_history.py``): it answers which set is in force at an offset, for
         majorities, a new leader's start-of-epoch records and snapshots alike.
-        ``supported_kraft_versions`` is what this node's software supports, as a leader writes it
-        into its own VotersRecord entry."""
+        ``supported_kraft_versions`` is this replica's range (Kafka's
+        KRaftVersion.supportedVersionRange), which it writes for itself as leader."""
         self.cluster_id = cluster_id
         self.listener_name = listener_name
         self.log = log
@@ -117,8 +119,8 @@ class RaftNode:
         self.rng = rng
         self.max_fetch_bytes = max_fetch_bytes
         self.followers_always_flush = followers_always_flush
-        self.supported_kraft_versions = supported_kraft_versions
         self.history = voter_history if voter_history is not None else VoterSetHistory(voters, kraft_version)
+        self.supported_kraft_versions = supported_kraft_versions
         self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, history=self.history,
                                   listeners=listeners, store=store, config=config, rng=rng)
         # Without bootstrap servers, the static voters are where an observer looks for the leader.
@@ -238,6 +240,8 @@ class RaftNode:
             ok = fetch_rpcs.handle_fetch_snapshot_response(self, source, m, now_ms)
         elif isinstance(m, ApiVersionsResponse):
             ok = reconfig_rpcs.handle_api_versions_response(self, source, m, now_ms)
+        elif isinstance(m, UpdateRaftVoterResponse):
+            ok = reconfig_rpcs.handle_update_voter_response(self, source, m, now_ms)
         else:
             raise TypeError(f"not a Raft response: {type(m).__name__}")
         self.requests.on_response(source, cid, ok, now_ms)
@@ -425,21 +429,46 @@ class RaftNode:
         message = lc(version=0, leader_id=leader.local_key.id,
                      voters=[lc.Voter(voter_id=v) for v in sorted(leader.voter_states)],
                      granting_voters=[lc.Voter(voter_id=v) for v in leader.granting_voters])
-        records: list[tuple[ControlRecordType, Message]] = [(ControlRecordType.LEADER_CHANGE, message)]
-        # A kraft.version 1 leader rewrites the set when it is only in a snapshot (offset -1, the
-        # bootstrap snapshot) or its own entry is out of date (Kafka's LeaderState
-        # appendStartOfEpochControlRecords). The history holds nothing at or past ``start``: what
-        # the log held there was truncated, and the history with it.
-        if (entry := self.history.latest_entry()) is not None:
-            local = VoterNode(leader.local_key, self.quorum.listeners, self.supported_kraft_versions)
-            records += start_of_epoch_records(entry[1], entry[0], self.quorum.kraft_version, local)[1]
-        last = self.log.append_control_as_leader(records, epoch=leader.epoch, timestamp=now_ms)
-        for offset, (kind, record) in enumerate(records, start=last - len(records) + 1):
-            self.history.add_control(offset, kind, record)
-        leader.update_voters(self.quorum.voters, self.history.version)
+        messages: list[tuple[ControlRecordType, Message]] = [(ControlRecordType.LEADER_CHANGE, message)]
+        messages += self._start_of_epoch_voters()
+        last = self.log.append_control_as_leader(messages, epoch=leader.epoch, timestamp=now_ms)
+        for offset, (kind, control) in enumerate(messages, start=last - len(messages) + 1):
+            self.history.add_control(offset, kind, control)
+        if len(messages) > 1:
+            leader.update_voters(self.quorum.voters, self.history.version)
         self._needs_flush = True
         self._drop_pending_appends()
         self.requests.reset_all()
+
+    def local_voter_needs_update(self) -> bool:
+        """Whether this voter's entry in a dynamic quorum's latest voter set differs from what it
+        is (Kafka's voterNodeNeedsUpdate): then it asks the leader to update it."""
+        q = self.quorum
+        if self.history.kraft_version() < 1:
+            return False
+        current = q.voters.node(q.local_key.id)
+        local = VoterNode(q.local_key, q.listeners, self.supported_kraft_versions)
+        return current is not None and current.is_voter(local.key) and current != local
+
+    def _start_of_epoch_voters(self) -> list[tuple[ControlRecordType, Message]]:
+        """What a new leader of a dynamic quorum writes after its LeaderChange, in the same batch
+        (Kafka's appendStartOfEpochControlRecords): the kraft.version and the voter set with its
+        own entry brought up to date (its listeners, its kraft.version range), when the set still
+        comes from the bootstrap checkpoint (offset -1) or its own entry differs."""
+        level = self.history.kraft_version()
+        entry = self.history.latest_entry()
+        if level < 1 or entry is None:
+            return []
+        offset, voters = entry
+        q = self.quorum
+        local = VoterNode(q.local_key, q.listeners, self.supported_kraft_versions)
+        if offset != -1 and not self.local_voter_needs_update():
+            return []
+        updated = voters.update_voter(local)
+        if updated is None:
+            return []  # its entry names another directory: nothing of its own to update
+        return [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=level)),
+                (ControlRecordType.KRAFT_VOTERS, voters_record_of(updated))]
 
     def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
         """A higher epoch with no known leader. Parked fetches stay parked, as in Kafka: they
@@ -536,12 +565,18 @@ class RaftNode:
 
     def on_snapshot_loaded(self, snapshot_id: OffsetAndEpoch) -> None:
         """The log now starts at a fetched snapshot: the voter set and kraft.version are the
-        snapshot's (its last VotersRecord and KRaftVersionRecord, standing at its last offset),
-        or the static ones if it has none."""
-        self.history.clear()
+        snapshot's (its last VotersRecord and KRaftVersionRecord, standing at its last offset).
+        A snapshot that names no voters (a static quorum's, or one a leader wrote below the
+        quorum's first VotersRecord) leaves what this replica's log said below the snapshot's end."""
         size = self.log.snapshot_size(snapshot_id)
-        if size:
-            self.history.add_snapshot(self.log.read_snapshot(snapshot_id, 0, size), snapshot_id.offset - 1)
+        data = self.log.read_snapshot(snapshot_id, 0, size) if size else b""
+        probe = VoterSetHistory(VoterSet([]))
+        probe.add_snapshot(data, snapshot_id.offset - 1)
+        if probe.latest_entry() is None:
+            self.history.truncate_new_entries(snapshot_id.offset)
+            return
+        self.history.clear()
+        self.history.add_snapshot(data, snapshot_id.offset - 1)
 
     def update_follower_high_watermark(self, state: FollowerState, leader_high_watermark: int) -> None:
         """A follower commits what the leader committed, as far as its own log reaches."""

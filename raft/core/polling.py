@@ -94,7 +94,17 @@ def poll_follower_as_voter(node: RaftNode, state: FollowerState, now_ms: int) ->
     if state.fetch_timer.expired(now_ms):
         node.transition_to_candidate(now_ms)  # the leader went quiet
         return 0
-    return min(send_fetch(node, state, now_ms), state.fetch_timer.remaining_ms(now_ms))
+    if state.update_voter_timer.expired(now_ms):
+        if node.local_voter_needs_update():
+            wait = node.maybe_send(now_ms, state.leader_id, lambda: rpcs.update_voter_request(
+                node.cluster_id, node.quorum.local_key, state.epoch, node.supported_kraft_versions,
+                node.quorum.listeners))
+        else:
+            wait = send_fetch(node, state, now_ms)
+        state.update_voter_timer.reset(now_ms, state.update_voter_period_ms)
+    else:
+        wait = send_fetch(node, state, now_ms)
+    return min(wait, state.fetch_timer.remaining_ms(now_ms), state.update_voter_timer.remaining_ms(now_ms))
 
 
 def poll_follower_as_observer(node: RaftNode, state: FollowerState, now_ms: int) -> int:

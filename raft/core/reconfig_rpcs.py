@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from kraftsim import __version__
 from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.raft.core import rpcs
-from kraftsim.raft.core.common import valid_cluster_id, validate_leader_only
+from kraftsim.raft.core.common import maybe_handle_common_response, valid_cluster_id, validate_leader_only
 from kraftsim.raft.core.events import InboundRequest, OutboundResponse
 from kraftsim.raft.core.keys import ReplicaKey
 from kraftsim.raft.core.leader_state import LeaderState
@@ -297,6 +297,17 @@ def handle_update_voter_request(node: RaftNode, req: InboundRequest, m: UpdateRa
         return update_response(node, E.VOTER_NOT_FOUND, listener)
     _append_voters(node, state, new, now_ms)
     return update_response(node, E.NONE, listener)
+
+
+def handle_update_voter_response(node: RaftNode, source: int, m: UpdateRaftVoterResponse, now_ms: int) -> bool:
+    """The leader's answer to this voter's UpdateRaftVoter: only what it says of the epoch and
+    its leader matters (Kafka's handleUpdateVoterResponse); the entry itself arrives by Fetch.
+    (Kafka 3.9 takes the leader's endpoint from the answer only when its host is empty, so in
+    effect never: neither does this.)"""
+    leader = m.current_leader
+    leader_id = leader.leader_id if leader.leader_id >= 0 else None
+    handled = maybe_handle_common_response(node, m.error_code, leader_id, leader.leader_epoch, Endpoints(), now_ms)
+    return True if handled is None else handled
 
 
 # -- completing a pending change ----------------------------------------------------------------------

@@ -59,7 +59,7 @@ def error_response(api_key: int, code: int) -> RaftResponse:
     cls = {ApiKey.VOTE: VoteResponse, ApiKey.BEGIN_QUORUM_EPOCH: BeginQuorumEpochResponse,
            ApiKey.END_QUORUM_EPOCH: EndQuorumEpochResponse, ApiKey.FETCH: FetchResponse,
            ApiKey.FETCH_SNAPSHOT: FetchSnapshotResponse, ApiKey.API_VERSIONS: ApiVersionsResponse,
-           }.get(ApiKey(api_key))
+           ApiKey.UPDATE_RAFT_VOTER: UpdateRaftVoterResponse}.get(ApiKey(api_key))
     if cls is None:
         raise ValueError(f"no Raft response for api key {api_key}")
     response: RaftResponse = cls(error_code=code)
@@ -175,6 +175,17 @@ def vote_response(listener: str, api_version: int, error: int, epoch: int, leade
 
 
 # -- BeginQuorumEpoch / EndQuorumEpoch -------------------------------------------------------
+
+def update_voter_request(cluster_id: str, voter: ReplicaKey, epoch: int, kraft_versions: tuple[int, int],
+                         listeners: Endpoints) -> UpdateRaftVoterRequest:
+    """A voter's own entry, as it should be (RaftUtil.updateVoterRequest)."""
+    return UpdateRaftVoterRequest(
+        cluster_id=cluster_id, current_leader_epoch=epoch, voter_id=voter.id,
+        voter_directory_id=voter.wire_directory_id,
+        listeners=[UpdateRaftVoterRequest.Listener(name=name, host=a.host, port=a.port) for name, a in listeners.items()],
+        kraft_version_feature=UpdateRaftVoterRequest.KRaftVersionFeature(min_supported_version=kraft_versions[0],
+                                                                        max_supported_version=kraft_versions[1]))
+
 
 def begin_quorum_epoch_request(cluster_id: str, epoch: int, leader_id: int, leader_endpoints: Endpoints,
                                voter: ReplicaKey) -> BeginQuorumEpochRequest:

@@ -107,6 +107,7 @@ class InvariantChecker:
     _voter_sets: list[VoterSet] | None = None
     _committed_voters: dict[int, VoterSet] = field(default_factory=dict)  # offset -> committed VotersRecord
     _last_committed_voters: int = -1
+    _histories_checked: dict[int, tuple[int, int]] = field(default_factory=dict)  # node -> (history, version)
     # Uncommitted sets seen since the last committed one: a leader counts its latest set at once,
     # so records may commit under one that is truncated later (safe: any majority of it meets any
     # majority of the committed set).
@@ -283,12 +284,15 @@ class InvariantChecker:
             if history is None:
                 continue
             entries = history.entries()
-            previous: VoterSet | None = None  # the first comes from a snapshot or the bootstrap checkpoint
-            for offset, voters in entries:
-                if previous is not None and not previous.overlapping_majority(voters):
-                    raise InvariantViolation(f"node {v.node_id}'s log changes voters from {previous} to {voters} at "
-                                             f"offset {offset}: they share no majority")
-                previous = voters
+            seen = (id(history), history.version)
+            if self._histories_checked.get(v.node_id) != seen:  # unchanged since checked: skip
+                self._histories_checked[v.node_id] = seen
+                previous: VoterSet | None = None  # the first comes from a snapshot or the bootstrap checkpoint
+                for offset, voters in entries:
+                    if previous is not None and not previous.overlapping_majority(voters):
+                        raise InvariantViolation(f"node {v.node_id}'s log changes voters from {previous} to "
+                                                 f"{voters} at offset {offset}: they share no majority")
+                    previous = voters
             in_flight = [offset for offset, _ in entries if offset >= target]
             if len(in_flight) > 1:
                 raise InvariantViolation(f"node {v.node_id}'s log holds {len(in_flight)} uncommitted voter changes, "

@@ -18,9 +18,10 @@ from kraftsim.raft.core.events import RaftRequest, RaftResponse
 from kraftsim.raft.sim.config import SimConfig
 from kraftsim.rpc import registry
 
-# Kafka 3.9's ranges for the Raft RPCs (Fetch from 13: KRaft names the topic by id), and ApiVersions (a
-# leader adding a voter asks it).
-VERSIONS: dict[int, tuple[int, int]] = {1: (13, 17), 18: (0, 4), 52: (0, 1), 53: (0, 1), 54: (0, 1), 55: (0, 2), 59: (0, 1)}
+# Kafka 3.9's ranges for the Raft RPCs (Fetch from 13: KRaft names the topic by id), ApiVersions (a
+# leader adding a voter asks it) and UpdateRaftVoter (a voter whose entry is out of date sends it).
+VERSIONS: dict[int, tuple[int, int]] = {1: (13, 17), 18: (0, 4), 52: (0, 1), 53: (0, 1), 54: (0, 1), 55: (0, 2),
+                                       59: (0, 1), 82: (0, 0)}
 
 
 # The first versions with KIP-853's directory ids (Fetch's ReplicaDirectoryId, Vote's and the
