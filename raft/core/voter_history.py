@@ -11,11 +11,12 @@ either holds what a majority of the other acknowledged.
 
 Entries come from three places: the control batches the replica appends (as leader or as
 follower), the snapshot a follower fetches (its last VotersRecord and KRaftVersionRecord), and,
-at start-up, whatever the driver read from the log on disk (:meth:`VoterSetHistory.add_voters`
-for each VotersRecord it found, with its offset; a snapshot's at the snapshot's end offset - 1).
-A truncation of the log cuts the entries at or after the new end; a fetched snapshot replaces
-them all. With no VotersRecord at all (a static quorum, kraft.version 0) the static set
-(``controller.quorum.voters``) is the set at every offset.
+at start-up, what ``kraftsim.raft.dynamic_voters.read_history`` read from the log on disk (each
+VotersRecord and KRaftVersionRecord at its offset; a snapshot's at the snapshot's end offset - 1).
+A truncation of the log cuts the entries at or after the new end; a fetched snapshot that names
+a voter set replaces them all. Entries below the log's start stay (one per voter change; Kafka
+drops those a snapshot covers). With no VotersRecord at all (a static quorum, kraft.version 0)
+the static set (``controller.quorum.voters``) is the set at every offset.
 """
 
 from __future__ import annotations
@@ -59,11 +60,6 @@ class VoterSetHistory:
     def kraft_version(self) -> int:
         return self._kv_levels[-1] if self._kv_levels else self.static_kraft_version
 
-    def value_at(self, offset: int) -> VoterSet:
-        """The voter set in force at ``offset``: the last entry at or below it."""
-        i = bisect.bisect_right(self._voter_offsets, offset)
-        return self._voter_sets[i - 1] if i else self.static
-
     def entry_at(self, offset: int) -> VoterSet | None:
         """The set the log holds in force at ``offset``; None where the log names none (a static
         quorum, or an observer that has not fetched its quorum's set yet)."""
@@ -99,16 +95,6 @@ class VoterSetHistory:
         if i < len(self._voter_offsets) or j < len(self._kv_offsets):
             del self._voter_offsets[i:], self._voter_sets[i:], self._kv_offsets[j:], self._kv_levels[j:]
             self.version += 1
-
-    def truncate_old_entries(self, start_offset: int) -> None:
-        """Entries below ``start_offset`` (committed, replaced by a snapshot) are dropped, but the
-        last of them, which is still the value at ``start_offset``."""
-        i = bisect.bisect_right(self._voter_offsets, start_offset) - 1
-        if i > 0:
-            del self._voter_offsets[:i], self._voter_sets[:i]
-        j = bisect.bisect_right(self._kv_offsets, start_offset) - 1
-        if j > 0:
-            del self._kv_offsets[:j], self._kv_levels[:j]
 
     def clear(self) -> None:
         if self._voter_offsets or self._kv_offsets:
