@@ -1,5 +1,5 @@
-"""``kraftsim metadata-quorum``: Kafka 3.9's ``kafka-metadata-quorum.sh describe`` against a
-controller (kraftsim's or Kafka's).
+"""``kraftsim metadata-quorum``: Kafka 3.9's ``kafka-metadata-quorum.sh describe``,
+``add-controller`` and ``remove-controller`` against a controller (kraftsim's or Kafka's).
 
 It asks DescribeQuorum (and DescribeCluster, for the cluster id ``--status`` prints) and prints
 what Kafka's MetadataQuorumCommand prints, so scripts that parse one parse the other: the
@@ -7,6 +7,13 @@ what Kafka's MetadataQuorumCommand prints, so scripts that parse one parse the o
 Only the leader answers DescribeQuorum; pointed at another controller of the quorum, the tool
 finds the leader as Kafka's admin client does, through DescribeCluster (its ControllerId and
 that controller's endpoint), and asks again there, until a deadline while an election is on.
+
+``add-controller`` reads the new controller's own configuration (``--command-config``: its
+``node.id``, ``process.roles``, metadata log directory and its ``meta.properties`` directory id,
+and its controller listeners) and sends AddRaftVoter to the active controller, as Kafka's admin
+client does; ``remove-controller`` sends RemoveRaftVoter for ``--controller-id`` and
+``--controller-directory-id``. Both wait for the change to be committed and print Kafka's line;
+a refusal prints the exception Kafka's tool prints first (its stack trace left out).
 """
 
 from __future__ import annotations
@@ -25,7 +32,14 @@ from kraftsim.cli.common import CommandError, Parser, UsageError
 from kraftsim.rpc import uuids
 from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.messages import DescribeClusterRequest, DescribeQuorumRequest
+from kraftsim.rpc.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    DescribeClusterRequest,
+    DescribeQuorumRequest,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+)
 
 if TYPE_CHECKING:
     from kraftsim.rpc.messages import DescribeQuorumResponse
@@ -65,7 +79,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
                         "Kafka controllers.")
     p.add_argument("--command-config", metavar="FILE",
                    help="accepted for kafka-metadata-quorum.sh parity; kraftsim speaks PLAINTEXT only")
-    sub = p.add_subparsers(dest="quorum_command", metavar="{describe}")
+    sub = p.add_subparsers(dest="quorum_command", metavar="{describe,add-controller,remove-controller}")
     sub.required = True
     d = sub.add_parser("describe", help="Describe the metadata quorum info")
     d.add_argument("--status", action="store_true",
@@ -73,6 +87,13 @@ def _configure(p: argparse.ArgumentParser) -> None:
                         "the status of replication.")
     d.add_argument("--replication", action="store_true", help="Detailed information about the status of replication")
     d.add_argument("--human-readable", action="store_true", help="Human-readable output")
+    a = sub.add_parser("add-controller", help="Add a controller to the KRaft controller cluster")
+    a.add_argument("--dry-run", action="store_true", help="True if we should print what would be done, but not do it.")
+    r = sub.add_parser("remove-controller", help="Remove a controller from the KRaft controller cluster")
+    r.add_argument("--controller-id", "-i", type=int, required=True, help="The id of the controller to remove.")
+    r.add_argument("--controller-directory-id", "-d", required=True,
+                   help="The directory ID of the controller to remove.")
+    r.add_argument("--dry-run", action="store_true", help="True if we should print what would be done, but not do it.")
     p.set_defaults(func=run)
 
 
@@ -102,6 +123,12 @@ def run(args: argparse.Namespace) -> int:
         if not text:
             raise UsageError(f"{PROG}: one of the arguments --bootstrap-server --bootstrap-controller is required")
         addresses = tool_client.parse_bootstrap(text, PROG)
+        if args.quorum_command == "add-controller":
+            print(add_controller(addresses, args.command_config, args.dry_run))
+            return 0
+        if args.quorum_command == "remove-controller":
+            print(remove_controller(addresses, args.controller_id, args.controller_directory_id, args.dry_run))
+            return 0
         if args.status and args.replication:
             raise CommandError("Only one of --status or --replication should be specified with describe sub-command")
         if args.replication:
@@ -121,6 +148,128 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+# -- add-controller and remove-controller -----------------------------------------------------------
+
+# The exception Kafka's admin client completes a refused change with, by error code (the tool
+# prints its ExecutionException's message: the class name, then the leader's message).
+_EXCEPTIONS: dict[int, str] = {
+    ErrorCode.DUPLICATE_VOTER: "DuplicateVoterException", ErrorCode.VOTER_NOT_FOUND: "VoterNotFoundException",
+    ErrorCode.REQUEST_TIMED_OUT: "TimeoutException", ErrorCode.UNSUPPORTED_VERSION: "UnsupportedVersionException",
+    ErrorCode.INVALID_REQUEST: "InvalidRequestException",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
+    ErrorCode.INCONSISTENT_CLUSTER_ID: "InconsistentClusterIdException",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "NotLeaderOrFollowerException",
+}
+
+
+def controller_config(path: str | None) -> tuple[int, uuid.UUID, list[tuple[str, str, int]]]:
+    """node.id, directory id and controller endpoints from the new controller's configuration,
+    with the refusals of Kafka's MetadataQuorumCommand."""
+    from pathlib import Path
+
+    from kraftsim.metadata.files import MetaProperties, parse_java_properties
+
+    if path is None:
+        raise CommandError("You must supply the configuration file of the controller you are adding when using "
+                           "add-controller.")
+    try:
+        props = parse_java_properties(Path(path).read_text("latin-1"))
+    except OSError:
+        raise CommandError(f"Properties file {path} does not exists!") from None
+    if "node.id" not in props:
+        raise CommandError("node.id not found in configuration file. Is this a valid controller configuration file?")
+    try:
+        node_id = int(props["node.id"].strip())
+    except ValueError:
+        raise CommandError(f'For input string: "{props["node.id"]}"') from None
+    if node_id < 0:
+        raise CommandError("node.id was negative in configuration file. Is this a valid controller configuration "
+                           "file?")
+    if "controller" not in props.get("process.roles", ""):
+        raise CommandError("process.roles did not contain 'controller' in configuration file. Is this a valid "
+                           "controller configuration file?")
+    directory = props.get("metadata.log.dir") or (props.get("log.dirs", "").strip().split(",")[0]
+                                                  if "log.dirs" in props else None)
+    if directory is None:
+        raise CommandError("Neither metadata.log.dir nor log.dirs were found. Is this a valid controller "
+                           "configuration file?")
+    try:
+        meta = MetaProperties.read(Path(directory) / "meta.properties")
+    except Exception:  # noqa: BLE001 - any unreadable meta.properties is Kafka's one refusal
+        raise CommandError(f"Unable to read meta.properties from {directory}") from None
+    if not meta.directory_id:
+        raise CommandError(f"No directory id found in {directory}")
+    directory_id = uuids.from_str(meta.directory_id)
+    listeners: dict[str, tuple[str, int]] = {}
+    for key in ("listeners", "advertised.listeners"):
+        for item in filter(None, (x.strip() for x in props.get(key, "").split(","))):
+            name, _, rest = item.partition("://")
+            host, _, port = rest.rpartition(":")
+            listeners[name.upper()] = (host.strip("[]") or "localhost", int(port))
+    if "controller.listener.names" not in props:
+        raise CommandError("controller.listener.names was not found. Is this a valid controller configuration file?")
+    endpoints = []
+    for name in props["controller.listener.names"].split(","):
+        name = name.strip().upper()
+        if name not in listeners:
+            raise CommandError(f"Cannot find information about controller listener name: {name}")
+        endpoints.append((name, *listeners[name]))
+    return node_id, directory_id, endpoints
+
+
+def add_controller(addresses: list[tuple[str, int]], config: str | None, dry_run: bool) -> str:
+    node_id, directory_id, endpoints = controller_config(config)
+    if not dry_run:
+        request = AddRaftVoterRequest(cluster_id=None, timeout_ms=int(tool_client.REQUEST_TIMEOUT_S * 1000),
+                                      voter_id=node_id, voter_directory_id=directory_id,
+                                      listeners=[AddRaftVoterRequest.Listener(name=n, host=h, port=p)
+                                                 for n, h, p in endpoints])
+        asyncio.run(tool_client.on_any(addresses, lambda c: _change(c, request), "kraftsim-metadata-quorum"))
+    shown = ", ".join(f"{n}://[{h}]:{p}" if ":" in h else f"{n}://{h}:{p}" for n, h, p in endpoints)
+    verb = "DRY RUN of adding" if dry_run else "Added"
+    return f"{verb} controller {node_id} with directory id {uuids.to_str(directory_id)} and endpoints: {shown}"
+
+
+def remove_controller(addresses: list[tuple[str, int]], controller_id: int, directory: str, dry_run: bool) -> str:
+    if controller_id < 0:
+        raise CommandError(f"Invalid negative --controller-id: {controller_id}")
+    try:
+        directory_id = uuids.from_str(directory)
+    except ValueError as e:
+        raise CommandError(f"Failed to parse --controller-directory-id: {e}") from None
+    if not dry_run:
+        request = RemoveRaftVoterRequest(cluster_id=None, voter_id=controller_id, voter_directory_id=directory_id)
+        asyncio.run(tool_client.on_any(addresses, lambda c: _change(c, request), "kraftsim-metadata-quorum"))
+    verb = "DRY RUN of removing " if dry_run else "Removed "
+    return f"{verb} KRaft controller {controller_id} with directory id {uuids.to_str(directory_id)}"
+
+
+async def _change(client: KafkaClient, request: AddRaftVoterRequest | RemoveRaftVoterRequest) -> None:
+    """Send the change to the active controller (found through DescribeCluster, as Kafka's admin
+    client finds it) and wait for its answer: given once the change is committed."""
+    await client.negotiate()
+    target, other = client, None
+    leader = await _leader_address(client)
+    try:
+        if leader is not None:
+            other = target = await KafkaClient.connect(leader[0], leader[1], client_id=client.client_id,
+                                                       timeout=tool_client.CONNECT_TIMEOUT_S)
+            await other.negotiate()
+        response = await target.request(request, 0, timeout=tool_client.REQUEST_TIMEOUT_S + 5)
+    finally:
+        if other is not None:
+            await other.close()
+    assert isinstance(response, (AddRaftVoterResponse, RemoveRaftVoterResponse))
+    code = response.error_code
+    if code == ErrorCode.NONE:
+        return
+    if code == ErrorCode.NOT_CONTROLLER:
+        raise tool_client.NotController(response.error_message or "This is not the correct controller for this "
+                                                                  "cluster.")
+    name = _EXCEPTIONS.get(code, "ApiException")
+    raise CommandError(f"org.apache.kafka.common.errors.{name}: {response.error_message or ''}".rstrip(": "))
 
 
 async def describe(client: KafkaClient, with_cluster_id: bool) -> Quorum:

@@ -58,9 +58,7 @@ log = logging.getLogger("kraftsim.apis")
 # it serves, or None for an API it does not serve. Each is its own work (docs/differences.md).
 NOT_SERVED: dict[int, int | None] = {
     ApiKey.FETCH: 17,  # v18, the follower's high watermark (4.1+)
-    80: None,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: the dynamic quorum's voter changes
-    81: None,
-    82: None,
+    ApiKey.ADD_RAFT_VOTER: 0,  # v1, AckWhenCommitted (4.2+)
 }
 
 

@@ -69,8 +69,9 @@ from kraftsim.raft.client import NotLeaderError, RaftClient
 from kraftsim.raft.core.config import QuorumConfig
 from kraftsim.raft.core.events import LeaderChange
 from kraftsim.raft.core.state_store import FileQuorumStateStore
+from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
-from kraftsim.raft.dynamic_voters import read_voters
+from kraftsim.raft.dynamic_voters import read_history, read_voters
 from kraftsim.rpc import uuids
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
@@ -120,9 +121,8 @@ _BALANCE_AGAIN_MS = 10
 class StartingQuorum:
     """What the Raft node is built with (QuorumController.quorum_from_log)."""
 
-    voters: VoterSet
-    kraft_version: int
-    voters_offset: int | None  # the VotersRecord's offset; -1: from a snapshot; None: static
+    voters: VoterSet  # the static set (controller.quorum.voters); none for a dynamic quorum
+    history: VoterSetHistory  # the voter sets and kraft.version the log holds, seeded from the log
     listeners: Endpoints | None  # this node's own listeners (None: its entry in a static set)
     bootstrap: dict[int, Address] | None  # controller.quorum.bootstrap.servers by Kafka's ids
 
@@ -256,17 +256,13 @@ class QuorumController:
         formatted with ``--no-initial-controllers``), no voters: this node is an observer until
         the log it fetches says otherwise. Bootstrap servers get Kafka's ids (-2, -3, ...)."""
         cfg = self.config
-        found = read_voters(mlog)
         name, host, port = cfg.controller_listener
         servers = cfg.get("controller.quorum.bootstrap.servers")
         bootstrap = {-2 - i: Address(h, p) for i, (h, p) in enumerate(servers)} if servers else None
-        if found.voters is not None:
-            return StartingQuorum(found.voters, found.kraft_version, found.offset, Endpoints({name: Address(host, port)}),
-                                  bootstrap)
-        static = cfg.get("controller.quorum.voters")
-        if static or not servers:
-            return StartingQuorum(self.voter_set(), found.kraft_version, None, None, bootstrap)
-        return StartingQuorum(VoterSet(()), found.kraft_version, -1, Endpoints({name: Address(host, port)}), bootstrap)
+        static = self.voter_set() if cfg.get("controller.quorum.voters") or not servers else VoterSet(())
+        history = read_history(mlog, static)
+        own = Endpoints({name: Address(host, port)}) if history.latest_entry() is not None or not static.ids() else None
+        return StartingQuorum(static, history, own, bootstrap)
 
     def voter_set(self) -> VoterSet:
         """``controller.quorum.voters`` (a static quorum); with none (a configuration the
@@ -312,13 +308,13 @@ class QuorumController:
         directory = uuids.from_str(mp.directory_id) if mp.directory_id else uuid.UUID(int=0)
         self._active_once = asyncio.get_running_loop().create_future()
         quorum = self.quorum_from_log(mlog)
-        self.voters = sorted(quorum.voters.ids())
-        self.kraft_version = quorum.kraft_version
+        self.voters = sorted(quorum.history.latest().ids())
+        self.kraft_version = quorum.history.kraft_version()
         raft = self.raft = RaftClient(
             node_id=self.node_id, directory_id=directory, cluster_id=self.cluster_id, voters=quorum.voters,
             listener_name=cfg.controller_listener[0], mlog=mlog,
             store=FileQuorumStateStore(mlog.directory / files.QUORUM_STATE), config=self.quorum_config(),
-            clock=self.clock, kraft_version=quorum.kraft_version, voters_offset=quorum.voters_offset,
+            clock=self.clock, voter_history=quorum.history,
             listeners=quorum.listeners, bootstrap=quorum.bootstrap,
             supported_kraft_versions=self.release.supported_features().get("kraft.version", (0, 0)))
         raft.on_leader_change.append(self._on_leader_change)

@@ -1,6 +1,7 @@
-"""The Raft RPCs this node serves: Fetch, FetchSnapshot, DescribeQuorum, Vote, BeginQuorumEpoch
-and EndQuorumEpoch, handed to the Raft node (``raft/client.py``) after the authorization Kafka's
-ControllerApis asks for them (CLUSTER_ACTION; DESCRIBE for DescribeQuorum).
+"""The Raft RPCs this node serves: Fetch, FetchSnapshot, DescribeQuorum, Vote, BeginQuorumEpoch,
+EndQuorumEpoch and the voter changes (AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter), handed to
+the Raft node (``raft/client.py``) after the authorization Kafka's ControllerApis asks for them
+(CLUSTER_ACTION; DESCRIBE for DescribeQuorum; ALTER for adding and removing a voter).
 
 They run outside the controller's event queue, as Kafka's go to its Raft client, not its
 controller: a long-polling fetch must not hold the queue. The node answers as Kafka 3.9's
@@ -25,6 +26,8 @@ from kraftsim.rpc.dispatch import Dispatcher, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode, generic_message
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -35,6 +38,10 @@ from kraftsim.rpc.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -51,7 +58,8 @@ class RaftApis:
         self.authorizer = authorizer  # the controller's, asked at each request (AllowAll when none is configured)
 
     API_KEYS = (Api.FETCH, Api.FETCH_SNAPSHOT, Api.DESCRIBE_QUORUM, Api.VOTE,
-                Api.BEGIN_QUORUM_EPOCH, Api.END_QUORUM_EPOCH)
+                Api.BEGIN_QUORUM_EPOCH, Api.END_QUORUM_EPOCH, Api.ADD_RAFT_VOTER, Api.REMOVE_RAFT_VOTER,
+                Api.UPDATE_RAFT_VOTER)
 
     def install(self, dispatcher: Dispatcher) -> None:
         # ControllerApis asks each its cluster operation before handing it to the Raft client.
@@ -63,6 +71,10 @@ class RaftApis:
         dispatcher.register(Api.VOTE, guard(self.vote, action, refused_vote))
         dispatcher.register(Api.BEGIN_QUORUM_EPOCH, guard(self.begin_quorum_epoch, action, refused_begin_quorum_epoch))
         dispatcher.register(Api.END_QUORUM_EPOCH, guard(self.end_quorum_epoch, action, refused_end_quorum_epoch))
+        dispatcher.register(Api.ADD_RAFT_VOTER, guard(self.add_raft_voter, AclOperation.ALTER, refused_add_raft_voter))
+        dispatcher.register(Api.REMOVE_RAFT_VOTER, guard(self.remove_raft_voter, AclOperation.ALTER,
+                                                         refused_remove_raft_voter))
+        dispatcher.register(Api.UPDATE_RAFT_VOTER, guard(self.update_raft_voter, action, refused_update_raft_voter))
 
     def _authorized(self, handler: Callable[[RequestContext, Req], Resp | Awaitable[Resp]], operation: AclOperation,
                     refusal: Callable[[RequestContext, Req], Resp]
@@ -107,6 +119,24 @@ class RaftApis:
         return _now(self.client.handle_request(ctx, req), EndQuorumEpochResponse)
 
 
+    def add_raft_voter(self, ctx: RequestContext, req: AddRaftVoterRequest
+                       ) -> AddRaftVoterResponse | Awaitable[AddRaftVoterResponse]:
+        answer = self.client.handle_request(ctx, req)
+        if isinstance(answer, Message):
+            return _now(answer, AddRaftVoterResponse)
+        return _later(answer, AddRaftVoterResponse)  # once the new voter set is committed
+
+    def remove_raft_voter(self, ctx: RequestContext, req: RemoveRaftVoterRequest
+                          ) -> RemoveRaftVoterResponse | Awaitable[RemoveRaftVoterResponse]:
+        answer = self.client.handle_request(ctx, req)
+        if isinstance(answer, Message):
+            return _now(answer, RemoveRaftVoterResponse)
+        return _later(answer, RemoveRaftVoterResponse)
+
+    def update_raft_voter(self, ctx: RequestContext, req: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+        return _now(self.client.handle_request(ctx, req), UpdateRaftVoterResponse)
+
+
 async def _unanswered(answer: Message | Awaitable[Message] | None) -> Resp:
     """A request over a cut link: never answered (cancelled when its connection closes)."""
     if answer is not None and not isinstance(answer, Message):
@@ -146,7 +176,7 @@ def _name(code: int) -> str:
 
 
 # The Raft requests' getErrorResponse for CLUSTER_AUTHORIZATION_FAILED: the code alone, except
-# DescribeQuorum (the code's generic message too) and Fetch (the session id, and before v13
+# DescribeQuorum, AddRaftVoter and RemoveRaftVoter (the code's generic message too) and Fetch (the session id, and before v13
 # every requested partition with the code and no high watermark).
 _REFUSED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
@@ -181,3 +211,15 @@ def refused_begin_quorum_epoch(ctx: RequestContext, req: BeginQuorumEpochRequest
 
 def refused_end_quorum_epoch(ctx: RequestContext, req: EndQuorumEpochRequest) -> EndQuorumEpochResponse:
     return EndQuorumEpochResponse(error_code=_REFUSED)
+
+
+def refused_add_raft_voter(ctx: RequestContext, req: AddRaftVoterRequest) -> AddRaftVoterResponse:
+    return AddRaftVoterResponse(error_code=_REFUSED, error_message=generic_message(_REFUSED))
+
+
+def refused_remove_raft_voter(ctx: RequestContext, req: RemoveRaftVoterRequest) -> RemoveRaftVoterResponse:
+    return RemoveRaftVoterResponse(error_code=_REFUSED, error_message=generic_message(_REFUSED))
+
+
+def refused_update_raft_voter(ctx: RequestContext, req: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+    return UpdateRaftVoterResponse(error_code=_REFUSED)

@@ -52,6 +52,7 @@ from kraftsim.raft.core.leader_state import LeaderState
 from kraftsim.raft.core.node import NotLeaderError, RaftNode
 from kraftsim.raft.core.state_store import QuorumStateStore
 from kraftsim.raft.core.timer import NEVER
+from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
 from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.raft.disk_log import DiskLog
@@ -79,16 +80,18 @@ class RaftClient:
     def __init__(self, *, node_id: int, directory_id: uuid.UUID, cluster_id: str, voters: VoterSet,
                  listener_name: str, mlog: MetadataLog, store: QuorumStateStore, config: QuorumConfig,
                  clock: Clock | None = None, rng: random.Random | None = None, kraft_version: int = 0,
-                 voters_offset: int | None = None, listeners: Endpoints | None = None,
+                 voter_history: VoterSetHistory | None = None, listeners: Endpoints | None = None,
                  bootstrap: Mapping[int, Address] | None = None,
                  supported_kraft_versions: tuple[int, int] = (0, 1)) -> None:
-        """``voters`` and ``kraft_version``: the quorum as the log says (raft/dynamic_voters.py's
-        read_voters) or, for a static quorum, ``controller.quorum.voters`` at kraft.version 0;
-        ``voters_offset`` the offset of the VotersRecord the set came from (-1: a snapshot's,
-        None: a static set); ``listeners`` this node's own (default: its entry in ``voters``);
-        ``bootstrap`` where an observer first asks for the leader (default: the voters);
-        ``supported_kraft_versions`` what this node's software supports, as a leader writes it
-        into its own VotersRecord entry."""
+        """``voters`` and ``kraft_version``: the static quorum (``controller.quorum.voters`` at
+        kraft.version 0; no voters for a node formatted ``--no-initial-controllers``);
+        ``voter_history`` what the log says of the quorum (raft/dynamic_voters.py's
+        read_history), which the node keeps from there; ``listeners`` this node's own (default:
+        its entry in ``voters``); ``bootstrap`` where an observer first asks for the leader
+        (default: the voters); ``supported_kraft_versions`` what this node's software supports,
+        as a leader writes it into its own VotersRecord entry. A controller flushes what it
+        fetches as an observer too, since it may become a voter (Kafka's RaftManager builds its
+        client so)."""
         self.mlog = mlog
         self.log = DiskLog(mlog)
         self.clock: Clock = clock or SystemClock()
@@ -99,8 +102,8 @@ class RaftClient:
                              listeners=voters.listeners(node_id) if listeners is None else listeners,
                              listener_name=listener_name, log=self.log, store=store, config=config,
                              rng=rng or random.Random(), now_ms=self.clock.wall_ms(), kraft_version=kraft_version,
-                             voters_offset=voters_offset, bootstrap=bootstrap,
-                             supported_kraft_versions=supported_kraft_versions)
+                             voter_history=voter_history, bootstrap=bootstrap,
+                             supported_kraft_versions=supported_kraft_versions, followers_always_flush=True)
         self.network = RaftNetwork(f"raft-client-{node_id}", config.request_timeout_ms, self._on_response,
                                    self._on_request_failed)
         self.on_leader_change: list[Callable[[LeaderChange], None]] = []
@@ -198,14 +201,15 @@ class RaftClient:
     def snapshot_control_records(self, last_offset: int) -> list[tuple[ControlRecordType, Message]]:
         """What a snapshot of the log up to ``last_offset`` starts with after its header, as
         Kafka's RecordsSnapshotWriter writes it: nothing at kraft.version 0; from 1 the
-        KRaftVersionRecord and the VotersRecord of the voter set in force at that offset (the
-        node's voter set: this node changes no voters)."""
-        node = self.node
-        kraft_version = node.quorum.kraft_version
-        if kraft_version < 1 or node.voters_offset is None:
+        KRaftVersionRecord and the VotersRecord of the voter set in force at that offset, as the
+        node's voter-set history has them (a change written after it is not in the snapshot)."""
+        history = self.node.history
+        kraft_version = history.kraft_version_at(last_offset)
+        voters = history.entry_at(last_offset)
+        if kraft_version < 1 or voters is None:
             return []
         return [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=kraft_version)),
-                (ControlRecordType.KRAFT_VOTERS, voters_record_of(node.quorum.voters))]
+                (ControlRecordType.KRAFT_VOTERS, voters_record_of(voters))]
 
     def append_control(self, messages: Sequence[tuple[ControlRecordType, Message]], timestamp: int) -> int:
         """Append one control batch in the epoch this node leads (a kraft.version upgrade's

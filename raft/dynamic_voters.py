@@ -5,8 +5,8 @@ A dynamic quorum (kraft.version 1) keeps its voter set in the metadata partition
 ``controller.quorum.voters``: the format writes it into the bootstrap snapshot
 (``00000000000000000000-0000000000.checkpoint``: SnapshotHeader, KRaftVersionRecord,
 VotersRecord in one control batch, then SnapshotFooter, as Kafka's RecordsSnapshotWriter does),
-and every later snapshot and VotersRecord in the log supersedes it. :func:`read_voters` finds the
-latest of them, which is what a controller starts with.
+and every later snapshot and VotersRecord in the log supersedes it. :func:`read_history` reads
+them into the voter-set history a controller's Raft node starts with.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from kraftsim.metadata.log import MetadataLog
 from kraftsim.metadata.messages import KRaftVersionRecord, VotersRecord
 from kraftsim.metadata.segments import iter_file_batches
 from kraftsim.raft.core.keys import ReplicaKey
+from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
-from kraftsim.raft.core.voters_records import voter_set_of, voters_record_of
+from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.rpc import uuids
 from kraftsim.rpc.codec_errors import DecodeError
 from kraftsim.rpc.message import Message
@@ -143,47 +144,50 @@ def bootstrap_control_records(voters: Iterable[DynamicVoter], listener: str,
 @dataclass(frozen=True, slots=True)
 class LogVoters:
     """What the log says of the quorum: its kraft.version, and its voter set with the offset of
-    the VotersRecord it came from (-1 for a snapshot's, which holds at the snapshot's start)."""
+    the VotersRecord it came from (a snapshot's stands at the snapshot's last offset: -1 for the
+    bootstrap snapshot of a fresh dynamic quorum)."""
 
     kraft_version: int
     voters: VoterSet | None
     offset: int
 
 
-def read_voters(mlog: MetadataLog) -> LogVoters:
-    """The latest kraft.version and voter set in the metadata partition: those of the newest
-    snapshot (the bootstrap snapshot of a fresh dynamic quorum included), then of every
-    KRaftVersionRecord and VotersRecord in the log after it (from the log's start when the
-    snapshot names no voters), as Kafka's
-    KRaftControlRecordStateMachine reads them at start-up. ``voters`` is None when neither
-    holds a VotersRecord (a static quorum)."""
-    kraft_version = 0
-    voters: VoterSet | None = None
-    offset = -1
+def read_history(mlog: MetadataLog, static: VoterSet, static_kraft_version: int = 0) -> VoterSetHistory:
+    """The voter-set history a controller starts with, as Kafka's KRaftControlRecordStateMachine
+    reads it at start-up: the newest snapshot's KRaftVersionRecord and VotersRecord (the bootstrap
+    snapshot of a fresh dynamic quorum included), standing at the snapshot's last offset, then
+    every KRaftVersionRecord and VotersRecord in the log after it (from the log's start when the
+    snapshot names no voters). ``static`` (``controller.quorum.voters``; no voters for a node
+    formatted ``--no-initial-controllers``) and ``static_kraft_version`` stand where the log names
+    none. The Raft node keeps the history from there (raft/core/voter_history.py)."""
+    found: list[tuple[int, ControlRecordType, Message]] = []
     start = mlog.start_offset
     sid = mlog.latest_snapshot()
     if sid is not None:
-        for _kind, msg in _snapshot_control_records(mlog.snapshot_path(sid)):
-            if isinstance(msg, KRaftVersionRecord):
-                kraft_version = msg.kraft_version
-            elif isinstance(msg, VotersRecord):
-                voters = voter_set_of(msg)
-        if voters is not None:
-            # The snapshot's set holds at its end; a snapshot without one (kraft.version 0, or
-            # written by an earlier kraftsim) leaves the log's records before it to count.
+        control = _snapshot_control_records(mlog.snapshot_path(sid))
+        found += [(sid.end_offset - 1, kind, msg) for kind, msg in control]
+        if any(isinstance(msg, VotersRecord) for _, msg in control):
+            # A snapshot without a set (kraft.version 0, or written by an earlier kraftsim)
+            # leaves the log's records before it to count.
             start = max(start, sid.end_offset)
     for batch in mlog.batches(start, flushed_only=False):
-        if not batch.is_control:
-            continue
-        for rec in batch.records():
-            ctl = decode_control_record(rec)
-            if ctl is None:
-                continue
-            if isinstance(ctl[1], KRaftVersionRecord):
-                kraft_version = ctl[1].kraft_version
-            elif isinstance(ctl[1], VotersRecord):
-                voters, offset = voter_set_of(ctl[1]), rec.offset
-    return LogVoters(kraft_version, voters, offset)
+        if batch.is_control:
+            found += [(rec.offset, *ctl) for rec in batch.records() if (ctl := decode_control_record(rec)) is not None]
+    history = VoterSetHistory(static, static_kraft_version)
+    for offset, kind, msg in sorted(found, key=lambda f: f[0]):
+        try:
+            history.add_control(offset, kind, msg)
+        except ValueError:
+            continue  # the log's copy of what the snapshot already holds at a later offset
+    return history
+
+
+def read_voters(mlog: MetadataLog) -> LogVoters:
+    """The latest kraft.version and voter set the metadata partition holds (:func:`read_history`);
+    ``voters`` is None when it holds no VotersRecord (a static quorum)."""
+    history = read_history(mlog, VoterSet(()))
+    entry = history.latest_entry()
+    return LogVoters(history.kraft_version(), entry[1] if entry else None, entry[0] if entry else -1)
 
 
 def _snapshot_control_records(path: Path) -> list[tuple[ControlRecordType, Message]]:

@@ -6,6 +6,8 @@ from typing import ClassVar, Generic, TypeVar
 
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
     AlterClientQuotasRequest,
@@ -104,6 +106,8 @@ from kraftsim.rpc.messages import (
     OffsetFetchResponse,
     ProduceRequest,
     ProduceResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
     RenewDelegationTokenRequest,
     RenewDelegationTokenResponse,
     SaslAuthenticateRequest,
@@ -122,6 +126,8 @@ from kraftsim.rpc.messages import (
     UpdateFeaturesResponse,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -192,4 +198,7 @@ class Api:
     ALLOCATE_PRODUCER_IDS: ClassVar[TypedApiKey[AllocateProducerIdsRequest, AllocateProducerIdsResponse]]
     CONTROLLER_REGISTRATION: ClassVar[TypedApiKey[ControllerRegistrationRequest, ControllerRegistrationResponse]]
     ASSIGN_REPLICAS_TO_DIRS: ClassVar[TypedApiKey[AssignReplicasToDirsRequest, AssignReplicasToDirsResponse]]
+    ADD_RAFT_VOTER: ClassVar[TypedApiKey[AddRaftVoterRequest, AddRaftVoterResponse]]
+    REMOVE_RAFT_VOTER: ClassVar[TypedApiKey[RemoveRaftVoterRequest, RemoveRaftVoterResponse]]
+    UPDATE_RAFT_VOTER: ClassVar[TypedApiKey[UpdateRaftVoterRequest, UpdateRaftVoterResponse]]
     UNREGISTER_CONTROLLER: ClassVar[TypedApiKey[UnregisterControllerRequest, UnregisterControllerResponse]]

@@ -16,7 +16,7 @@ FORWARDABLE: Final[frozenset[int]] = frozenset({
     ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES, ApiKey.UNREGISTER_BROKER,
     ApiKey.ALLOCATE_PRODUCER_IDS,
-    80, 81,  # AddRaftVoter, RemoveRaftVoter: kraftsim has no schema of them, so no ApiKey either
+    ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER,
 })
 
 

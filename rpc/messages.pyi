@@ -13,6 +13,25 @@ class Request(Message, Generic[_Answer]):
     """A request answered by an ``_Answer``. Only mypy sees this class (the run-time classes
     derive from Message): import it under ``TYPE_CHECKING``."""
 
+class AddRaftVoterResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class AddRaftVoterRequest(Request[AddRaftVoterResponse]):
+    cluster_id: str | None
+    timeout_ms: int
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: list[AddRaftVoterRequest.Listener]
+    def __init__(self, *, cluster_id: str | None = ..., timeout_ms: int = ..., voter_id: int = ..., voter_directory_id: uuid.UUID = ..., listeners: list[AddRaftVoterRequest.Listener] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class Listener(Struct):
+        name: str
+        host: str
+        port: int
+        def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
 class AllocateProducerIdsResponse(Message):
     throttle_time_ms: int
     error_code: int
@@ -1528,6 +1547,18 @@ class ProduceRequest(Request[ProduceResponse]):
         partition_data: list[ProduceRequest.PartitionProduceData]
         def __init__(self, *, name: str = ..., topic_id: uuid.UUID = ..., partition_data: list[ProduceRequest.PartitionProduceData] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
+class RemoveRaftVoterResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class RemoveRaftVoterRequest(Request[RemoveRaftVoterResponse]):
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    def __init__(self, *, cluster_id: str | None = ..., voter_id: int = ..., voter_directory_id: uuid.UUID = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
 class RenewDelegationTokenResponse(Message):
     error_code: int
     expiry_timestamp_ms: int
@@ -1717,6 +1748,36 @@ class UpdateMetadataRequest(Request[UpdateMetadataResponse]):
         topic_id: uuid.UUID
         partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState]
         def __init__(self, *, topic_name: str = ..., topic_id: uuid.UUID = ..., partition_states: list[UpdateMetadataRequest.UpdateMetadataPartitionState] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class UpdateRaftVoterResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    current_leader: UpdateRaftVoterResponse.CurrentLeader
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., current_leader: UpdateRaftVoterResponse.CurrentLeader = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class CurrentLeader(Struct):
+        leader_id: int
+        leader_epoch: int
+        host: str
+        port: int
+        def __init__(self, *, leader_id: int = ..., leader_epoch: int = ..., host: str = ..., port: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+
+class UpdateRaftVoterRequest(Request[UpdateRaftVoterResponse]):
+    cluster_id: str | None
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: list[UpdateRaftVoterRequest.Listener]
+    kraft_version_feature: UpdateRaftVoterRequest.KRaftVersionFeature
+    def __init__(self, *, cluster_id: str | None = ..., current_leader_epoch: int = ..., voter_id: int = ..., voter_directory_id: uuid.UUID = ..., listeners: list[UpdateRaftVoterRequest.Listener] = ..., kraft_version_feature: UpdateRaftVoterRequest.KRaftVersionFeature = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class KRaftVersionFeature(Struct):
+        min_supported_version: int
+        max_supported_version: int
+        def __init__(self, *, min_supported_version: int = ..., max_supported_version: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    class Listener(Struct):
+        name: str
+        host: str
+        port: int
+        def __init__(self, *, name: str = ..., host: str = ..., port: int = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
 
 class VoteResponse(Message):
     error_code: int

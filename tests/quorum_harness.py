@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kraftsim.cli.storage import format_storage
+from kraftsim.metadata.files import META_PROPERTIES, MetaProperties
 from kraftsim.rpc.uuids import random_uuid, to_str
 from tests import harness
 
@@ -81,10 +82,11 @@ class Node:
 
 class Quorum:
     def __init__(self, tmp: Path, size: int = 3, first_id: int = 3000, dynamic: bool = False, observers: int = 0,
-                 **cfg: object) -> None:
+                 standalone: bool = False, **cfg: object) -> None:
         """``size`` voters; ``dynamic``: a KIP-853 quorum (every node formatted with the same
-        ``--initial-controllers``, configured with ``controller.quorum.bootstrap.servers``), and
-        ``observers`` more controllers formatted with ``--no-initial-controllers``."""
+        ``--initial-controllers``, or, with ``standalone``, one voter formatted ``--standalone``,
+        configured with ``controller.quorum.bootstrap.servers``), and ``observers`` more
+        controllers formatted with ``--no-initial-controllers``."""
         self.tmp = tmp
         ids = range(first_id, first_id + size + observers)
         self.nodes = {i: Node(i, tmp / f"node-{i}", harness.free_port(), harness.free_port()) for i in ids}
@@ -103,7 +105,12 @@ class Quorum:
             n.directory.mkdir(parents=True)
             n.config = harness.write_config(n.directory, port=n.port, http_port=n.http_port, node_id=n.node_id,
                                             **settings)
-            if dynamic:
+            if dynamic and standalone and n.node_id in self.directory_ids:
+                format_storage(n.config, self.cluster_id, "3.9", True, standalone=True)
+                # --standalone gives the directory an id of its own.
+                self.directory_ids[n.node_id] = MetaProperties.read(n.directory / "data" / META_PROPERTIES).directory_id \
+                    or ""
+            elif dynamic:
                 voter = n.node_id in self.directory_ids
                 format_storage(n.config, self.cluster_id, "3.9", True, initial_controllers=initial if voter else None,
                                no_initial_controllers=not voter)

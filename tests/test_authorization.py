@@ -18,6 +18,7 @@ import pytest
 from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
 from kraftsim.rpc.error_codes import ErrorCode as E
 from kraftsim.rpc.messages import (
+    AddRaftVoterRequest,
     AllocateProducerIdsRequest,
     AlterPartitionRequest,
     AssignReplicasToDirsRequest,
@@ -27,6 +28,8 @@ from kraftsim.rpc.messages import (
     DescribeQuorumRequest,
     EndQuorumEpochRequest,
     FetchSnapshotRequest,
+    RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
     VoteRequest,
 )
 from kraftsim.rpc.messages import CreateAclsRequest as CA
@@ -113,6 +116,13 @@ def raft_requests(c: Cluster) -> dict[str, tuple[Any, int]]:
             BeginQuorumEpochRequest.TopicData(topic_name=part, partitions=[
                 BeginQuorumEpochRequest.PartitionData(partition_index=0, leader_id=3000, leader_epoch=1)])]), 1),
         "EndQuorumEpoch": (EndQuorumEpochRequest(cluster_id=c.cluster_id, topics=[]), 1),
+        "AddRaftVoter": (AddRaftVoterRequest(cluster_id=c.cluster_id, voter_id=3005, voter_directory_id=uuid.uuid4(),
+                                             listeners=[AddRaftVoterRequest.Listener(name="CONTROLLER", host="h",
+                                                                                     port=9)]), 0),
+        "RemoveRaftVoter": (RemoveRaftVoterRequest(cluster_id=c.cluster_id, voter_id=3000,
+                                                   voter_directory_id=uuid.uuid4()), 0),
+        "UpdateRaftVoter": (UpdateRaftVoterRequest(cluster_id=c.cluster_id, current_leader_epoch=1, voter_id=3000,
+                                                   voter_directory_id=uuid.uuid4()), 0),
     }
 
 
@@ -158,6 +168,7 @@ async def test_the_raft_rpcs_need_the_cluster(locked: Cluster) -> None:
                                                                                 E.CLUSTER_AUTHORIZATION_FAILED)
     assert answers["DescribeQuorum"].error_message == NOT_AUTHORIZED and answers["DescribeQuorum"].topics == []
     assert answers["Vote"].topics == [] and answers["FetchSnapshot"].topics == []
+    assert answers["AddRaftVoter"].error_message == answers["RemoveRaftVoter"].error_message == NOT_AUTHORIZED
 
 
 async def test_the_topic_apis_refuse_each_topic(locked: Cluster) -> None:
@@ -198,6 +209,8 @@ async def test_with_allow_everyone_the_same_requests_succeed(open_to_all: Cluste
     answers = {name: await c.req(req, v) for name, (req, v) in raft_requests(c).items()}
     assert answers["DescribeQuorum"].error_code == 0 and answers["DescribeQuorum"].topics[0].partitions[0].leader_id == 3000
     assert E.CLUSTER_AUTHORIZATION_FAILED not in {a.error_code for a in answers.values()}
+    # A static quorum (kraft.version 0) changes no voters, as Kafka 3.9 answers.
+    assert answers["AddRaftVoter"].error_code == answers["RemoveRaftVoter"].error_code == E.UNSUPPORTED_VERSION
     r = await c.req(UNREG(broker_id=1), 0)
     assert r.error_code == 0
     assert not c.controller.image.cluster.brokers
@@ -291,6 +304,20 @@ async def test_a_deny_on_the_cluster_beats_a_grant_to_everyone(guarded: Cluster)
     await grant(c, acl("kafka-cluster", rtype=CLUSTER, op=ALTER, principal="User:alice", perm=DENY))
     r = await as_alice(c, UNREG(broker_id=1), 0)
     assert r.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+
+
+async def test_adding_and_removing_a_voter_need_alter_on_the_cluster(guarded: Cluster) -> None:
+    """AddRaftVoter and RemoveRaftVoter are ALTER on the cluster, as Kafka's ControllerApis asks
+    (and forwardable, so a broker's client can send them; UpdateRaftVoter, a voter telling its
+    own endpoints, is CLUSTER_ACTION and not forwardable)."""
+    c = guarded
+    requests = raft_requests(c)
+    names = ("AddRaftVoter", "RemoveRaftVoter")
+    codes = {name: (await as_alice(c, *requests[name])).error_code for name in names}
+    assert codes == dict.fromkeys(names, E.CLUSTER_AUTHORIZATION_FAILED)
+    await grant(c, acl("kafka-cluster", rtype=CLUSTER, op=ALTER, principal="User:alice"))
+    codes = {name: (await as_alice(c, *requests[name])).error_code for name in names}
+    assert codes == dict.fromkeys(names, E.UNSUPPORTED_VERSION)  # past the check: kraft.version is 0
 
 
 async def test_each_refused_attempt_gets_kafkas_audit_line(guarded: Cluster,

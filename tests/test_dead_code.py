@@ -44,7 +44,6 @@ USED_WITHOUT_A_NAME: dict[tuple[str, str], str] = {
     ("metadata/log.py", "write_snapshot"): "the log as a library (docs/apis.md): a snapshot of an image in one call",
     ("metadata/log.py", "wait_flushed"): "the log as a library (docs/apis.md): wait for an offset's fsync",
     ("raft/sim/runner.py", "simulate"): "the simulator's one-call entry point (docs/raft-simulator.md, benchmarks)",
-    ("raft/core/voters.py", "overlapping_majority"): "the voter-change rule dynamic voters (KIP-853) will check",
     **{("migration/zk_client.py", n): "kazoo's connection calls it on any request object it sends"
        for n in ("serialize", "deserialize")},
     ("rpc/frames.py", "decode_request"): "the codec's entry point for a whole request frame (docs/apis.md)",

@@ -95,8 +95,8 @@ ENVELOPE_ERRORS = [
     ("CreateTopics v99", dict(raw=b"\x00\x13\x00\x63\x00\x00\x00\x01\x00\x00\x00"), E.UNSUPPORTED_VERSION),
     ("truncated body", dict(raw=frames.encode_request(CreateTopicsRequest(topics=[topic("x")]), 7, 5, "c")[4:-3]),
      E.UNSUPPORTED_VERSION),
-    # AddRaftVoter v0 (api 80, header v2: correlation id 5, client id "c", no tags).
-    ("forwardable but not served: AddRaftVoter", dict(raw=b"\x00\x50\x00\x00\x00\x00\x00\x05\x00\x01c\x00"),
+    # AddRaftVoter v0 (api 80, header v2: correlation id 5, client id "c", no tags), and no body.
+    ("forwardable, its body missing: AddRaftVoter", dict(raw=b"\x00\x50\x00\x00\x00\x00\x00\x05\x00\x01c\x00"),
      E.UNSUPPORTED_VERSION),
 ]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kraftsim.metadata.files import QUORUM_STATE
+from kraftsim.metadata.files import QUORUM_STATE, MetaProperties, new_directory_id
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.legacy import decode_value
 from kraftsim.metadata.loader import load_image
@@ -208,6 +208,27 @@ def test_three_voters_elect_one_leader_replicate_and_answer_as_their_roles(quoru
     rows = [[x.strip() for x in line.rstrip("\t").split("\t")] for line in out[1:]]
     assert sorted((int(r[0]), r[6]) for r in rows) == sorted(
         [(leader, "Leader")] + [(i, "Follower") for i in followers])
+    # Voter changes: the tool reads the new controller's own config; a static quorum
+    # (kraft.version 0) refuses them with Kafka's exception, the dry runs only print.
+    (q.nodes[leader].directory.parent / "newcomer").mkdir()
+    newcomer = harness.write_config(q.nodes[leader].directory.parent / "newcomer", port=q.nodes[leader].port + 900,
+                                    node_id=4000)
+    (newcomer.parent / "data").mkdir()
+    new_dir = new_directory_id()
+    MetaProperties(q.cluster_id or "", 4000, new_dir).write(newcomer.parent / "data" / "meta.properties")
+    rc, out, err = kraftsim_cli("metadata-quorum", "--bootstrap-controller", q.nodes[followers[0]].address,
+                                "--command-config", str(newcomer), "add-controller", "--dry-run")
+    assert (rc, out) == (0, [f"DRY RUN of adding controller 4000 with directory id {new_dir} and endpoints: "
+                             f"CONTROLLER://127.0.0.1:{q.nodes[leader].port + 900}"]), err
+    rc, out, err = kraftsim_cli("metadata-quorum", "--bootstrap-controller", q.bootstrap,
+                                "--command-config", str(newcomer), "add-controller")
+    assert (rc, out, err.strip()) == (1, [], "org.apache.kafka.common.errors.UnsupportedVersionException: Cluster "
+                                            "doesn't support adding voter because the kraft.version feature is 0")
+    follower_dir = MetaProperties.read(q.nodes[followers[0]].directory / "data" / "meta.properties").directory_id
+    rc, out, err = kraftsim_cli("metadata-quorum", "--bootstrap-controller", q.bootstrap, "remove-controller",
+                                "--controller-id", str(followers[0]), "--controller-directory-id", follower_dir)
+    assert (rc, out, err.strip()) == (1, [], "org.apache.kafka.common.errors.UnsupportedVersionException: Cluster "
+                                            "doesn't support removing voter because the kraft.version feature is 0")
 
 
 # ---- kill -9 of the leader under load, with a heartbeating fleet ------------------------------------

@@ -8,17 +8,21 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kraftsim.cli.main import main as kraftsim_main
+from kraftsim.metadata.batch import ControlRecordType
 from kraftsim.raft.core.election_state import ElectionState
-from kraftsim.raft.core.keys import OffsetAndEpoch
+from kraftsim.raft.core.keys import OffsetAndEpoch, ReplicaKey
 from kraftsim.raft.core.memory_log import MemoryLog
 from kraftsim.raft.core.node import RaftNode
-from kraftsim.raft.sim.cluster import SimNode
+from kraftsim.raft.core.voters import VoterNode, VoterSet
+from kraftsim.raft.core.voters_records import voters_record_of
+from kraftsim.raft.sim.cluster import SimNode, history_from_log
 from kraftsim.raft.sim.config import SimConfig
 from kraftsim.raft.sim.invariants import InvariantChecker, InvariantViolation, NodeView
 from kraftsim.raft.sim.network import isolation
@@ -38,6 +42,11 @@ SWEEPS = {
                                                   40_000, 80),
     "2 voters": (SimConfig(voters=2, seconds=3), 50_000, 250),
     "1 voter and an observer": (SimConfig(voters=1, observers=1, seconds=3), 60_000, 140),
+    "voter changes: 3 voters, 2 spares": (SimConfig(voters=3, observers=2, seconds=3, voter_changes=True,
+                                                    voter_change_interval_ms=400), 70_000, 150),
+    "voter changes, loss 10%, duplicates 5%": (SimConfig(voters=3, observers=2, seconds=3, loss=0.1, duplicate=0.05,
+                                                         voter_changes=True, voter_change_interval_ms=400),
+                                               80_000, 100),
 }
 
 
@@ -89,6 +98,11 @@ def leader(sim: Simulation) -> SimNode | None:
     """The leader of the highest epoch among running nodes."""
     leaders = [sn for sn in sim.cluster.nodes.values() if sn.raft is not None and sn.raft.is_leader()]
     return max(leaders, key=lambda sn: sn.raft.epoch, default=None)  # type: ignore[union-attr]
+
+
+def voters_of(sn: SimNode) -> set[int]:
+    assert sn.raft is not None
+    return set(sn.raft.quorum.voters.ids())
 
 
 def hw(sn: SimNode) -> int:
@@ -226,6 +240,33 @@ def test_the_checker_catches_a_broken_vote_rule_and_the_seed_replays_the_failure
         simulate(config, seed)
 
 
+def test_a_spare_controller_is_added_and_then_the_leader_removed_without_faults() -> None:
+    sim, first = started(quiet(voters=3, observers=1, voter_changes=True, voter_change_interval_ms=10**9), 3)
+    cluster = sim.cluster
+    spare = cluster.nodes[4]
+    until(sim, lambda: hw(spare) >= hw(first))  # caught up as an observer
+    assert spare.raft is not None and not spare.raft.quorum.is_voter()
+    cluster.ask_voter_change(first, "add", 4)
+    until(sim, lambda: cluster.stats.committed_changes == ["+4"])
+    until(sim, lambda: all(sn.raft is not None and voters_of(sn) == {1, 2, 3, 4} for sn in cluster.nodes.values()))
+    assert spare.raft.quorum.is_voter()
+    # Remove the leader: it is answered once three of the four commit it, then the leader resigns.
+    ld = leader(sim)
+    assert ld is not None and ld.raft is not None
+    epoch = ld.raft.epoch
+    cluster.ask_voter_change(ld, "remove", ld.node_id)
+    until(sim, lambda: len(cluster.stats.committed_changes) == 2)
+    assert cluster.stats.committed_changes[1] == f"-{ld.node_id} (leader)"
+    until(sim, lambda: (n := leader(sim)) is not None and n is not ld)
+    new = leader(sim)
+    assert new is not None and new.raft is not None and new.raft.epoch > epoch
+    assert ld.raft is not None and not ld.raft.quorum.is_voter()
+    assert voters_of(new) == {1, 2, 3, 4} - {ld.node_id}
+    # The removed leader follows the new one as an observer; a restart reads the same from its log.
+    until(sim, lambda: ld.raft is not None and ld.raft.role == "follower" and hw(ld) >= hw(new) > 0)
+    assert set(history_from_log(ld.log).latest().ids()) == voters_of(new)
+
+
 def view(node_id: int, log: MemoryLog, *, role: str = "follower", epoch: int = 1, leader_id: int | None = 1,
          hw: int | None = None, voted_for: int | None = None, up: bool = True) -> NodeView:
     persisted = ElectionState(epoch, leader_id=leader_id)
@@ -260,6 +301,29 @@ def test_the_checker_rejects_hand_made_bad_histories(voters: int, history: list[
             checker.check(views)
 
 
+def voter_log(*sets: tuple[int, ...]) -> MemoryLog:
+    """A log of VotersRecords, one batch each, in epoch 1."""
+    log = MemoryLog()
+    for ids in sets:
+        log.append_control_as_leader([(ControlRecordType.KRAFT_VOTERS, voters_record_of(VoterSet(
+            VoterNode(ReplicaKey(i, uuid.UUID(int=i))) for i in ids)))], epoch=1, timestamp=0)
+    log.flush()
+    return log
+
+
+@pytest.mark.parametrize("sets,hw_at,complaint", [
+    ([(1, 2, 3), (1, 2, 3, 4), (1, 2, 4)], 1, "holds 2 uncommitted voter changes"),
+    ([(1, 2, 3), (1, 4, 5)], 2, "share no majority"),
+])
+def test_the_checker_rejects_two_changes_in_flight_or_sets_without_a_common_majority(
+        sets: list[tuple[int, ...]], hw_at: int, complaint: str) -> None:
+    log = voter_log(*sets)
+    node = view(1, log, role="leader", hw=hw_at)
+    node.voter_history = history_from_log(log)
+    with pytest.raises(InvariantViolation, match=complaint):
+        InvariantChecker(voters=3).check([node])
+
+
 # -- the command line -------------------------------------------------------------------------------
 
 def test_kraftsim_simulate_prints_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
@@ -269,6 +333,15 @@ def test_kraftsim_simulate_prints_a_summary(capsys: pytest.CaptureFixture[str]) 
     assert "3 voters, 1 observers, seeds 5..7" in out
     for heading in ("elections", "committed", "faults", "network", "invariants   held at all"):
         assert heading in out
+
+
+def test_kraftsim_simulate_with_voter_changes_says_which_committed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert kraftsim_main(["simulate", "--seed", "1", "--voters", "3", "--observers", "2", "--voter-changes",
+                          "--seconds", "5", "--voter-change-interval-ms", "500"]) == 0
+    out = capsys.readouterr().out
+    changes = next(line for line in out.splitlines() if "changes in order:" in line)
+    assert changes.split("changes in order: ")[1] != "none"
+    assert "adds and" in out and "removals committed" in out
 
 
 def test_kraftsim_simulate_fails_with_the_seed_and_how_to_replay(capsys: pytest.CaptureFixture[str]) -> None:

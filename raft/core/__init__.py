@@ -15,19 +15,18 @@ The pieces, each in its own module:
 - ``log.py`` and ``state_store.py``: the storage protocols, with in-memory implementations
   (``memory_log.py``, ``MemoryQuorumStateStore``) and Kafka's ``quorum-state`` file.
 
-Where dynamic voters and pre-vote belong:
+Where dynamic voters are, and where pre-vote belongs:
 
-- KIP-853 (dynamic voters): the voter set already carries directory ids, endpoints and kraft.version
+- KIP-853 (dynamic voters): the voter set carries directory ids, endpoints and kraft.version
   ranges (``voters.py``), replicas are named by :class:`~kraftsim.raft.core.keys.ReplicaKey` with
   their directory, the store writes ``quorum-state`` v1 when kraft.version is 1, and LeaderState
-  keeps voters and observers apart by key. The node starts from the voter set and kraft.version
-  its driver read from the log (``kraftsim.raft.dynamic_voters``), and a leader of a kraft.version
-  1 quorum writes them at the start of its epoch when the log does not hold them yet
-  (``voters_records.py``). What is missing is the voter-set history kept from the log's
-  VotersRecord and KRaftVersionRecord control records as they are appended and truncated (a
-  replacement for the fixed ``QuorumState.voters`` and ``RaftNode.voters_offset``), and the
-  AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter handlers beside ``election_rpcs.py``, with one
-  change in flight at a time (``VoterSet.overlapping_majority``).
+  keeps voters and observers apart by key. ``voter_history.py`` is the one answer to "which voter
+  set and kraft.version at this offset": seeded by the driver from the log at start-up
+  (``kraftsim.raft.dynamic_voters.read_history``), then fed with the VotersRecord and
+  KRaftVersionRecord control records as they are appended, fetched, truncated and snapshotted.
+  Majorities use its latest set; a new leader's start-of-epoch records (``node.py``)
+  and a snapshot's control records use it too. ``reconfig_rpcs.py`` handles AddRaftVoter,
+  RemoveRaftVoter and UpdateRaftVoter, one change in flight at a time.
 - KIP-996 (pre-vote, Kafka 4.0): ``handle_vote_request`` answers a pre-vote (Vote v2's PreVote,
   which only a release serving Vote v2, 4.0 and later, receives) as Kafka 4.0's voter does:
   granted to any log at least as up to date, whatever vote was cast in the epoch, with nothing

@@ -100,9 +100,11 @@ def maybe_handle_common_response(node: RaftNode, error: int, leader_id: int | No
     if epoch > quorum.epoch or error in (E.FENCED_LEADER_EPOCH, E.NOT_LEADER_OR_FOLLOWER):
         maybe_transition(node, leader_id, epoch, endpoints, now_ms)
         return True
-    if leader_id is not None and quorum.leader_id is None:
-        # The leader of this epoch, learnt from the answer: follow it, and if there is no error
-        # let the API's handler use the answer too (an observer's first Fetch can append).
+    if leader_id is not None and (quorum.leader_id is None or not quorum.state.leader_endpoints):
+        # The leader of this epoch, learnt from the answer (or its address: a replica restarted
+        # knowing the leader but not where it listens, a voter its log does not name yet):
+        # follow it, and if there is no error let the API's handler use the answer too (an
+        # observer's first Fetch can append).
         node.transition_to_follower(epoch, leader_id, endpoints, now_ms)
         return None if error == E.NONE else True
     if error == E.BROKER_NOT_AVAILABLE:

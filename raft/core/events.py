@@ -17,6 +17,10 @@ from typing import TypeAlias
 
 from kraftsim.raft.core.voters import Address
 from kraftsim.rpc.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -27,14 +31,22 @@ from kraftsim.rpc.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
 
+# ApiVersions goes out from a leader adding a voter (it asks the new voter which kraft.version
+# range it supports, as Kafka's AddVoterHandler does); the server, not the node, answers it.
 RaftRequest: TypeAlias = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-                          | FetchSnapshotRequest | DescribeQuorumRequest)
+                          | FetchSnapshotRequest | DescribeQuorumRequest | AddRaftVoterRequest
+                          | RemoveRaftVoterRequest | UpdateRaftVoterRequest | ApiVersionsRequest)
 RaftResponse: TypeAlias = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-                           | FetchSnapshotResponse | DescribeQuorumResponse)
+                           | FetchSnapshotResponse | DescribeQuorumResponse | AddRaftVoterResponse
+                           | RemoveRaftVoterResponse | UpdateRaftVoterResponse | ApiVersionsResponse)
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,6 +164,7 @@ def handle_fetch_response(node: RaftNode, source: int, message: FetchResponse, n
             raise RaftStateError(f"the leader asked to truncate to {end.offset}, below the high watermark "
                                  f"{state.high_watermark}")
         truncate_to_end_offset(log, end)
+        node.on_log_truncated()
         node.stats.truncations += 1
     elif rpcs.is_snapshot_redirect(part):
         if part.snapshot_id.epoch < 0 or part.snapshot_id.end_offset < 0:
@@ -258,6 +259,7 @@ def handle_fetch_snapshot_response(node: RaftNode, source: int, message: FetchSn
         state.fetching_snapshot = None
         if not node.log.truncate_to_latest_snapshot():
             raise RaftStateError(f"snapshot {snapshot_id} fetched but the log ({node.log.end_offset}) is past it")
+        node.on_snapshot_loaded(snapshot_id)
         node.stats.snapshots_fetched += 1
         node.update_follower_high_watermark(state, node.log.high_watermark)
     state.reset_fetch_timeout(now_ms)

@@ -16,12 +16,16 @@ elected someone else, and a leader cut off from it must stop answering as one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kraftsim.controller.java.hash_order import capacity_for, order_by_hash
 from kraftsim.raft.core.election_state import ElectionState
 from kraftsim.raft.core.keys import ReplicaKey
 from kraftsim.raft.core.timer import NEVER, Timer
 from kraftsim.raft.core.voters import NO_ENDPOINTS, Endpoints, VoterSet
+
+if TYPE_CHECKING:
+    from kraftsim.raft.core.reconfig_rpcs import PendingChange
 
 OBSERVER_SESSION_TIMEOUT_MS = 300_000  # an observer silent this long is forgotten
 CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
@@ -83,6 +87,8 @@ class LeaderState:
     check_quorum_timer: Timer = field(init=False)
     begin_quorum_epoch_timeout_ms: int = 0
     begin_quorum_epoch_timer: Timer = field(init=False)
+    pending_change: PendingChange | None = None  # the add or remove being handled (reconfig_rpcs.py)
+    voters_version: int = -1  # the voter-set history's version ``voters`` was last taken from
 
     role = "leader"
     voted_key = None
@@ -182,10 +188,38 @@ class LeaderState:
         return True
 
     def add_acknowledgement(self, voter_id: int) -> None:
+        """A voter heard BeginQuorumEpoch. One removed meanwhile (its answer was in flight
+        when the new set was written) is no longer tracked as a voter: nothing to note."""
         state = self.voter_states.get(voter_id)
-        if state is None:
-            raise ValueError(f"BeginQuorumEpoch acknowledged by non-voter {voter_id}")
-        state.acknowledged = True
+        if state is not None:
+            state.acknowledged = True
+
+    def update_voters(self, voters: VoterSet, version: int) -> None:
+        """The log's latest voter set changed (Kafka's updateVoterAndObserverStates): a new
+        voter keeps the progress it made as an observer, a removed one becomes an observer
+        with its progress, so the high watermark counts the new set's majority at once."""
+        self.voters_version = version
+        if voters == self.voters:
+            return
+        self.voters = voters
+        old = self.voter_states
+        new: dict[int, ReplicaState] = {}
+        for node in voters.nodes():
+            state = old.pop(node.key.id, None)
+            if state is None or not state.key.matches(node.key):
+                if state is not None:
+                    old[node.key.id] = state
+                state = self.observer_states.pop(node.key, None) or ReplicaState(node.key)
+            self.observer_states.pop(node.key, None)
+            state.key = node.key
+            state.endpoints = node.endpoints
+            new[node.key.id] = state
+        self.voter_states = new
+        self.fetched_voters &= set(new)
+        for state in old.values():
+            state.endpoints = NO_ENDPOINTS
+            self.observer_states.setdefault(state.key, state)
+        self.observer_capacity = max(self.observer_capacity, capacity_for(len(self.observer_states)))
 
     def non_leader_voters_by_descending_end(self) -> list[ReplicaKey]:
         """The preferred successors when resigning: the most caught-up voters first."""

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from kraftsim.metadata import records as recs
 from kraftsim.metadata.batch import ControlRecordType
-from kraftsim.raft.core import election_rpcs, fetch_rpcs, polling, rpcs
+from kraftsim.metadata.messages import KRaftVersionRecord
+from kraftsim.raft.core import election_rpcs, fetch_rpcs, polling, reconfig_rpcs, rpcs
 from kraftsim.raft.core.config import QuorumConfig
 from kraftsim.raft.core.events import (
     Event,
@@ -47,11 +48,14 @@ from kraftsim.raft.core.requests import RequestManager
 from kraftsim.raft.core.state_store import QuorumStateStore
 from kraftsim.raft.core.states import CandidateState, FollowerState
 from kraftsim.raft.core.timer import NEVER
+from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
-from kraftsim.raft.core.voters_records import last_voters_offset, start_of_epoch_records
+from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.message import Message
 from kraftsim.rpc.messages import (
+    AddRaftVoterRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -61,6 +65,9 @@ from kraftsim.rpc.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -95,8 +102,16 @@ class RaftNode:
                  listeners: Endpoints, listener_name: str, log: ReplicatedLog, store: QuorumStateStore,
                  config: QuorumConfig, rng: random.Random, now_ms: int, kraft_version: int = 0,
                  bootstrap: Mapping[int, Address] | None = None, max_fetch_bytes: int = rpcs.MAX_FETCH_SIZE_BYTES,
-                 followers_always_flush: bool = False, voters_offset: int | None = None,
+                 followers_always_flush: bool = False, voter_history: VoterSetHistory | None = None,
                  supported_kraft_versions: tuple[int, int] = (0, 1)) -> None:
+        """``voters`` and ``kraft_version`` are the static quorum's (``controller.quorum.voters``,
+        kraft.version 0); ``voter_history``, when given, is what the driver read from the log at
+        start-up (its static set and kraft.version standing where the log names none), and is
+        fed from then on with every VotersRecord and KRaftVersionRecord appended, fetched or
+        truncated (``voter_history.py``): it answers which set is in force at an offset, for
+        majorities, a new leader's start-of-epoch records and snapshots alike.
+        ``supported_kraft_versions`` is this replica's range (Kafka's
+        KRaftVersion.supportedVersionRange), which it writes for itself as leader."""
         self.cluster_id = cluster_id
         self.listener_name = listener_name
         self.log = log
@@ -104,13 +119,10 @@ class RaftNode:
         self.rng = rng
         self.max_fetch_bytes = max_fetch_bytes
         self.followers_always_flush = followers_always_flush
-        # Where the log holds the voter set of a kraft.version 1 quorum: the offset of its last
-        # VotersRecord, -1 while it is only in a snapshot (a fresh dynamic quorum's bootstrap
-        # snapshot), None for a static quorum. A new leader writes the set when it is -1.
-        self.voters_offset = voters_offset
+        self.history = voter_history if voter_history is not None else VoterSetHistory(voters, kraft_version)
         self.supported_kraft_versions = supported_kraft_versions
-        self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, voters=voters, listeners=listeners,
-                                  store=store, config=config, rng=rng, kraft_version=kraft_version)
+        self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, history=self.history,
+                                  listeners=listeners, store=store, config=config, rng=rng)
         # Without bootstrap servers, the static voters are where an observer looks for the leader.
         self.bootstrap = dict(bootstrap) if bootstrap is not None else {
             v: a for v in sorted(voters.ids()) if (a := voters.listeners(v).address(listener_name)) is not None}
@@ -198,6 +210,12 @@ class RaftNode:
             response = fetch_rpcs.handle_fetch_snapshot_request(self, request, m, now_ms)
         elif isinstance(m, DescribeQuorumRequest):
             response = fetch_rpcs.handle_describe_quorum_request(self, request, m, now_ms)
+        elif isinstance(m, AddRaftVoterRequest):
+            response = reconfig_rpcs.handle_add_voter_request(self, request, m, now_ms)
+        elif isinstance(m, RemoveRaftVoterRequest):
+            response = reconfig_rpcs.handle_remove_voter_request(self, request, m, now_ms)
+        elif isinstance(m, UpdateRaftVoterRequest):
+            response = reconfig_rpcs.handle_update_voter_request(self, request, m, now_ms)
         else:
             raise TypeError(f"not a Raft request: {type(m).__name__}")
         if response is not None:
@@ -220,6 +238,10 @@ class RaftNode:
             ok = election_rpcs.handle_end_quorum_epoch_response(self, source, m, now_ms)
         elif isinstance(m, FetchSnapshotResponse):
             ok = fetch_rpcs.handle_fetch_snapshot_response(self, source, m, now_ms)
+        elif isinstance(m, ApiVersionsResponse):
+            ok = reconfig_rpcs.handle_api_versions_response(self, source, m, now_ms)
+        elif isinstance(m, UpdateRaftVoterResponse):
+            ok = reconfig_rpcs.handle_update_voter_response(self, source, m, now_ms)
         else:
             raise TypeError(f"not a Raft response: {type(m).__name__}")
         self.requests.on_response(source, cid, ok, now_ms)
@@ -294,6 +316,9 @@ class RaftNode:
         self._drop_pending_appends()
         last = self.log.append_control_as_leader(messages, epoch=state.epoch, timestamp=now_ms)
         self._needs_flush = True
+        for offset, (kind, message) in enumerate(messages, start=last - len(messages) + 1):
+            self.history.add_control(offset, kind, message)
+        state.update_voters(self.quorum.voters, self.history.version)
         return last
 
     @property
@@ -357,6 +382,21 @@ class RaftNode:
             self._outbox.append(OutboundRequest(self._correlation, peer, self.address_of(peer), build()))
         return requests.remaining_request_ms(peer, now_ms)
 
+    def send_to(self, now_ms: int, peer: int, address: Address, build: RequestBuilder) -> int | None:
+        """Send to ``peer`` at ``address`` (a replica the voter set does not name yet) if it can
+        take a request now; the request timeout if sent, None if not (Kafka's
+        RequestSender.send)."""
+        requests = self.requests
+        if requests.is_backing_off(peer, now_ms) or not requests.is_ready(peer, now_ms):
+            return None
+        self._correlation += 1
+        requests.on_request_sent(peer, self._correlation, now_ms)
+        self._outbox.append(OutboundRequest(self._correlation, peer, address, build()))
+        return self.config.request_timeout_ms
+
+    def respond(self, response: OutboundResponse) -> None:
+        self._outbox.append(response)
+
     def respond_later(self, parked: ParkedFetch, response: FetchResponse) -> None:
         self._outbox.append(OutboundResponse(parked.reply_to, parked.api_version, response))
 
@@ -389,25 +429,51 @@ class RaftNode:
         message = lc(version=0, leader_id=leader.local_key.id,
                      voters=[lc.Voter(voter_id=v) for v in sorted(leader.voter_states)],
                      granting_voters=[lc.Voter(voter_id=v) for v in leader.granting_voters])
-        records: list[tuple[ControlRecordType, Message]] = [(ControlRecordType.LEADER_CHANGE, message)]
-        if self.voters_offset is not None:
-            if self.voters_offset >= start:
-                self.voters_offset = -1  # the record it named was truncated away
-            local = VoterNode(leader.local_key, self.quorum.listeners, self.supported_kraft_versions)
-            voters, more = start_of_epoch_records(self.quorum.voters, self.voters_offset, self.quorum.kraft_version,
-                                                  local)
-            records += more
-            self.quorum.voters = voters
-        last = self.log.append_control_as_leader(records, epoch=leader.epoch, timestamp=now_ms)
-        if len(records) > 1:
-            self.voters_offset = last
+        messages: list[tuple[ControlRecordType, Message]] = [(ControlRecordType.LEADER_CHANGE, message)]
+        messages += self._start_of_epoch_voters()
+        last = self.log.append_control_as_leader(messages, epoch=leader.epoch, timestamp=now_ms)
+        for offset, (kind, control) in enumerate(messages, start=last - len(messages) + 1):
+            self.history.add_control(offset, kind, control)
+        if len(messages) > 1:
+            leader.update_voters(self.quorum.voters, self.history.version)
         self._needs_flush = True
         self._drop_pending_appends()
         self.requests.reset_all()
 
+    def local_voter_needs_update(self) -> bool:
+        """Whether this voter's entry in a dynamic quorum's latest voter set differs from what it
+        is (Kafka's voterNodeNeedsUpdate): then it asks the leader to update it."""
+        q = self.quorum
+        if self.history.kraft_version() < 1:
+            return False
+        current = q.voters.node(q.local_key.id)
+        local = VoterNode(q.local_key, q.listeners, self.supported_kraft_versions)
+        return current is not None and current.is_voter(local.key) and current != local
+
+    def _start_of_epoch_voters(self) -> list[tuple[ControlRecordType, Message]]:
+        """What a new leader of a dynamic quorum writes after its LeaderChange, in the same batch
+        (Kafka's appendStartOfEpochControlRecords): the kraft.version and the voter set with its
+        own entry brought up to date (its listeners, its kraft.version range), when the set still
+        comes from the bootstrap checkpoint (offset -1) or its own entry differs."""
+        level = self.history.kraft_version()
+        entry = self.history.latest_entry()
+        if level < 1 or entry is None:
+            return []
+        offset, voters = entry
+        q = self.quorum
+        local = VoterNode(q.local_key, q.listeners, self.supported_kraft_versions)
+        if offset != -1 and not self.local_voter_needs_update():
+            return []
+        updated = voters.update_voter(local)
+        if updated is None:
+            return []  # its entry names another directory: nothing of its own to update
+        return [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=level)),
+                (ControlRecordType.KRAFT_VOTERS, voters_record_of(updated))]
+
     def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
         """A higher epoch with no known leader. Parked fetches stay parked, as in Kafka: they
         are answered when their wait runs out (with the answer they would have got then)."""
+        self._drop_voter_change()
         self._drop_pending_appends()
         self.quorum.to_unattached(epoch, now_ms)
         self.requests.reset_all()
@@ -419,6 +485,7 @@ class RaftNode:
         self.requests.reset_all()
 
     def transition_to_follower(self, epoch: int, leader_id: int, endpoints: Endpoints, now_ms: int) -> None:
+        self._drop_voter_change()
         self.quorum.to_follower(epoch, leader_id, endpoints, now_ms)
         self._on_become_follower(now_ms)
 
@@ -432,7 +499,15 @@ class RaftNode:
         for parked in self.purgatory.take_all():
             self.respond_later(parked, fetch_rpcs.complete_parked_fetch(self, parked, now_ms, expired=False,
                                                                          error=error))
+        self._drop_voter_change()
         self._drop_pending_appends()
+
+    def _drop_voter_change(self) -> None:
+        """A voter change pending when the leader's epoch ends is answered NOT_LEADER_OR_FOLLOWER
+        (LeaderState.close): its record may still commit under the next leader."""
+        state = self.quorum.state
+        if isinstance(state, LeaderState):
+            reconfig_rpcs.finish(self, state, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def _drop_pending_appends(self) -> None:
         """Appends queued by a leader that no longer leads were never written: they are lost, as
@@ -459,6 +534,8 @@ class RaftNode:
         return self._linger_deadline_ms - now_ms if self._pending else NEVER
 
     def update_leader_end_offset(self, state: LeaderState, now_ms: int) -> None:
+        if state.voters_version != self.history.version:
+            state.update_voters(self.quorum.voters, self.history.version)
         if state.update_local_state(self.log.flushed_end_offset):
             self.on_leader_high_watermark(state)
         for parked in self.purgatory.take_ready(self.log.end_offset, state.high_watermark):
@@ -467,6 +544,7 @@ class RaftNode:
     def on_leader_high_watermark(self, state: LeaderState) -> None:
         if state.high_watermark is not None:
             self.log.update_high_watermark(state.high_watermark)
+            reconfig_rpcs.high_watermark_updated(self, state)
 
     def _expire_parked_fetches(self, now_ms: int) -> int:
         for parked in self.purgatory.take_expired(now_ms):
@@ -476,11 +554,29 @@ class RaftNode:
 
     # -- the follower's log ------------------------------------------------------------------------
     def append_as_follower(self, records: bytes) -> None:
-        self.log.append_as_follower(records)
-        if self.voters_offset == -1 and (offset := last_voters_offset(records)) is not None:
-            self.voters_offset = offset
+        if self.log.append_as_follower(records) is not None:
+            self.history.add_batches(records)
         if self.quorum.is_voter() or self.followers_always_flush:
             self.log.flush()  # a voter fetches again only once this is durable: see polling.py
+
+    def on_log_truncated(self) -> None:
+        """The follower cut its log's tail: the voter changes there are undone."""
+        self.history.truncate_new_entries(self.log.end_offset)
+
+    def on_snapshot_loaded(self, snapshot_id: OffsetAndEpoch) -> None:
+        """The log now starts at a fetched snapshot: the voter set and kraft.version are the
+        snapshot's (its last VotersRecord and KRaftVersionRecord, standing at its last offset).
+        A snapshot that names no voters (a static quorum's, or one a leader wrote below the
+        quorum's first VotersRecord) leaves what this replica's log said below the snapshot's end."""
+        size = self.log.snapshot_size(snapshot_id)
+        data = self.log.read_snapshot(snapshot_id, 0, size) if size else b""
+        probe = VoterSetHistory(VoterSet([]))
+        probe.add_snapshot(data, snapshot_id.offset - 1)
+        if probe.latest_entry() is None:
+            self.history.truncate_new_entries(snapshot_id.offset)
+            return
+        self.history.clear()
+        self.history.add_snapshot(data, snapshot_id.offset - 1)
 
     def update_follower_high_watermark(self, state: FollowerState, leader_high_watermark: int) -> None:
         """A follower commits what the leader committed, as far as its own log reaches."""

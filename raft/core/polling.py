@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from kraftsim.raft.core import rpcs
+from kraftsim.raft.core import reconfig_rpcs, rpcs
 from kraftsim.raft.core.leader_state import LeaderState
 from kraftsim.raft.core.states import CandidateState, FollowerState, ResignedState, UnattachedState
 from kraftsim.raft.core.timer import NEVER
@@ -39,9 +39,10 @@ def poll_leader(node: RaftNode, state: LeaderState, now_ms: int) -> int:
     if node.shutdown_deadline_ms is not None or state.resign_requested or until_check_quorum == 0:
         node.transition_to_resigned(state.non_leader_voters_by_descending_end(), now_ms)
         return 0
+    until_change_expires = reconfig_rpcs.expire_pending(node, state, now_ms)
     until_drain = node.drain_appends(state, now_ms)
     until_begin = send_begin_quorum_epoch(node, state, now_ms)
-    return min(until_check_quorum, until_drain, until_begin)
+    return min(until_check_quorum, until_change_expires, until_drain, until_begin)
 
 
 def send_begin_quorum_epoch(node: RaftNode, state: LeaderState, now_ms: int) -> int:
@@ -93,7 +94,17 @@ def poll_follower_as_voter(node: RaftNode, state: FollowerState, now_ms: int) ->
     if state.fetch_timer.expired(now_ms):
         node.transition_to_candidate(now_ms)  # the leader went quiet
         return 0
-    return min(send_fetch(node, state, now_ms), state.fetch_timer.remaining_ms(now_ms))
+    if state.update_voter_timer.expired(now_ms):
+        if node.local_voter_needs_update():
+            wait = node.maybe_send(now_ms, state.leader_id, lambda: rpcs.update_voter_request(
+                node.cluster_id, node.quorum.local_key, state.epoch, node.supported_kraft_versions,
+                node.quorum.listeners))
+        else:
+            wait = send_fetch(node, state, now_ms)
+        state.update_voter_timer.reset(now_ms, state.update_voter_period_ms)
+    else:
+        wait = send_fetch(node, state, now_ms)
+    return min(wait, state.fetch_timer.remaining_ms(now_ms), state.update_voter_timer.remaining_ms(now_ms))
 
 
 def poll_follower_as_observer(node: RaftNode, state: FollowerState, now_ms: int) -> int:
@@ -115,14 +126,16 @@ def poll_follower_as_observer(node: RaftNode, state: FollowerState, now_ms: int)
 
 def send_fetch(node: RaftNode, state: FollowerState, now_ms: int) -> int:
     """A Fetch (or a FetchSnapshot chunk, while downloading one) to the leader. A voter sends
-    it only once its log is flushed: the fetch offset is what the leader counts as durable."""
+    it only once its log is flushed: the fetch offset is what the leader counts as durable. So
+    does a follower that always flushes (a controller, which the leader may add as a voter and
+    then count with the offset it fetched at as an observer)."""
     log = node.log
     writer = state.fetching_snapshot
     if writer is not None:
         snapshot_id, position = writer.snapshot_id, writer.size
         return node.maybe_send(now_ms, state.leader_id, lambda: rpcs.fetch_snapshot_request(
             node.cluster_id, node.quorum.local_key, state.epoch, snapshot_id, position, node.max_fetch_bytes))
-    if node.quorum.is_voter() and log.flushed_end_offset < log.end_offset:
+    if (node.quorum.is_voter() or node.followers_always_flush) and log.flushed_end_offset < log.end_offset:
         log.flush()
         if log.flushed_end_offset < log.end_offset:
             return NEVER  # polled again when the flush completes
@@ -153,7 +166,11 @@ def poll_unattached_as_voter(node: RaftNode, state: UnattachedState, now_ms: int
 
 
 def poll_unattached_as_observer(node: RaftNode, state: UnattachedState, now_ms: int) -> int:
-    return min(send_fetch_to_any_voter(node, now_ms), state.election_timer.remaining_ms(now_ms))
+    """An observer never stands, so its election timer is no reason to wake: a replica that voted
+    as a voter and then read its own removal (or that a candidate counts as a voter before this
+    replica's log says so) keeps the voter's timer, which would otherwise wake it in a loop once
+    run out."""
+    return send_fetch_to_any_voter(node, now_ms)
 
 
 def poll_resigned(node: RaftNode, state: ResignedState, now_ms: int) -> int:

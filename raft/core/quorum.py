@@ -32,6 +32,7 @@ from kraftsim.raft.core.leader_state import LeaderState
 from kraftsim.raft.core.state_store import QuorumStateStore
 from kraftsim.raft.core.states import CandidateState, FollowerState, ResignedState, UnattachedState
 from kraftsim.raft.core.timer import NEVER, Timer
+from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Endpoints, VoterSet
 
 log = logging.getLogger("kraftsim.raft")
@@ -45,18 +46,26 @@ class RaftStateError(Exception):
 
 
 class QuorumState:
-    def __init__(self, *, local_id: int | None, directory_id: uuid.UUID, voters: VoterSet, listeners: Endpoints,
-                 store: QuorumStateStore, config: QuorumConfig, rng: random.Random, kraft_version: int = 0) -> None:
+    def __init__(self, *, local_id: int | None, directory_id: uuid.UUID, history: VoterSetHistory,
+                 listeners: Endpoints, store: QuorumStateStore, config: QuorumConfig, rng: random.Random) -> None:
         self.local_id = local_id
         self.directory_id = directory_id
-        self.voters = voters
+        self.history = history
         self.listeners = listeners
         self.store = store
         self.config = config
         self.rng = rng
-        self.kraft_version = kraft_version
-        self.state: EpochState = UnattachedState(0, voters.ids(), NEVER, Timer(0, NEVER))
+        self.state: EpochState = UnattachedState(0, history.latest().ids(), NEVER, Timer(0, NEVER))
         self.transitions = 0  # how many times the state was replaced (observers of the node can tell cheaply)
+
+    @property
+    def voters(self) -> VoterSet:
+        """The latest voter set the log holds, committed or not (Kafka's lastVoterSet)."""
+        return self.history.latest()
+
+    @property
+    def kraft_version(self) -> int:
+        return self.history.kraft_version()
 
     # -- who we are --------------------------------------------------------------------------
     @property

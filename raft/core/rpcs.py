@@ -21,6 +21,10 @@ from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.error_codes import ErrorCode, generic_message
 from kraftsim.rpc.file_slice import FileSlice
 from kraftsim.rpc.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -31,6 +35,10 @@ from kraftsim.rpc.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -50,7 +58,8 @@ def error_response(api_key: int, code: int) -> RaftResponse:
     """A response carrying only an error code: what a failed send becomes (RaftUtil.errorResponse)."""
     cls = {ApiKey.VOTE: VoteResponse, ApiKey.BEGIN_QUORUM_EPOCH: BeginQuorumEpochResponse,
            ApiKey.END_QUORUM_EPOCH: EndQuorumEpochResponse, ApiKey.FETCH: FetchResponse,
-           ApiKey.FETCH_SNAPSHOT: FetchSnapshotResponse}.get(ApiKey(api_key))
+           ApiKey.FETCH_SNAPSHOT: FetchSnapshotResponse, ApiKey.API_VERSIONS: ApiVersionsResponse,
+           ApiKey.UPDATE_RAFT_VOTER: UpdateRaftVoterResponse}.get(ApiKey(api_key))
     if cls is None:
         raise ValueError(f"no Raft response for api key {api_key}")
     response: RaftResponse = cls(error_code=code)
@@ -99,6 +108,10 @@ def _one_partition(topics: Sequence[_Topic]) -> bool:
             and topics[0].partitions[0].partition_index == METADATA_PARTITION)
 
 
+_PARTITIONLESS = (AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse,
+                  UpdateRaftVoterRequest, UpdateRaftVoterResponse, ApiVersionsRequest, ApiVersionsResponse)
+
+
 def valid_partition(message: RaftRequest | RaftResponse) -> bool:
     """The message names exactly ``__cluster_metadata-0`` (by topic id for Fetch)."""
     if isinstance(message, FetchRequest):
@@ -111,6 +124,8 @@ def valid_partition(message: RaftRequest | RaftResponse) -> bool:
                 and r[0].partitions[0].partition_index == METADATA_PARTITION)
     if isinstance(message, (FetchSnapshotRequest, FetchSnapshotResponse)):
         raise TypeError("FetchSnapshot names its partition by topic name and index: use its own lookup")
+    if isinstance(message, _PARTITIONLESS):
+        raise TypeError(f"{type(message).__name__} names no partition")
     return _one_partition(message.topics)
 
 
@@ -160,6 +175,17 @@ def vote_response(listener: str, api_version: int, error: int, epoch: int, leade
 
 
 # -- BeginQuorumEpoch / EndQuorumEpoch -------------------------------------------------------
+
+def update_voter_request(cluster_id: str, voter: ReplicaKey, epoch: int, kraft_versions: tuple[int, int],
+                         listeners: Endpoints) -> UpdateRaftVoterRequest:
+    """A voter's own entry, as it should be (RaftUtil.updateVoterRequest)."""
+    return UpdateRaftVoterRequest(
+        cluster_id=cluster_id, current_leader_epoch=epoch, voter_id=voter.id,
+        voter_directory_id=voter.wire_directory_id,
+        listeners=[UpdateRaftVoterRequest.Listener(name=name, host=a.host, port=a.port) for name, a in listeners.items()],
+        kraft_version_feature=UpdateRaftVoterRequest.KRaftVersionFeature(min_supported_version=kraft_versions[0],
+                                                                        max_supported_version=kraft_versions[1]))
+
 
 def begin_quorum_epoch_request(cluster_id: str, epoch: int, leader_id: int, leader_endpoints: Endpoints,
                                voter: ReplicaKey) -> BeginQuorumEpochRequest:

@@ -157,9 +157,21 @@ class FollowerState:
     # Whether a fetch (or FetchSnapshot) of this epoch was answered: until then a pre-vote may
     # be granted, as the leader may be gone already (Kafka 4.0's hasFetchedFromLeader).
     has_fetched_from_leader: bool = False
+    # A voter whose entry in the voter set is out of date (its listeners, its kraft.version
+    # range) asks the leader to update it (UpdateRaftVoter) once per period: three fetch
+    # timeouts, a few rounds of Fetch first (Kafka's FollowerState.updateVoterPeriodMs).
+    update_voter_timer: Timer = field(init=False)
 
     role = "follower"
     voted_key = None
+
+    def __post_init__(self) -> None:
+        start = self.fetch_timer.deadline_ms - self.fetch_timeout_ms
+        self.update_voter_timer = Timer(start, self.update_voter_period_ms)
+
+    @property
+    def update_voter_period_ms(self) -> int:
+        return self.fetch_timeout_ms * 3
 
     def election(self) -> ElectionState:
         return ElectionState(self.epoch, leader_id=self.leader_id, voters=self.voters)

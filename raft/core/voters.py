@@ -117,6 +117,28 @@ class VoterSet:
     def majority_size(self) -> int:
         return len(self._nodes) // 2 + 1
 
+    def add_voter(self, node: VoterNode) -> VoterSet | None:
+        """This set with ``node`` added; None if its id already votes (Kafka's addVoter)."""
+        if node.key.id in self._nodes:
+            return None
+        return VoterSet([*self._nodes.values(), node])
+
+    def remove_voter(self, key: ReplicaKey) -> VoterSet | None:
+        """This set without ``key``; None if ``key`` (id and directory) is not a voter, or is the
+        last one (Kafka's removeVoter)."""
+        node = self._nodes.get(key.id)
+        if node is None or node.key != key or len(self._nodes) == 1:
+            return None
+        return VoterSet(n for n in self._nodes.values() if n.key.id != key.id)
+
+    def update_voter(self, node: VoterNode) -> VoterSet | None:
+        """This set with the voter of ``node``'s key (id and directory) replaced by ``node``;
+        None if there is no such voter (Kafka's updateVoter)."""
+        old = self._nodes.get(node.key.id)
+        if old is None or old.key != node.key:
+            return None
+        return VoterSet(node if n.key.id == node.key.id else n for n in self._nodes.values())
+
     def overlapping_majority(self, other: VoterSet) -> bool:
         """Whether every majority of this set meets every majority of ``other``: true when the
         sets differ by at most one voter, the rule a voter change keeps."""
@@ -126,6 +148,12 @@ class VoterSet:
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VoterSet) and self._nodes == other._nodes
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._nodes.values()))
 
     def __repr__(self) -> str:
         return f"VoterSet({sorted(self._nodes)})"

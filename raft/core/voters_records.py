@@ -1,16 +1,14 @@
 """The voter set in the log: VotersRecord ↔ :class:`VoterSet` (Kafka's VoterSet.toVotersRecord
-and fromVotersRecord), and the start-of-epoch control records of a kraft.version 1 leader."""
+and fromVotersRecord), in Kafka's VoterSet order."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from kraftsim.controller.java.hash_order import hashmap_capacity, spread, table_size_for
-from kraftsim.metadata.batch import ControlRecordType, decode_control_record, read_batches
-from kraftsim.metadata.messages import KRaftVersionRecord, VotersRecord
+from kraftsim.metadata.messages import VotersRecord
 from kraftsim.raft.core.keys import ReplicaKey
 from kraftsim.raft.core.voters import Endpoints, VoterNode, VoterSet
-from kraftsim.rpc.message import Message
 
 
 def voter_set_of(record: VotersRecord) -> VoterSet:
@@ -45,32 +43,3 @@ def voters_record_of(voters: VoterSet) -> VotersRecord:
             kraft_version_feature=VotersRecord.KRaftVersionFeature(min_supported_version=n.kraft_versions[0],
                                                                    max_supported_version=n.kraft_versions[1]))
         for n in (nodes[i] for i in java_voter_order(nodes))])
-
-
-def start_of_epoch_records(voters: VoterSet, voters_offset: int, kraft_version: int,
-                           local: VoterNode) -> tuple[VoterSet, list[tuple[ControlRecordType, Message]]]:
-    """What a new leader of a kraft.version 1 quorum writes after its LeaderChange, in the same
-    batch (Kafka's LeaderState.appendStartOfEpochControlRecords): its kraft.version and the voter
-    set with its own entry brought up to date, when the set was never written to the log (it
-    comes from a snapshot: ``voters_offset`` -1) or its own entry differs. Returns the set and
-    the records (none to write)."""
-    current = voters.node(local.key.id)
-    if kraft_version < 1 or current is None or (voters_offset >= 0 and current == local):
-        return voters, []
-    updated = VoterSet(local if n.key.id == local.key.id else n for n in voters.nodes())
-    return updated, [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=kraft_version)),
-                     (ControlRecordType.KRAFT_VOTERS, voters_record_of(updated))]
-
-
-def last_voters_offset(records: bytes) -> int | None:
-    """The offset of the last VotersRecord in a run of fetched batches (None: there is none)."""
-    found = None
-    for batch in read_batches(records, verify_crc=False):
-        if not batch.is_control:
-            continue
-        for rec in batch.records():
-            ctl = decode_control_record(rec)
-            if ctl is not None and ctl[0] == ControlRecordType.KRAFT_VOTERS:
-                found = rec.offset
-    return found
-

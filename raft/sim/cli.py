@@ -38,6 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--append-interval-ms", type=int, default=100, metavar="MS", help="mean time between appends")
     p.add_argument("--snapshot-interval-ms", type=int, default=3000, metavar="MS",
                    help="mean time between snapshots (0: none)")
+    p.add_argument("--voter-changes", action="store_true",
+                   help="a dynamic quorum (kraft.version 1) whose voters an admin changes while it runs: adds a "
+                        "spare controller (--observers) or removes a voter, the leader at times")
+    p.add_argument("--voter-change-interval-ms", type=int, default=1500, metavar="MS",
+                   help="mean time between voter changes asked of the leader (default 1500)")
     p.add_argument("--wire", choices=("off", "latest", "mixed"), default="off",
                    help="round-trip messages through Kafka's encoding: at the newest versions, or mixed per link")
     p.add_argument("--override", action="append", default=[], metavar="K=V",
@@ -66,7 +71,8 @@ def _config(args: argparse.Namespace) -> object:
                          duplicate=args.duplicate, delay_ms=delay, faults=not args.no_faults,
                          crashes=not args.no_crashes, partitions=not args.no_partitions,
                          fault_interval_ms=args.fault_interval_ms, append_interval_ms=args.append_interval_ms,
-                         snapshot_interval_ms=args.snapshot_interval_ms, wire=args.wire, quorum=quorum)
+                         snapshot_interval_ms=args.snapshot_interval_ms, voter_changes=args.voter_changes,
+                         voter_change_interval_ms=args.voter_change_interval_ms, wire=args.wire, quorum=quorum)
     except ValueError as e:
         raise UsageError(f"{PROG}: {e}") from None
 
@@ -75,13 +81,14 @@ def replay_command(args: argparse.Namespace, seed: int) -> str:
     """The command line that replays one seed of this run."""
     parts = [f"kraftsim simulate --seed {seed} --voters {args.voters}"]
     defaults = {"observers": 0, "seconds": 10.0, "settle_seconds": 30.0, "loss": 0.0, "duplicate": 0.0, "delay_ms": "1-20",
-                "fault_interval_ms": 2000, "append_interval_ms": 100, "snapshot_interval_ms": 3000, "wire": "off"}
+                "fault_interval_ms": 2000, "append_interval_ms": 100, "snapshot_interval_ms": 3000,
+                "voter_change_interval_ms": 1500, "wire": "off"}
     for name, default in defaults.items():
         value = getattr(args, name)
         if value != default:
             parts.append(f"--{name.replace('_', '-')} {value:g}" if isinstance(value, float)
                          else f"--{name.replace('_', '-')} {value}")
-    for flag in ("no_faults", "no_crashes", "no_partitions"):
+    for flag in ("no_faults", "no_crashes", "no_partitions", "voter_changes"):
         if getattr(args, flag):
             parts.append(f"--{flag.replace('_', '-')}")
     parts += [f"--override {o}" for o in args.override]

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple
 
+from kraftsim.metadata.batch import ControlRecordType
+from kraftsim.metadata.messages import KRaftVersionRecord
+from kraftsim.raft.core import reconfig_rpcs
 from kraftsim.raft.core.events import (
     InboundRequest,
     InboundResponse,
@@ -24,16 +27,27 @@ from kraftsim.raft.core.events import (
     OutboundResponse,
     ShutdownComplete,
 )
+from kraftsim.raft.core.keys import ReplicaKey
 from kraftsim.raft.core.memory_log import MemoryLog
 from kraftsim.raft.core.node import NotLeaderError, RaftNode
 from kraftsim.raft.core.state_store import MemoryQuorumStateStore
 from kraftsim.raft.core.timer import NEVER
-from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
+from kraftsim.raft.core.voter_history import VoterSetHistory
+from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
+from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.raft.sim.config import SimConfig
 from kraftsim.raft.sim.invariants import NodeView
 from kraftsim.raft.sim.network import Envelope, Network
 from kraftsim.raft.sim.scheduler import Scheduler
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+)
 
 LISTENER = "CONTROLLER"
 CLUSTER_ID = "kraftsim-simulated-AA"
@@ -48,8 +62,33 @@ class ReplyTo(NamedTuple):
     correlation_id: int
 
 
+class AdminReply(NamedTuple):
+    """Where a voter change's answer goes: the simulated admin client that asked for it."""
+
+    kind: str  # "add" or "remove"
+    voter_id: int
+    leader_id: int
+
+
+SUPPORTED_KRAFT_VERSIONS = (0, 1)  # what every simulated controller's ApiVersions says
+
+
 def address(node_id: int) -> Address:
     return Address(f"controller-{node_id}", 9093)
+
+
+def history_from_log(log: MemoryLog) -> VoterSetHistory:
+    """What a controller of a dynamic quorum reads from its log at start-up (the start-up
+    reader's job on disk): the voters and kraft.version of the snapshot the log starts at (at its
+    last offset), then of every control batch after it."""
+    history = VoterSetHistory(VoterSet([]))
+    start = log.start_offset
+    base = next((sid for sid in log.snapshots if sid.offset == start), None) if start > 0 else None
+    if base is not None:
+        history.add_snapshot(log.snapshots[base], base.offset - 1)
+    for batch in log.batches_from(start):
+        history.add_batches(batch.data)
+    return history
 
 
 @dataclass(eq=False)
@@ -88,7 +127,8 @@ class SimNode:
             return NodeView(self.node_id, self.incarnation, self.voter, False, "down", 0, None, None, self.log,
                             self.store.read())
         return NodeView(self.node_id, self.incarnation, self.voter, True, raft.role, raft.epoch, raft.leader_id,
-                        raft.high_watermark, self.log, self.store.read(), raft.voted_for)
+                        raft.high_watermark, self.log, self.store.read(), raft.voted_for,
+                        raft.history if raft.history.kraft_version() > 0 else None)
 
 
 @dataclass(slots=True)
@@ -98,6 +138,10 @@ class ClusterStats:
     refused_appends: int = 0
     snapshots: int = 0
     faults: Counter[str] = field(default_factory=Counter)
+    # Voter changes asked of the leader, by (kind, answer), and those committed, in order
+    # ("+4": 4 added, "-1": 1 removed, "-1 (leader)": the leader removed itself).
+    voter_changes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    committed_changes: list[str] = field(default_factory=list)
 
 
 class Cluster:
@@ -111,10 +155,26 @@ class Cluster:
         self.stats = ClusterStats()
         ids = list(range(1, config.voters + config.observers + 1))
         self.voter_ids = ids[:config.voters]
-        self.voters = VoterSet.static({i: address(i) for i in self.voter_ids}, LISTENER)
         sync = config.flush_ms[1] == 0
         self.nodes = {i: SimNode(i, i in self.voter_ids, uuid.UUID(int=(seed % (1 << 32)) << 64 | i),
                                  MemoryLog(sync_flush=sync)) for i in ids}
+        # A static quorum: controller.quorum.voters. A dynamic one: the voters a formatted
+        # directory starts with (its bootstrap snapshot's VotersRecord), kraft.version 1, and
+        # every controller a bootstrap server (controller.quorum.bootstrap.servers).
+        if config.voter_changes:
+            self.voters = VoterSet(VoterNode(ReplicaKey(i, self.nodes[i].directory_id),
+                                             Endpoints({LISTENER: address(i)}), SUPPORTED_KRAFT_VERSIONS)
+                                   for i in self.voter_ids)
+            # ``format``: Kafka writes these in the bootstrap checkpoint (0-0); here they open every
+            # log, in epoch 0, so that every snapshot holds them as a Kafka snapshot does.
+            for sn in self.nodes.values():
+                sn.log.append_control_as_leader([
+                    (ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=1)),
+                    (ControlRecordType.KRAFT_VOTERS, voters_record_of(self.voters))], epoch=0, timestamp=0)
+                sn.log.flush()
+                sn.log.complete_flush()
+        else:
+            self.voters = VoterSet.static({i: address(i) for i in self.voter_ids}, LISTENER)
         self.events_log: list[str] = []  # node events for the trace: elections, leader changes
 
     @property
@@ -135,11 +195,15 @@ class Cluster:
         sn.incarnation += 1
         sn.restart_at_ms = None
         sn.stopping = False
+        dynamic: dict[str, object] = {}
+        if self.config.voter_changes:
+            dynamic = {"voter_history": history_from_log(sn.log),
+                       "bootstrap": {i: address(i) for i in self.nodes}, "followers_always_flush": True}
         sn.raft = self.node_factory(
             node_id=node_id, directory_id=sn.directory_id, cluster_id=CLUSTER_ID, voters=self.voters,
             listeners=Endpoints({LISTENER: address(node_id)}), listener_name=LISTENER, log=sn.log, store=sn.store,
             config=self.config.quorum, rng=random.Random(f"{self.seed}:node:{node_id}:{sn.incarnation}"),
-            now_ms=self.now_ms, max_fetch_bytes=self.config.max_fetch_bytes)
+            now_ms=self.now_ms, max_fetch_bytes=self.config.max_fetch_bytes, **dynamic)
         self.drive(sn)
 
     def crash(self, node_id: int) -> None:
@@ -242,6 +306,9 @@ class Cluster:
 
     def _send_response(self, sn: SimNode, out: OutboundResponse) -> None:
         reply_to = out.reply_to
+        if isinstance(reply_to, AdminReply):
+            self._voter_change_answered(reply_to, out.message)
+            return
         assert isinstance(reply_to, ReplyTo)
         src, src_incarnation, correlation_id = reply_to
         env = Envelope(sn.node_id, src, sn.incarnation, src_incarnation, correlation_id, out.api_version, out.message,
@@ -270,6 +337,9 @@ class Cluster:
             return
         self.network.stats.delivered += 1
         env = self.network.carry(env)
+        if env.is_request and isinstance(env.message, ApiVersionsRequest):
+            self._answer_api_versions(env)  # the server answers it, not the Raft node
+            return
         if env.is_request:
             reply_to = ReplyTo(env.src, env.src_incarnation, env.correlation_id)
             request = InboundRequest(env.message, env.api_version, reply_to, LISTENER)  # type: ignore[arg-type]
@@ -330,3 +400,62 @@ class Cluster:
         if sid is not None:
             log.delete_before_snapshot(sid)
             self.stats.snapshots += 1
+
+    # -- voter changes ---------------------------------------------------------------------------------
+    def _answer_api_versions(self, env: Envelope) -> None:
+        lo, hi = SUPPORTED_KRAFT_VERSIONS
+        answer = ApiVersionsResponse(supported_features=[
+            ApiVersionsResponse.SupportedFeatureKey(name=reconfig_rpcs.KRAFT_VERSION_FEATURE, min_version=lo,
+                                                    max_version=hi)])
+        dst = self.nodes[env.dst]
+        self._transmit(Envelope(env.dst, env.src, dst.incarnation, env.src_incarnation, env.correlation_id,
+                                env.api_version, answer, False))
+
+    def voter_change(self) -> None:
+        """An admin asks the node that thinks it leads to add a spare controller or remove one of
+        three or more voters (now and then the leader itself), as ``kraftsim metadata-quorum add-controller`` or
+        ``remove-controller`` would; the answer comes back when the leader gives it."""
+        leaders = [sn for sn in self.nodes.values() if sn.raft is not None and sn.raft.is_leader()]
+        if not leaders:
+            return
+        sn = self.rng.choice(leaders)
+        assert sn.raft is not None
+        voters = sn.raft.quorum.voters
+        spares = [i for i in self.nodes if i not in voters.ids()]
+        # Never below two voters: a two-voter quorum whose leader removes itself and loses its
+        # epoch before that commits can be left with no electable voter (the leader, holding the
+        # record, sees itself as an observer; the other, without it, needs the leader's vote).
+        if len(voters) < 3 and not spares:
+            return
+        remove = not spares or (len(voters) >= 3 and self.rng.random() < 0.5)
+        if remove:
+            self.ask_voter_change(sn, "remove", self.rng.choice(sorted(voters.ids())))
+        else:
+            self.ask_voter_change(sn, "add", self.rng.choice(spares))
+
+    def ask_voter_change(self, sn: SimNode, kind: str, target: int) -> None:
+        """AddRaftVoter or RemoveRaftVoter for node ``target`` (its directory), sent to ``sn``."""
+        raft = sn.raft
+        assert raft is not None
+        request: AddRaftVoterRequest | RemoveRaftVoterRequest
+        directory = self.nodes[target].directory_id
+        if kind == "remove":
+            request = RemoveRaftVoterRequest(cluster_id=CLUSTER_ID, voter_id=target, voter_directory_id=directory)
+        else:
+            where = address(target)
+            request = AddRaftVoterRequest(cluster_id=CLUSTER_ID, timeout_ms=30_000, voter_id=target,
+                                          voter_directory_id=directory, listeners=[
+                                              AddRaftVoterRequest.Listener(name=LISTENER, host=where.host,
+                                                                           port=where.port)])
+        raft.handle_request(InboundRequest(request, 0, AdminReply(kind, target, sn.node_id), LISTENER), self.now_ms)
+        self.drive(sn)
+
+    def _voter_change_answered(self, reply: AdminReply, answer: object) -> None:
+        assert isinstance(answer, (AddRaftVoterResponse, RemoveRaftVoterResponse))
+        code = ErrorCode(answer.error_code).name
+        self.stats.voter_changes[(reply.kind, code)] += 1
+        if answer.error_code == ErrorCode.NONE:
+            sign = "+" if reply.kind == "add" else "-"
+            leader = " (leader)" if reply.kind == "remove" and reply.voter_id == reply.leader_id else ""
+            self.stats.committed_changes.append(f"{sign}{reply.voter_id}{leader}")
+            self.events_log.append(f"{self.now_ms} voter change {sign}{reply.voter_id}{leader} committed")

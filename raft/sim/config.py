@@ -30,6 +30,11 @@ class SimConfig:
     # snapshot of some node's log every ``snapshot_interval_ms`` on average (0: none).
     append_interval_ms: int = 100
     snapshot_interval_ms: int = 3_000
+    # Voter changes (KIP-853): the quorum is dynamic (kraft.version 1, the voters in the log) and
+    # an admin asks the leader to add an observer or remove a voter (the leader itself, at times)
+    # every ``voter_change_interval_ms`` on average. Observers are the spare controllers to add.
+    voter_changes: bool = False
+    voter_change_interval_ms: int = 1_500
     # Round-trip every message through Kafka's wire format, at the newest versions (``latest``)
     # or at a version picked per link from Kafka 3.9's ranges (``mixed``).
     wire: str = "off"

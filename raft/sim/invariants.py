@@ -12,8 +12,15 @@ shows (:class:`NodeView`), so that a hand-made history can be checked as well as
 - Committed records are never lost: a majority of voters hold them durably (flushed), and the
   leader holds them all (Raft's leader completeness).
 
-A voter-set change (KIP-853) adds one rule, that at most one change is uncommitted at a time:
-such checks plug in through :attr:`InvariantChecker.extra_checks`.
+With voter changes (KIP-853) the voters are those the log names, and:
+
+- At most one voter change is in flight: no log holds two VotersRecords past what is committed.
+- Two successive voter sets in any log share a majority (they differ by one voter at most).
+- "A majority of voters" above is a majority of the last committed voter set, or of an
+  uncommitted one seen since (a leader counts its new set at once, so records may commit under
+  it even if it is truncated later; any majority of it meets any majority of the committed one).
+
+Other checks plug in through :attr:`InvariantChecker.extra_checks`.
 """
 
 from __future__ import annotations
@@ -21,10 +28,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kraftsim.metadata.batch import IncompleteBatchError, read_batches
+from kraftsim.metadata.batch import IncompleteBatchError, decode_control_record, read_batches
+from kraftsim.metadata.messages import VotersRecord
 from kraftsim.raft.core.election_state import ElectionState
 from kraftsim.raft.core.keys import OffsetAndEpoch
 from kraftsim.raft.core.memory_log import MemoryLog
+from kraftsim.raft.core.voter_history import VoterSetHistory
+from kraftsim.raft.core.voters import VoterSet
+from kraftsim.raft.core.voters_records import voter_set_of
 
 CONTROL_FLAG = 0x20
 
@@ -48,6 +59,7 @@ class NodeView:
     log: MemoryLog
     persisted: ElectionState | None
     voted_for: int | None = None  # the candidate this node voted for in ``epoch`` (itself, as a candidate)
+    voter_history: VoterSetHistory | None = None  # the voter sets its log names (a dynamic quorum, running)
 
 
 @dataclass(slots=True)
@@ -89,6 +101,17 @@ class InvariantChecker:
     _snapshots_seen: dict[int, OffsetAndEpoch | None] = field(default_factory=dict)
     _epoch_first: dict[int, int] = field(default_factory=dict)  # epoch -> its first committed offset
     _votes: dict[tuple[int, int], int] = field(default_factory=dict)  # (voter, epoch) -> candidate
+    _committed_at_claim: dict[int, int] = field(default_factory=dict)  # epoch -> committed end when its leader was seen
+    # A dynamic quorum: the voter sets a committed record must be durable on a majority of one of
+    # (the committed set, then any pending one); None for a static quorum.
+    _voter_sets: list[VoterSet] | None = None
+    _committed_voters: dict[int, VoterSet] = field(default_factory=dict)  # offset -> committed VotersRecord
+    _last_committed_voters: int = -1
+    _histories_checked: dict[int, tuple[int, int]] = field(default_factory=dict)  # node -> (history, version)
+    # Uncommitted sets seen since the last committed one: a leader counts its latest set at once,
+    # so records may commit under one that is truncated later (safe: any majority of it meets any
+    # majority of the committed set).
+    _pending_seen: list[VoterSet] = field(default_factory=list)
 
     def check(self, views: list[NodeView]) -> None:
         for v in views:
@@ -99,6 +122,8 @@ class InvariantChecker:
             self._check_snapshot(v)
             if v.up and v.high_watermark is not None:
                 self._check_committed_prefix(v)
+        if any(v.voter_history is not None for v in views):
+            self._check_voter_sets(views)
         self._check_durable_majority(views)
         for v in views:
             if v.up and v.role == "leader":
@@ -109,6 +134,7 @@ class InvariantChecker:
 
     # -- elections ---------------------------------------------------------------------------
     def _claim(self, epoch: int, leader: int, who: str) -> None:
+        self._committed_at_claim.setdefault(epoch, self.committed_end)
         known = self.leaders.setdefault(epoch, leader)
         if known != leader:
             raise InvariantViolation(f"two leaders in epoch {epoch}: {known} and {leader} ({who})")
@@ -170,8 +196,17 @@ class InvariantChecker:
             self._epoch_first[epoch] = min(base, self._epoch_first.get(epoch, base))
             if not is_control(data):
                 self.committed_records += last - base + 1
+            else:
+                self._note_committed_voters(data)
         elif known != data:
             raise InvariantViolation(f"committed batch at offset {base} differs on {who}")
+
+    def _note_committed_voters(self, data: bytes) -> None:
+        for batch in read_batches(data):
+            for rec in batch.records():
+                decoded = decode_control_record(rec)
+                if decoded is not None and isinstance(decoded[1], VotersRecord):
+                    self._committed_voters[rec.offset] = voter_set_of(decoded[1])
 
     def _check_snapshot(self, v: NodeView) -> None:
         """A snapshot holds committed records only: the ones below its end."""
@@ -225,13 +260,58 @@ class InvariantChecker:
         target = self.committed_end
         if target == 0:
             return
-        durable = [v.node_id for v in views if v.voter
-                   and self._matched(self._durable, v, v.log.flushed_end_offset) >= target]
-        if len(durable) < self.voters // 2 + 1:
-            raise InvariantViolation(f"committed offsets below {target} are durable on voters {durable} only, "
-                                     f"not a majority of {self.voters}")
+        if self._voter_sets is None:
+            durable = [v.node_id for v in views if v.voter
+                       and self._matched(self._durable, v, v.log.flushed_end_offset) >= target]
+            if len(durable) < self.voters // 2 + 1:
+                raise InvariantViolation(f"committed offsets below {target} are durable on voters {durable} only, "
+                                         f"not a majority of {self.voters}")
+            return
+        holders = {v.node_id for v in views if self._matched(self._durable, v, v.log.flushed_end_offset) >= target}
+        for voters in self._voter_sets:
+            if len(holders & voters.ids()) >= voters.majority_size():
+                return
+        raise InvariantViolation(f"committed offsets below {target} are durable on {sorted(holders)} only, not a "
+                                 f"majority of any of the voter sets {self._voter_sets}")
+
+    def _check_voter_sets(self, views: list[NodeView]) -> None:
+        """One change in flight, successive sets sharing a majority; and which sets a committed
+        record must be durable on a majority of (the committed one, or the pending one)."""
+        target = self.committed_end
+        pending: list[VoterSet] = []
+        for v in views:
+            history = v.voter_history
+            if history is None:
+                continue
+            entries = history.entries()
+            seen = (id(history), history.version)
+            if self._histories_checked.get(v.node_id) != seen:  # unchanged since checked: skip
+                self._histories_checked[v.node_id] = seen
+                previous: VoterSet | None = None  # the first comes from a snapshot or the bootstrap checkpoint
+                for offset, voters in entries:
+                    if previous is not None and not previous.overlapping_majority(voters):
+                        raise InvariantViolation(f"node {v.node_id}'s log changes voters from {previous} to "
+                                                 f"{voters} at offset {offset}: they share no majority")
+                    previous = voters
+            in_flight = [offset for offset, _ in entries if offset >= target]
+            if len(in_flight) > 1:
+                raise InvariantViolation(f"node {v.node_id}'s log holds {len(in_flight)} uncommitted voter changes, "
+                                         f"at offsets {in_flight} (committed below {target})")
+            pending += [voters for offset, voters in entries if offset >= target]
+        if self._committed_voters:
+            last = max(self._committed_voters)
+            if last != self._last_committed_voters:
+                self._last_committed_voters = last
+                self._pending_seen = []
+            for voters in pending:
+                if voters not in self._pending_seen:
+                    self._pending_seen.append(voters)
+            self._voter_sets = [self._committed_voters[last], *self._pending_seen]
 
     def _check_leader_complete(self, v: NodeView) -> None:
-        needed = self.committed_through(v.epoch)
+        # What was committed before this leader's epoch was first seen (what its election
+        # guarantees), and no more than what epochs up to its own committed: records of an old
+        # epoch that a later leader committed need not be in a leader elected before that.
+        needed = min(self.committed_through(v.epoch), self._committed_at_claim.get(v.epoch, self.committed_end))
         if self._matched(self._complete, v, v.log.end_offset) < needed:
             raise InvariantViolation(f"leader {v.node_id} of epoch {v.epoch} lacks committed records below {needed}")

@@ -18,8 +18,15 @@ from kraftsim.raft.core.events import RaftRequest, RaftResponse
 from kraftsim.raft.sim.config import SimConfig
 from kraftsim.rpc import registry
 
-# Kafka 3.9's ranges for the Raft RPCs (Fetch from 13: KRaft names the topic by id).
-VERSIONS: dict[int, tuple[int, int]] = {1: (13, 17), 52: (0, 1), 53: (0, 1), 54: (0, 1), 55: (0, 2), 59: (0, 1)}
+# Kafka 3.9's ranges for the Raft RPCs (Fetch from 13: KRaft names the topic by id), ApiVersions (a
+# leader adding a voter asks it) and UpdateRaftVoter (a voter whose entry is out of date sends it).
+VERSIONS: dict[int, tuple[int, int]] = {1: (13, 17), 18: (0, 4), 52: (0, 1), 53: (0, 1), 54: (0, 1), 55: (0, 2),
+                                       59: (0, 1), 82: (0, 0)}
+
+
+# The first versions with KIP-853's directory ids (Fetch's ReplicaDirectoryId, Vote's and the
+# epoch RPCs' voter keys, FetchSnapshot's ReplicaDirectoryId).
+KIP_853_VERSIONS: dict[int, int] = {1: 17, 52: 1, 53: 1, 54: 1, 59: 1}
 
 
 @dataclass(slots=True)
@@ -64,8 +71,11 @@ class Network:
         self.duplicate = self.config.duplicate
 
     def api_version(self, src: int, dst: int, api_key: int) -> int:
-        """The version the two nodes speak for an API: the newest, or one picked per link."""
+        """The version the two nodes speak for an API: the newest, or one picked per link (in a
+        dynamic quorum, among those that carry directory ids: its replicas are 3.9 or later)."""
         lo, hi = VERSIONS[api_key]
+        if self.config.voter_changes:
+            lo = max(lo, KIP_853_VERSIONS.get(api_key, lo))
         if self.config.wire != "mixed":
             return hi
         key = (min(src, dst), max(src, dst), api_key)

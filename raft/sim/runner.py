@@ -53,6 +53,8 @@ class SimResult:
     snapshots_fetched: int
     truncations: int
     faults: Counter[str]
+    voter_changes: Counter[tuple[str, str]]
+    committed_changes: list[str]
     invariant_checks: int
     network: NetworkStats
     digest: str
@@ -145,6 +147,15 @@ class Simulation:
         if config.snapshot_interval_ms > 0:
             cluster.scheduler.after(config.snapshot_interval_ms, "snapshot", snapshot)
 
+        def voter_change() -> None:
+            if self.nemesis.active:  # the changes stop with the faults, so the cluster can settle
+                cluster.voter_change()
+            i = config.voter_change_interval_ms
+            cluster.scheduler.after(cluster.rng.randint(i // 2, i * 3 // 2), "voter change", voter_change)
+
+        if config.voter_changes:
+            cluster.scheduler.after(config.voter_change_interval_ms, "voter change", voter_change)
+
     def _after_step(self, label: str) -> None:
         """Check the invariants (unless no node changed in a way they can see) and extend the
         trace, whose digest identifies the run."""
@@ -200,7 +211,8 @@ class Simulation:
             committed_records=self.checker.committed_records, committed_end=self.checker.committed_end,
             snapshots=cluster.stats.snapshots, snapshots_fetched=sum(s.snapshots_fetched for s in raft_stats),
             truncations=sum(sn.log.truncations for sn in cluster.nodes.values()),
-            faults=cluster.stats.faults, invariant_checks=self.steps_checked, network=cluster.network.stats,
+            faults=cluster.stats.faults, voter_changes=cluster.stats.voter_changes,
+            committed_changes=cluster.stats.committed_changes, invariant_checks=self.steps_checked, network=cluster.network.stats,
             digest=self._digest.hexdigest(), trace=self.trace)
 
 

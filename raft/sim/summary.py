@@ -25,6 +25,7 @@ class Totals:
     truncations: int = 0
     invariant_checks: int = 0
     faults: Counter[str] = field(default_factory=Counter)
+    voter_changes: Counter[tuple[str, str]] = field(default_factory=Counter)
     network: Counter[str] = field(default_factory=Counter)
     last: SimResult | None = None
 
@@ -41,6 +42,7 @@ class Totals:
         self.truncations += r.truncations
         self.invariant_checks += r.invariant_checks
         self.faults.update(r.faults)
+        self.voter_changes.update(r.voter_changes)
         n = r.network
         self.network.update(sent=n.sent, lost=n.lost, duplicated=n.duplicated, partitioned=n.partitioned,
                             refused=n.refused, encoded_bytes=n.bytes_encoded)
@@ -50,6 +52,19 @@ class Totals:
 def _leaders(r: SimResult, width: int = 64) -> str:
     text = " ".join(f"{epoch}:{leader}" for epoch, leader in r.leaders.items())
     return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _changes(totals: Totals) -> str:
+    """The voter changes asked, committed and refused, by kind and answer."""
+    asked = sum(totals.voter_changes.values())
+    done = {kind: n for (kind, code), n in totals.voter_changes.items() if code == "NONE"}
+    failed = Counter[str]()
+    for (_, code), n in totals.voter_changes.items():
+        if code != "NONE":
+            failed[code] += n
+    refused = ", ".join(f"{code} {n}" for code, n in sorted(failed.items())) or "none"
+    return (f"{asked:,} changes answered: {done.get('add', 0):,} adds and {done.get('remove', 0):,} removals "
+            f"committed; refused or failed: {refused}")
 
 
 def render(config: SimConfig, first_seed: int, totals: Totals, wall_s: float) -> str:
@@ -76,6 +91,12 @@ def render(config: SimConfig, first_seed: int, totals: Totals, wall_s: float) ->
         + (f", {net['encoded_bytes']:,} bytes encoded" if net["encoded_bytes"] else ""),
         f"  logs         {totals.snapshots:,} snapshots taken, {totals.snapshots_fetched:,} fetched by followers, "
         f"{totals.truncations:,} truncations",
+    ]
+    if config.voter_changes:
+        lines.append(f"  voters       {_changes(totals)}")
+        if totals.runs == 1 and totals.last is not None:
+            lines.append(f"  committed    changes in order: {' '.join(totals.last.committed_changes) or 'none'}")
+    lines += [
         f"  invariants   held at all {totals.invariant_checks:,} checks (after every event, at start and heal)",
     ]
     return "\n".join(lines)

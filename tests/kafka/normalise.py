@@ -260,14 +260,14 @@ class KnownDivergence:
 
 # What a Kafka controller of each release serves that kraftsim does not yet: per api key, the
 # highest version kraftsim serves of it, or None for an API it does not serve at all.
-_RAFT_VOTERS: dict[int, int | None] = {80: None, 81: None, 82: None}  # KIP-853's voter changes: one voter
+_ADD_VOTER_V1: dict[int, int | None] = {80: 0}  # AddRaftVoter v1 (AckWhenCommitted), 4.2+
 NOT_SERVED_YET: dict[str, dict[int, int | None]] = {
-    "3.9": _RAFT_VOTERS,
-    "4.0": _RAFT_VOTERS,
-    "4.1": {**_RAFT_VOTERS, 1: 17},  # Fetch v18 (the follower's high watermark)
-    "4.2": {**_RAFT_VOTERS, 1: 17},
-    "4.3": {**_RAFT_VOTERS, 1: 17},
-    "4.4": {**_RAFT_VOTERS, 1: 17},
+    "3.9": {},
+    "4.0": {},
+    "4.1": {1: 17},  # Fetch v18 (the follower's high watermark)
+    "4.2": {**_ADD_VOTER_V1, 1: 17},
+    "4.3": {**_ADD_VOTER_V1, 1: 17},
+    "4.4": {**_ADD_VOTER_V1, 1: 17},
 }
 
 
@@ -288,12 +288,11 @@ def _served(keys: Any, msg: Any, view: SideView) -> Any:
 
 CONTROLLER_APIS = KnownDivergence(
     "controller APIs not served yet",
-    "ApiVersionsResponse.ApiKeys: a Kafka controller also serves what NOT_SERVED_YET lists for its release "
-    "(the Raft voter APIs of KIP-853, AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: kraftsim runs a "
-    "single voter; from 4.0 pre-vote, from 4.1 Fetch v18, in 4.4 "
-    "UnregisterController). Those entries are left out of the general "
-    "comparison, or cut to the versions kraftsim serves; every other entry is compared with its versions.",
-    "tests/kafka/test_api_versions.py::test_api_versions_lists_every_controller_api",
+    "ApiVersionsResponse.ApiKeys: a Kafka controller of 4.0 or later also serves what NOT_SERVED_YET lists "
+    "for its release (from 4.0 pre-vote, from 4.1 Fetch v18, from 4.2 AddRaftVoter v1, in 4.4 "
+    "UnregisterController). Those entries are left out of the general comparison, or cut to the versions "
+    "kraftsim serves; every other entry is compared with its versions.",
+    "tests/kafka/test_release_44.py::test_api_versions_lists_every_44_controller_api",
     "ApiVersionsResponse", "api_keys", _served)
 
 KNOWN_DIVERGENCES = (CONTROLLER_APIS,)

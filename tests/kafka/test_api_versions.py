@@ -53,8 +53,6 @@ async def test_api_versions_every_version(shared_pair: d.Pair) -> None:
     assert t.response("api key 1000").startswith("<closed")
 
 
-@pytest.mark.xfail(strict=True, reason="divergence: kraftsim does not serve the Raft voter APIs yet "
-                                       "(normalise.CONTROLLER_APIS)")
 async def test_api_versions_lists_every_controller_api(shared_pair: d.Pair) -> None:
     a, b = await d.run(shared_pair, [Call("ApiVersions v4", d.api_versions(), 4)], mask=False)
     assert [k["api_key"] for k in b[0]["response"]["api_keys"]] == [k["api_key"] for k in a[0]["response"]["api_keys"]]
@@ -92,3 +90,34 @@ def test_known_divergence_masks_are_named_with_their_strict_xfail_tests() -> Non
         func = getattr(importlib.import_module(module.removesuffix(".py").replace("/", ".")), test)
         marks = [m for m in getattr(func, "pytestmark", []) if m.name == "xfail"]
         assert marks and marks[0].kwargs.get("strict") is True, dv.test
+
+
+async def test_voter_changes_on_a_static_quorum_are_refused_as_kafka_refuses_them(shared_pair: d.Pair) -> None:
+    """AddRaftVoter and RemoveRaftVoter to a static quorum's leader (kraft.version 0): the same
+    errors and messages as Kafka 3.9's KafkaRaftClient, checks in the same order."""
+    import uuid
+
+    from kraftsim.rpc.messages import AddRaftVoterRequest, RemoveRaftVoterRequest
+
+    directory = uuid.UUID("6f2b8a1e-4c1d-4e55-9a0f-2d3c4b5a6978")
+
+    def add(voter_directory: uuid.UUID, listener: str = "CONTROLLER") -> d.Builder:
+        return lambda side: AddRaftVoterRequest(
+            cluster_id=side.cluster_id, timeout_ms=5000, voter_id=4000, voter_directory_id=voter_directory,
+            listeners=[AddRaftVoterRequest.Listener(name=listener, host="localhost", port=9999)])
+
+    steps = [
+        Call("add", add(directory), 0),
+        Call("add without a directory", add(uuid.UUID(int=0)), 0),
+        Call("add without the controller listener", add(directory, "OTHER"), 0),
+        Call("remove", lambda side: RemoveRaftVoterRequest(cluster_id=side.cluster_id, voter_id=3000,
+                                                           voter_directory_id=directory), 0),
+        Call("remove from another cluster", lambda side: RemoveRaftVoterRequest(
+            cluster_id="another-cluster", voter_id=3000, voter_directory_id=directory), 0),
+    ]
+    t = await d.check(shared_pair, steps)
+    assert t.error("add") == t.error("remove") == 35  # UNSUPPORTED_VERSION
+    assert t.response("add")["error_message"] == ("Cluster doesn't support adding voter because the kraft.version "
+                                                  "feature is 0")
+    assert t.error("add without a directory") == t.error("add without the controller listener") == 42
+    assert t.error("remove from another cluster") == 104  # INCONSISTENT_CLUSTER_ID

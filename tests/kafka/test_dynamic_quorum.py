@@ -28,6 +28,7 @@ from tests.kafka.harness import (
     random_cluster_id,
 )
 from tests.kafka.provision import RELEASES
+from tests.quorum_harness import Quorum
 
 pytestmark = pytest.mark.kafka
 
@@ -270,3 +271,49 @@ def test_an_observer_of_either_kind_follows_a_leader_of_the_other(tmp_path: Path
         finally:
             observer.stop()
             leader.stop()
+
+
+@pytest.mark.slow  # two kraftsim controllers and Kafka's tool, asked until the leader takes the add
+def test_kafkas_metadata_quorum_tool_adds_and_removes_a_kraftsim_controller(tmp_path: Path) -> None:
+    """Kafka 3.9.2's ``kafka-metadata-quorum add-controller``, given a kraftsim observer's own
+    config (formatted --no-initial-controllers), makes it a voter of a kraftsim --standalone
+    quorum, and its ``remove-controller`` takes it out: the tool's lines are Kafka's, and
+    ``describe --status`` shows the voters each time."""
+    q = Quorum(tmp_path, size=1, dynamic=True, observers=1, standalone=True)
+    q.start()
+    try:
+        [voter] = q.directory_ids
+        [observer] = [i for i in q.nodes if i != voter]
+        lead, obs = q.nodes[voter], q.nodes[observer]
+        assert q.leader(among=[voter]) == voter
+        obs_dir = files.MetaProperties.read(obs.directory / "data" / files.META_PROPERTIES).directory_id
+        added = f"Added controller {observer} with directory id {obs_dir} and endpoints: CONTROLLER://{obs.address}"
+
+        def add() -> bool:
+            r = kafka_metadata_quorum("--bootstrap-controller", lead.address, "--command-config", str(obs.config),
+                                      "add-controller")
+            if r.returncode == 0:
+                assert added in r.stdout.splitlines(), r.stdout
+                return True
+            # Kafka's leader aborts an add it cannot check yet (the newcomer lagging, or its
+            # ApiVersions not answered): REQUEST_TIMED_OUT, which the operator asks again after.
+            assert "since it is lagging behind" in r.stderr or "since API_VERSIONS returned an error" in r.stderr, \
+                r.stderr
+            return False
+
+        poll_sync(add, 90, 1.0, what="Kafka's add-controller accepted")
+
+        def voters_line() -> str:
+            out = kafka_metadata_quorum("--bootstrap-controller", lead.address, "describe", "--status").check().stdout
+            return next(x for x in out.splitlines() if x.startswith("CurrentVoters:"))
+
+        line = voters_line()
+        assert f'"id": {voter}, "directoryId": "{q.directory_ids[voter]}"' in line, line
+        assert f'"id": {observer}, "directoryId": "{obs_dir}", "endpoints": ["CONTROLLER://{obs.address}"]' in line
+        r = kafka_metadata_quorum("--bootstrap-controller", lead.address, "remove-controller", "--controller-id",
+                                  str(observer), "--controller-directory-id", obs_dir or "").check()
+        assert f"Removed  KRaft controller {observer} with directory id {obs_dir}" in r.stdout.splitlines(), r.stdout
+        line = voters_line()
+        assert f'"id": {observer}' not in line and f'"id": {voter}' in line, line
+    finally:
+        q.stop_all()
