@@ -181,7 +181,8 @@ class MetadataObserver:
         if theirs is None or theirs[1] < 13:
             await client.close()
             raise ValueError(f"{target[0]}:{target[1]} does not serve Fetch v13+ (the metadata log by topic id)")
-        self._fetch_version = min(17, theirs[1])
+        # Kafka 4.1's brokers fetch at v18, telling the leader their high watermark (KIP-1166).
+        self._fetch_version = min(self.release.apis[ApiKey.FETCH][1], theirs[1])
         self._client, self._client_addr = client, target
         return client
 
@@ -194,7 +195,8 @@ class MetadataObserver:
         v = self._fetch_version
         part = FetchRequest.FetchPartition(partition=METADATA_PARTITION, current_leader_epoch=self._leader_epoch,
                                            fetch_offset=self._fetch_offset, last_fetched_epoch=self._last_fetched_epoch,
-                                           partition_max_bytes=MAX_FETCH_BYTES, replica_directory_id=self.directory_id)
+                                           partition_max_bytes=MAX_FETCH_BYTES, replica_directory_id=self.directory_id,
+                                           high_watermark=self.high_watermark)  # sent from v18
         return FetchRequest(
             cluster_id=self.cluster_id, replica_id=self.replica_id if v < 15 else -1,
             replica_state=FetchRequest.ReplicaState(replica_id=self.replica_id if v >= 15 else -1, replica_epoch=-1),

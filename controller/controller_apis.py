@@ -57,7 +57,6 @@ log = logging.getLogger("kraftsim.apis")
 # Where kraftsim serves less of an API than some release's controller does: the highest version
 # it serves, or None for an API it does not serve. Each is its own work (docs/differences.md).
 NOT_SERVED: dict[int, int | None] = {
-    ApiKey.FETCH: 17,  # v18, the follower's high watermark (4.1+)
     ApiKey.ADD_RAFT_VOTER: 0,  # v1, AckWhenCommitted (4.2+)
 }
 

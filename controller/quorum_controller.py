@@ -316,7 +316,8 @@ class QuorumController:
             store=FileQuorumStateStore(mlog.directory / files.QUORUM_STATE), config=self.quorum_config(),
             clock=self.clock, voter_history=quorum.history,
             listeners=quorum.listeners, bootstrap=quorum.bootstrap,
-            supported_kraft_versions=self.release.supported_features().get("kraft.version", (0, 0)))
+            supported_kraft_versions=self.release.supported_features().get("kraft.version", (0, 0)),
+            speaks={ApiKey.FETCH: self.release.apis[ApiKey.FETCH]})  # v18 from 4.1: the fetcher's high watermark
         raft.on_leader_change.append(self._on_leader_change)
         raft.on_commit.append(self._on_commit)
         raft.on_resign.append(self._on_resign)

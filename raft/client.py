@@ -82,14 +82,16 @@ class RaftClient:
                  clock: Clock | None = None, rng: random.Random | None = None, kraft_version: int = 0,
                  voter_history: VoterSetHistory | None = None, listeners: Endpoints | None = None,
                  bootstrap: Mapping[int, Address] | None = None,
-                 supported_kraft_versions: tuple[int, int] = (0, 1)) -> None:
+                 supported_kraft_versions: tuple[int, int] = (0, 1),
+                 speaks: Mapping[int, tuple[int, int]] | None = None) -> None:
         """``voters`` and ``kraft_version``: the static quorum (``controller.quorum.voters`` at
         kraft.version 0; no voters for a node formatted ``--no-initial-controllers``);
         ``voter_history`` what the log says of the quorum (raft/dynamic_voters.py's
         read_history), which the node keeps from there; ``listeners`` this node's own (default:
         its entry in ``voters``); ``bootstrap`` where an observer first asks for the leader
         (default: the voters); ``supported_kraft_versions`` what this node's software supports,
-        as a leader writes it into its own VotersRecord entry. A controller flushes what it
+        as a leader writes it into its own VotersRecord entry; ``speaks`` the versions it asks
+        its peers in where they are not Kafka 3.9's (raft/network.py). A controller flushes what it
         fetches as an observer too, since it may become a voter (Kafka's RaftManager builds its
         client so)."""
         self.mlog = mlog
@@ -105,7 +107,7 @@ class RaftClient:
                              voter_history=voter_history, bootstrap=bootstrap,
                              supported_kraft_versions=supported_kraft_versions, followers_always_flush=True)
         self.network = RaftNetwork(f"raft-client-{node_id}", config.request_timeout_ms, self._on_response,
-                                   self._on_request_failed)
+                                   self._on_request_failed, speaks)
         self.on_leader_change: list[Callable[[LeaderChange], None]] = []
         self.on_commit: list[Callable[[int], None]] = []
         self.on_resign: list[Callable[[], None]] = []

@@ -2,7 +2,9 @@
 KafkaNetworkChannel keeps them through its NetworkClient (client id ``raft-client-<id>``).
 
 A connection asks ApiVersions first and every request then goes at the highest version both
-sides speak, shaped for it (``rpcs.for_version``: the replica id of a Fetch below v15). The node
+sides speak, shaped for it (``rpcs.for_version``: the replica id of a Fetch below v15). This side
+speaks Kafka 3.9's versions but where ``speaks`` says otherwise (a controller of Kafka 4.1 or
+later: Fetch v18, with the fetcher's high watermark, to a peer that serves it). The node
 keeps at most one request in flight per peer; each answer goes back to it by the node's own
 correlation id. A request that cannot be sent (the connection is refused, or the peer is in its
 reconnect backoff), whose connection drops, or that is not answered within
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kraftsim.raft.core import rpcs
@@ -52,8 +54,9 @@ class _Peer:
 
 class RaftNetwork:
     def __init__(self, client_id: str, request_timeout_ms: int, on_response: ResponseSink,
-                 on_failure: FailureSink) -> None:
+                 on_failure: FailureSink, speaks: Mapping[int, tuple[int, int]] | None = None) -> None:
         self.client_id = client_id
+        self.speaks = dict(speaks or {})  # per api key, the versions spoken instead of 3.9's
         self.request_timeout_s = request_timeout_ms / 1000
         self.on_response = on_response
         self.on_failure = on_failure
@@ -91,6 +94,7 @@ class RaftNetwork:
         try:
             client = await KafkaClient.connect(peer.address.host, peer.address.port, client_id=self.client_id,
                                                timeout=self.request_timeout_s)
+            client.speaks = {**client.speaks, **self.speaks}
             try:
                 await asyncio.wait_for(client.negotiate(), self.request_timeout_s)
             except BaseException:

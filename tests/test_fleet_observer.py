@@ -95,3 +95,22 @@ async def test_a_tail_the_leader_does_not_have_is_truncated(tmp_path: Path) -> N
     finally:
         await obs.stop()
         await c.stop()
+
+
+async def test_an_observer_of_44_fetches_at_v18_with_its_high_watermark(tmp_path: Path) -> None:
+    """Kafka 4.1's brokers fetch at v18, telling the leader their high watermark (KIP-1166): the
+    fleet of a 4.4 release does so from a 4.4 controller, and catches up (to its bootstrap
+    records: a 4.4 controller places no topic on a broker without 4.4's features)."""
+    from kraftsim.metadata import versions
+
+    c = Cluster(tmp_path, kraftsim_release="4.4")
+    await c.start()
+    obs = MetadataObserver([("127.0.0.1", c.running.server.port)], c.cluster_id, 4242, DIRECTORY,
+                           release=versions.release("4.4"))
+    try:
+        obs.start()
+        await caught_up(obs, c)
+        assert obs.image == c.controller.image and obs._fetch_version == 18
+    finally:
+        await obs.stop()
+        await c.stop()

@@ -311,6 +311,41 @@ async def test_fetch_at_every_version_from_13(cluster: Cluster) -> None:
         assert bool(resp.node_endpoints) == (v >= 17)
 
 
+async def test_a_41_controller_fetches_at_v18_and_its_leader_answers_a_stale_high_watermark_at_once(
+        tmp_path: Path) -> None:
+    """Kafka 4.1 (KIP-1166): the Raft network of a 4.4 controller fetches at v18, which a 4.4
+    leader serves, with the fetcher's high watermark; the leader, ahead of it, answers at once a
+    fetch at its log end that would otherwise wait its whole MaxWaitMs."""
+    from kraftsim.raft.core import rpcs
+    from kraftsim.raft.core.events import OutboundRequest
+    from kraftsim.raft.core.keys import ReplicaKey
+    from kraftsim.raft.core.voters import Address
+    from kraftsim.raft.network import RaftNetwork
+    from kraftsim.rpc.api_keys import ApiKey
+
+    c = Cluster(tmp_path, kraftsim_release="4.4")
+    await c.start()
+    answers: list[Any] = []
+    network = RaftNetwork("raft-client-7", 30_000, lambda peer, corr, r: answers.append(r),
+                          lambda peer, corr, key, error: answers.append(error),
+                          c.controller.raft.network.speaks)
+    try:
+        ctl = c.controller
+        assert ctl.raft.network.speaks == {ApiKey.FETCH: (4, 18)}
+        end = ctl.mlog.end_offset
+        assert ctl.raft.node.high_watermark == end
+        fetch = rpcs.fetch_request(c.cluster_id, ReplicaKey(OBSERVER, DIR), ctl.epoch, end, ctl.epoch, 60_000, -1)
+        network.send(OutboundRequest(1, 3000, Address("127.0.0.1", c.running.server.port), fetch))
+        await harness.poll_until(lambda: answers, what="the v18 fetch answered before its MaxWaitMs")
+        p = partition(answers[0])
+        assert p.high_watermark == end and not p.records
+        peer = next(iter(network._peers.values()))
+        assert peer.client is not None and peer.client.pick_version(ApiKey.FETCH, FetchRequest) == 18
+    finally:
+        await network.close()
+        await c.stop()
+
+
 async def test_describe_quorum_shows_the_leader_and_its_observers(cluster: Cluster) -> None:
     c = cluster
     ctl = c.controller

@@ -485,6 +485,70 @@ def test_a_fetch_holding_records_committed_since_its_last_answer_is_answered_at_
     assert ask(n, fetch(n.epoch, end, n.epoch, replica=7, wait=60_000), now + 3) is None
 
 
+def fetch_v18(n: RaftNode, offset: int, high_watermark: int, now: int, replica: int = 7,
+              wait: int = 60_000) -> RaftResponse | None:
+    """A Fetch v18 (Kafka 4.1) from ``replica`` at ``offset`` holding ``high_watermark``."""
+    return ask(n, rpcs.fetch_request(CLUSTER, ReplicaKey(replica), n.epoch, offset, n.epoch, wait, high_watermark),
+               now, version=18)
+
+
+def test_a_v18_fetch_whose_high_watermark_is_behind_the_leaders_is_answered_at_once() -> None:
+    """Kafka 4.1's leader (KIP-1166) answers a fetch at once when the fetcher's HighWatermark is
+    behind its own, and parks one that holds the leader's, until new records or its MaxWaitMs."""
+    n = node(append_linger_ms=0)
+    now = elect(n)
+    n.poll(now)
+    assert ask(n, fetch(1, 1, 1, replica=2), now) is not None  # voter 2 acknowledges: offset 0 committed
+    end = n.log.end_offset
+    assert n.high_watermark == end == 1
+    # A fetcher at the end the leader never answered (so nothing told it the high watermark):
+    # by the high watermark it sends (-1, none known), it is behind.
+    stale = fetch_v18(n, end, -1, now, replica=3)
+    assert stale is not None and partition(stale).high_watermark == end and not partition(stale).records
+    # The same fetch below v18 says nothing of its high watermark: it waits.
+    assert ask(n, fetch(1, end, 1, replica=7, wait=500), now) is None
+    # Holding the leader's high watermark, it waits too: until new records ...
+    assert fetch_v18(n, end, end, now, replica=3, wait=500) is None
+    n.append(n.epoch, [b"new"], now + 10)
+    n.poll(now + 10)
+    answers = [o.message for o in n.take_outbound() if isinstance(o, OutboundResponse)]
+    assert len(answers) == 2 and all(partition(a).records for a in answers)
+    # ... or its MaxWaitMs, answered then with its first answer.
+    end = n.log.end_offset
+    assert ask(n, fetch(1, end, 1, replica=2), now + 20) is not None  # offset 1 committed
+    assert n.high_watermark == end
+    assert fetch_v18(n, end, end, now + 20, replica=3, wait=500) is None
+    n.poll(now + 519)
+    assert not n.take_outbound()
+    n.poll(now + 520)
+    (late,) = n.take_outbound()
+    assert isinstance(late, OutboundResponse) and partition(late.message).high_watermark == end
+    assert not partition(late.message).records
+
+
+def test_a_parked_v18_fetch_is_answered_when_the_high_watermark_moves() -> None:
+    """A v18 fetch parked at the end is answered when the high watermark moves at all (Kafka 4.1
+    completes its purgatory then), even short of the records it holds; below v18, only when they
+    are committed (kraftsim's rule: see purgatory.py)."""
+    n = node(append_linger_ms=0)
+    now = elect(n)
+    n.poll(now)
+    assert ask(n, fetch(1, 1, 1, replica=2), now) is not None
+    n.append(n.epoch, [b"a"], now)
+    n.poll(now)
+    n.append(n.epoch, [b"b"], now)
+    n.poll(now)
+    end = n.log.end_offset
+    assert (n.high_watermark, end) == (1, 3)
+    assert fetch_v18(n, end, 1, now, replica=7) is None  # holds the leader's high watermark: parked
+    assert ask(n, fetch(1, end, 1, replica=8, wait=60_000), now) is None  # v17, told nothing: parked
+    assert ask(n, fetch(1, 2, 1, replica=2), now + 1) is not None  # voter 2 has offset 1: committed
+    n.poll(now + 1)
+    (answer,) = [o for o in n.take_outbound() if isinstance(o, OutboundResponse)]
+    assert partition(answer.message).high_watermark == 2 and not partition(answer.message).records
+    assert len(n.purgatory) == 1  # the v17 fetch still waits: what it holds is not all committed
+
+
 def test_parked_fetches_are_answered_not_leader_when_the_leader_resigns() -> None:
     n = node()
     now = elect(n)
@@ -547,6 +611,7 @@ def test_a_follower_appends_what_it_fetched_and_follows_the_leaders_high_waterma
     (next_fetch,) = requests_out(n)
     part = next_fetch.message.topics[0].partitions[0]  # type: ignore[union-attr]
     assert (part.fetch_offset, part.last_fetched_epoch) == (3, 5)
+    assert part.high_watermark == 2  # its own, for Fetch v18 (Kafka 4.1); left out below v18
 
 
 def test_a_follower_truncates_its_divergent_tail_but_never_below_its_high_watermark() -> None:

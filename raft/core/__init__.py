@@ -15,7 +15,7 @@ The pieces, each in its own module:
 - ``log.py`` and ``state_store.py``: the storage protocols, with in-memory implementations
   (``memory_log.py``, ``MemoryQuorumStateStore``) and Kafka's ``quorum-state`` file.
 
-Where dynamic voters are, and where pre-vote belongs:
+Where dynamic voters are, where pre-vote belongs, and Fetch v18:
 
 - KIP-853 (dynamic voters): the voter set carries directory ids, endpoints and kraft.version
   ranges (``voters.py``), replicas are named by :class:`~kraftsim.raft.core.keys.ReplicaKey` with
@@ -35,4 +35,7 @@ Where dynamic voters are, and where pre-vote belongs:
   where a timer calls ``transition_to_candidate``, Vote v2's PreVote flag in
   ``rpcs.vote_request``, and a voter that answers UNSUPPORTED_VERSION sending the node straight
   to Candidate.
+- KIP-1166 (Fetch v18, Kafka 4.1): a follower's Fetch carries its high watermark
+  (``polling.build_fetch``); a leader answers a v18 fetch whose high watermark is behind its own
+  at once, and a parked one when its high watermark moves (``fetch_rpcs``, ``purgatory.py``).
 """

@@ -5,7 +5,10 @@ The leader checks a fetcher's offset and last epoch against its own log: a fetch
 went another way is told where the two agree (DivergingEpoch) and truncates there; one that is
 behind the log start (or empty, while a snapshot exists) is sent to the snapshot (SnapshotId).
 Every valid fetch reports the fetcher's progress, which moves the high watermark. A fetch with
-nothing to return waits in the purgatory (``purgatory.py``).
+nothing to return waits in the purgatory (``purgatory.py``), unless the fetcher should learn of a
+newer high watermark: from Fetch v18 (Kafka 4.1, KIP-1166) it says which one it holds, and one
+behind the leader's is answered at once, as Kafka 4.1's leader does; below v18 the leader goes by
+the high watermark it last told that fetcher (kraftsim's rule, docs/differences.md).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("kraftsim.raft")
 E = ErrorCode
 BOOTSTRAP_SNAPSHOT_ID = OffsetAndEpoch(0, 0)  # the bootstrap checkpoint: never replicated
+FETCH_SENDS_HIGH_WATERMARK = 18  # the Fetch version with the fetcher's HighWatermark (KIP-1166, Kafka 4.1)
 
 
 # -- Fetch, on the leader ------------------------------------------------------------------------
@@ -73,10 +77,15 @@ def handle_fetch_request(node: RaftNode, req: InboundRequest, message: FetchRequ
     if (part.error_code != E.NONE or part.records or message.max_wait_ms == 0 or rpcs.is_diverging(part)
             or rpcs.is_snapshot_redirect(part)):
         return response
-    if told is not None and told < p.fetch_offset and part.high_watermark > told:
+    sends_high_watermark = req.api_version >= FETCH_SENDS_HIGH_WATERMARK
+    if sends_high_watermark:
+        if p.high_watermark < part.high_watermark:
+            return response  # Kafka 4.1: the fetcher's high watermark is behind the leader's
+    elif told is not None and told < p.fetch_offset and part.high_watermark > told:
         return response  # records it holds, told uncommitted, are committed now: it may apply them
     node.purgatory.park(ParkedFetch(message, req.api_version, req.reply_to, req.listener, replica, p.fetch_offset,
-                                    now_ms + message.max_wait_ms, response, part.high_watermark))
+                                    now_ms + message.max_wait_ms, response, part.high_watermark,
+                                    sends_high_watermark))
     return None
 
 

@@ -145,8 +145,9 @@ def send_fetch(node: RaftNode, state: FollowerState, now_ms: int) -> int:
 def build_fetch(node: RaftNode, epoch: int) -> rpcs.FetchRequest:
     q = node.quorum
     replica = None if q.local_id is None else q.local_key
+    hw = q.high_watermark
     return rpcs.fetch_request(node.cluster_id, replica, epoch, node.log.end_offset, node.log.last_fetched_epoch(),
-                              node.config.fetch_max_wait_ms)
+                              node.config.fetch_max_wait_ms, -1 if hw is None else hw)
 
 
 def send_fetch_to_any_voter(node: RaftNode, now_ms: int) -> int:

@@ -8,10 +8,12 @@ MaxWaitMs runs out; and with an error when this node stops leading. The node doe
 inside its own calls (append, poll, transitions), so a driver only ever sees the answer appear in
 the outbox, possibly long after the request went in.
 
-The second rule is kraftsim's: Kafka 3.9's purgatory completes on the log end alone, so a
-fetcher holding uncommitted records learns of their commit only with the next record or at its
-MaxWaitMs. A leader whose flush completes after its appends (kraftsim's, in the background)
-would otherwise keep every observer half a second behind each commit.
+For a fetch below v18 the second rule is kraftsim's: Kafka 3.9's purgatory completes on the log
+end alone, so a fetcher holding uncommitted records learns of their commit only with the next
+record or at its MaxWaitMs. A leader whose flush completes after its appends (kraftsim's, in the
+background) would otherwise keep every observer half a second behind each commit. A Fetch v18
+(Kafka 4.1) is answered at any move of the high watermark past the one its first answer gave, as
+Kafka 4.1's leader completes its whole purgatory when the high watermark moves.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ class ParkedFetch:
     deadline_ms: int
     first_answer: FetchResponse
     known_high_watermark: int = -1  # the high watermark the first answer gave
+    # A Fetch v18 (Kafka 4.1): the fetcher said which high watermark it holds, and Kafka 4.1's
+    # leader answers every parked fetch once the high watermark moves.
+    on_any_high_watermark: bool = False
 
 
 class FetchPurgatory:
@@ -58,11 +63,16 @@ class FetchPurgatory:
 
     def take_ready(self, end_offset: int, high_watermark: int | None = None) -> list[ParkedFetch]:
         """Those with something new: the log end has moved past their fetch offset, or the high
-        watermark has reached records they hold beyond the one they were told."""
+        watermark has reached records they hold beyond the one they were told (a v18 fetch: has
+        moved at all)."""
         hw = -1 if high_watermark is None else high_watermark
 
         def ready(p: ParkedFetch) -> bool:
-            return p.fetch_offset < end_offset or p.known_high_watermark < p.fetch_offset <= hw
+            if p.fetch_offset < end_offset:
+                return True
+            if p.on_any_high_watermark:
+                return hw > p.known_high_watermark
+            return p.known_high_watermark < p.fetch_offset <= hw
 
         ready_now = [p for p in self._parked if ready(p)]
         if ready_now:

@@ -243,10 +243,15 @@ def end_quorum_epoch_response(listener: str, api_version: int, error: int, epoch
 
 # -- Fetch -----------------------------------------------------------------------------------
 
+NO_HIGH_WATERMARK_SENT = 2**63 - 1  # Fetch v18's HighWatermark default: what a v17 fetch decodes to
+
+
 def fetch_request(cluster_id: str, replica: ReplicaKey | None, epoch: int, fetch_offset: int, last_fetched_epoch: int,
-                  max_wait_ms: int) -> FetchRequest:
+                  max_wait_ms: int, high_watermark: int = NO_HIGH_WATERMARK_SENT) -> FetchRequest:
     """A replica's Fetch, with its id in ReplicaState as from v15 (:func:`for_version` moves it
-    to ReplicaId for an older peer, as Kafka's request builder does)."""
+    to ReplicaId for an older peer, as Kafka's request builder does). ``high_watermark``: the
+    fetcher's own (-1 if it knows none), which Kafka 4.1's follower sends in v18 (KIP-1166) so
+    that a leader ahead of it answers at once; the encoder leaves it out below v18."""
     replica_id = -1 if replica is None else replica.id
     return FetchRequest(
         cluster_id=cluster_id, replica_id=-1,
@@ -256,7 +261,8 @@ def fetch_request(cluster_id: str, replica: ReplicaKey | None, epoch: int, fetch
             FetchRequest.FetchPartition(
                 partition=METADATA_PARTITION, current_leader_epoch=epoch, fetch_offset=fetch_offset,
                 last_fetched_epoch=last_fetched_epoch, partition_max_bytes=MAX_FETCH_SIZE_BYTES,
-                replica_directory_id=replica.wire_directory_id if replica else NO_DIRECTORY_ID)])])
+                replica_directory_id=replica.wire_directory_id if replica else NO_DIRECTORY_ID,
+                high_watermark=high_watermark)])])
 
 
 def for_version(message: RaftRequest, version: int) -> RaftRequest:

@@ -264,10 +264,10 @@ _ADD_VOTER_V1: dict[int, int | None] = {80: 0}  # AddRaftVoter v1 (AckWhenCommit
 NOT_SERVED_YET: dict[str, dict[int, int | None]] = {
     "3.9": {},
     "4.0": {},
-    "4.1": {1: 17},  # Fetch v18 (the follower's high watermark)
-    "4.2": {**_ADD_VOTER_V1, 1: 17},
-    "4.3": {**_ADD_VOTER_V1, 1: 17},
-    "4.4": {**_ADD_VOTER_V1, 1: 17},
+    "4.1": {},
+    "4.2": _ADD_VOTER_V1,
+    "4.3": _ADD_VOTER_V1,
+    "4.4": _ADD_VOTER_V1,
 }
 
 
@@ -288,9 +288,8 @@ def _served(keys: Any, msg: Any, view: SideView) -> Any:
 
 CONTROLLER_APIS = KnownDivergence(
     "controller APIs not served yet",
-    "ApiVersionsResponse.ApiKeys: a Kafka controller of 4.0 or later also serves what NOT_SERVED_YET lists "
-    "for its release (from 4.0 pre-vote, from 4.1 Fetch v18, from 4.2 AddRaftVoter v1, in 4.4 "
-    "UnregisterController). Those entries are left out of the general comparison, or cut to the versions "
+    "ApiVersionsResponse.ApiKeys: a Kafka controller of 4.2 or later also serves what NOT_SERVED_YET lists "
+    "for its release (AddRaftVoter v1). Those entries are left out of the general comparison, or cut to the versions "
     "kraftsim serves; every other entry is compared with its versions.",
     "tests/kafka/test_release_44.py::test_api_versions_lists_every_44_controller_api",
     "ApiVersionsResponse", "api_keys", _served)

@@ -1,5 +1,6 @@
 """The Raft RPCs a broker and the tools send, against a real Kafka 3.9 controller
-(differential): Fetch in each case an observer meets, FetchSnapshot's errors, DescribeQuorum,
+(differential): Fetch in each case an observer meets (and Fetch v18's high watermark against
+Kafka 4.4), FetchSnapshot's errors, DescribeQuorum,
 and Vote / BeginQuorumEpoch / EndQuorumEpoch from a node that is not a voter. Responses are
 compared after the RAFT normalisation (offsets relative, records decoded, times and ports
 masked)."""
@@ -31,9 +32,11 @@ LEADER_EPOCH = 1  # a fresh controller's first epoch, on both sides
 
 def fetch(offset: int | str | Callable[[d.Side], int], last_epoch: int = LEADER_EPOCH, *,
           leader_epoch: int = LEADER_EPOCH, cluster_id: str | None = "same", topic_id: uuid.UUID = METADATA_TOPIC_ID,
-          wait_ms: int = 0, partition: int = 0, replica: int = OBSERVER, version: int = 17) -> d.Builder:
+          wait_ms: int = 0, partition: int = 0, replica: int = OBSERVER, version: int = 17,
+          high_watermark: int | str | None = None) -> d.Builder:
     """``offset``: relative to the scenario's start, "end" for the side's log end, an int
-    below 0 taken as an absolute (invalid) offset, or a function of the side giving one."""
+    below 0 taken as an absolute (invalid) offset, or a function of the side giving one.
+    ``high_watermark`` (Fetch v18): the fetcher's, absolute, or "end" for the side's log end."""
     def build(side: d.Side) -> Any:
         if callable(offset):
             off = offset(side)
@@ -52,7 +55,10 @@ def fetch(offset: int | str | Callable[[d.Side], int], last_epoch: int = LEADER_
             topics=[FetchRequest.FetchTopic(topic="__cluster_metadata", topic_id=topic_id, partitions=[
                 FetchRequest.FetchPartition(partition=partition, current_leader_epoch=leader_epoch, fetch_offset=off,
                                             last_fetched_epoch=last_epoch, partition_max_bytes=8 << 20,
-                                            replica_directory_id=DIRECTORY)])])
+                                            replica_directory_id=DIRECTORY,
+                                            **({} if high_watermark is None else {"high_watermark": (
+                                                side.last_offset() + 1 if high_watermark == "end"
+                                                else int(high_watermark))}))])])
     return build
 
 
@@ -118,6 +124,20 @@ async def test_raft_rpcs(pair_factory: Callable[..., PairNodes]) -> None:
     # One observer per (id, directory): the v13 fetch carries no directory id, the v17 ones do.
     assert sorted((o["replica_id"], o["replica_directory_id"]) for o in observers) == [
         (OBSERVER, "00000000-0000-0000-0000-000000000000"), (OBSERVER, str(DIRECTORY))]
+
+
+async def test_fetch_v18_with_the_fetchers_high_watermark(shared_pair_44: d.Pair) -> None:
+    """Kafka 4.1+ (KIP-1166), against Kafka 4.4: a fetch at the log end from a fetcher whose high
+    watermark is behind the leader's is answered at once, long MaxWaitMs or not (the deadline
+    fails a side that parks it); one holding the leader's waits its MaxWaitMs for nothing new."""
+    t = await asyncio.wait_for(d.check(shared_pair_44, [
+        Call("v18 at the end, high watermark behind", fetch("end", wait_ms=600_000, high_watermark=-1, version=18), 18),
+        Call("v18 at the end, high watermark the leader's",
+             fetch("end", wait_ms=200, high_watermark="end", version=18), 18),
+    ]), 60)
+    for label in ("v18 at the end, high watermark behind", "v18 at the end, high watermark the leader's"):
+        p = t.response(label)["responses"][0]["partitions"][0]
+        assert p["error_code"] == 0 and not p["records"], (label, p)
 
 
 # -- retention: the log start offset after snapshots ----------------------------------------------
