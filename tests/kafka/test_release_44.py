@@ -69,8 +69,6 @@ async def test_api_versions_every_version(shared_pair_44: d.Pair) -> None:
         .startswith("<closed")  # the connection closed, unanswered
 
 
-@pytest.mark.xfail(strict=True, reason="divergence: kraftsim serves AddRaftVoter v0 only, where 4.4 serves v0-1 "
-                                       "(normalise.NOT_SERVED_YET)")
 async def test_api_versions_lists_every_44_controller_api(shared_pair_44: d.Pair) -> None:
     a, b = await d.run(shared_pair_44, [Call("ApiVersions v5", d.api_versions(), 5)], mask=False)
     assert b[0]["response"]["api_keys"] == a[0]["response"]["api_keys"]
