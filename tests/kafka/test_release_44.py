@@ -1,7 +1,8 @@
 """kraftsim with ``kraftsim.release=4.4`` beside a real Kafka 4.4.0 controller (differential), both
 formatted at 4.4: ApiVersions at every version, features and upgrades, format, broker
-registration and heartbeats, topics, configs, eligible leader replicas, controller registration, AddRaftVoter v1. One scenario against a
-real Kafka 4.0 controller: ApiVersions and features, where 4.0 differs from 4.4."""
+registration and heartbeats, topics, configs, eligible leader replicas, controller registration,
+AddRaftVoter v1. One scenario against a real Kafka 4.0 controller: ApiVersions and features,
+where 4.0 differs from 4.4."""
 
 from __future__ import annotations
 
@@ -81,7 +82,9 @@ async def test_add_raft_voter_v1_to_a_static_quorum(shared_pair_44: d.Pair) -> N
 
     from kraftsim.rpc.messages import AddRaftVoterRequest
 
-    def add(ack: bool, directory: uuid.UUID = uuid.UUID("6f2b8a1e-4c1d-4e55-9a0f-2d3c4b5a6978")) -> d.Builder:
+    directory = uuid.UUID("6f2b8a1e-4c1d-4e55-9a0f-2d3c4b5a6978")
+
+    def add(ack: bool, directory: uuid.UUID = directory) -> d.Builder:
         return lambda side: AddRaftVoterRequest(
             cluster_id=side.cluster_id, timeout_ms=5000, voter_id=4000, voter_directory_id=directory,
             listeners=[AddRaftVoterRequest.Listener(name="CONTROLLER", host="localhost", port=9999)],
