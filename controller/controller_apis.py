@@ -41,7 +41,6 @@ from kraftsim.metadata.authorizer.authorizer import AllowAll, authorize_cluster
 from kraftsim.metadata.versions import Release
 from kraftsim.rpc import registry
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
-from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.api_types import Api
 from kraftsim.rpc.dispatch import Dispatcher, Handler, Lane, LaterAnswer, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
@@ -55,10 +54,9 @@ log = logging.getLogger("kraftsim.apis")
 
 
 # Where kraftsim serves less of an API than some release's controller does: the highest version
-# it serves, or None for an API it does not serve. Each is its own work (docs/differences.md).
-NOT_SERVED: dict[int, int | None] = {
-    ApiKey.ADD_RAFT_VOTER: 0,  # v1, AckWhenCommitted (4.2+)
-}
+# it serves, or None for an API it does not serve. Empty: every release's controller APIs are
+# served at every version that release's controller lists (docs/differences.md).
+NOT_SERVED: dict[int, int | None] = {}
 
 
 def served_ranges(release: Release) -> dict[int, tuple[int, int]]:

@@ -124,7 +124,7 @@ class RaftApis:
         answer = self.client.handle_request(ctx, req)
         if isinstance(answer, Message):
             return _now(answer, AddRaftVoterResponse)
-        return _later(answer, AddRaftVoterResponse)  # once the new voter set is committed
+        return _later(answer, AddRaftVoterResponse)  # once the new voter set is committed (v1: or written)
 
     def remove_raft_voter(self, ctx: RequestContext, req: RemoveRaftVoterRequest
                           ) -> RemoveRaftVoterResponse | Awaitable[RemoveRaftVoterResponse]:

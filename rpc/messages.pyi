@@ -25,7 +25,8 @@ class AddRaftVoterRequest(Request[AddRaftVoterResponse]):
     voter_id: int
     voter_directory_id: uuid.UUID
     listeners: list[AddRaftVoterRequest.Listener]
-    def __init__(self, *, cluster_id: str | None = ..., timeout_ms: int = ..., voter_id: int = ..., voter_directory_id: uuid.UUID = ..., listeners: list[AddRaftVoterRequest.Listener] = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
+    ack_when_committed: bool
+    def __init__(self, *, cluster_id: str | None = ..., timeout_ms: int = ..., voter_id: int = ..., voter_directory_id: uuid.UUID = ..., listeners: list[AddRaftVoterRequest.Listener] = ..., ack_when_committed: bool = ..., unknown_tagged_fields: list[Any] | None = ...) -> None: ...
     class Listener(Struct):
         name: str
         host: str

@@ -332,10 +332,12 @@ def test_a_new_leader_writes_its_own_entry_when_the_set_comes_from_the_checkpoin
 
 # -- step 2: AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter on the leader ------------------------
 
-def add_request(i: int, *, cluster: str | None = CLUSTER, listener: str = L, directory: int | None = None) -> Message:
+def add_request(i: int, *, cluster: str | None = CLUSTER, listener: str = L, directory: int | None = None,
+                ack_when_committed: bool = True) -> Message:
     return AddRaftVoterRequest(cluster_id=cluster, timeout_ms=30_000, voter_id=i,
                                voter_directory_id=uuid.UUID(int=i if directory is None else directory),
-                               listeners=[AddRaftVoterRequest.Listener(name=listener, host=f"c{i}", port=9093)])
+                               listeners=[AddRaftVoterRequest.Listener(name=listener, host=f"c{i}", port=9093)],
+                               ack_when_committed=ack_when_committed)
 
 
 def remove_request(i: int, *, directory: int | None = None) -> Message:
@@ -365,10 +367,12 @@ def kraft_versions(lo: int, hi: int, error: int = E.NONE) -> ApiVersionsResponse
         ApiVersionsResponse.SupportedFeatureKey(name="kraft.version", min_version=lo, max_version=hi)])
 
 
-def start_add(n: RaftNode, now: int, new: int = 4) -> OutboundRequest:
-    """Observer ``new`` has caught up; AddRaftVoter for it: the leader asks it ApiVersions."""
+def start_add(n: RaftNode, now: int, new: int = 4, *, ack_when_committed: bool = True) -> OutboundRequest:
+    """Observer ``new`` has caught up; AddRaftVoter for it (v1 when ``ack_when_committed`` is
+    false): the leader asks it ApiVersions."""
     fetch(n, new, n.log.end_offset, now)
-    assert ask(n, add_request(new), now) is None  # answered once committed
+    message = add_request(new, ack_when_committed=ack_when_committed)
+    assert ask(n, message, now, version=0 if ack_when_committed else 1) is None  # answered later
     (request,) = [r for r in requests_out(n) if isinstance(r.message, ApiVersionsRequest)]
     assert isinstance(request.message, ApiVersionsRequest)
     assert (request.destination, request.address) == (new, Address(f"c{new}", 9093))
@@ -387,6 +391,41 @@ def test_add_voter_writes_the_new_set_once_the_observer_is_checked_and_answers_w
     commit(n, now + 3, 4)
     (answer,) = answers(n)
     assert answer == AddRaftVoterResponse(error_code=E.NONE, error_message="NONE")
+
+
+def test_add_voter_v1_without_ack_when_committed_answers_once_written_and_stays_pending_until_committed() -> None:
+    n, now = leader()
+    request = start_add(n, now, ack_when_committed=False)
+    assert answers(n) == []  # nothing written yet: the new voter has not answered ApiVersions
+    n.handle_response(InboundResponse(4, request.correlation_id, kraft_versions(0, 1)), now + 1)
+    assert n.history.latest_entry() == (n.log.end_offset - 1, voter_set(1, 2, 3, 4))
+    assert n.high_watermark is not None and n.high_watermark < n.log.end_offset
+    assert answers(n) == [AddRaftVoterResponse(error_code=E.NONE, error_message="NONE")]  # written, not committed
+    # Still one change in flight: the next is refused until this record commits.
+    busy = ask(n, remove_request(3), now + 2)
+    assert busy == RemoveRaftVoterResponse(error_code=E.REQUEST_TIMED_OUT, error_message=(
+        "Request timed out waiting for leader to handle previous voter change request"))
+    commit(n, now + 3, 2, 4)
+    assert answers(n) == []  # committed: no second answer
+    assert ask(n, remove_request(3), now + 4) is None  # and the next change may start
+
+
+def test_add_voter_acked_on_its_write_gets_no_second_answer_on_timeout_or_lost_leadership() -> None:
+    n, now = leader()
+    request = start_add(n, now, ack_when_committed=False)
+    n.handle_response(InboundResponse(4, request.correlation_id, kraft_versions(0, 1)), now + 1)
+    assert [a.error_code for a in answers(n)] == [E.NONE]  # type: ignore[attr-defined]
+    n.poll(now + 2000)  # the change times out uncommitted: it is no longer pending, and says nothing
+    assert answers(n) == []
+    refused = ask(n, remove_request(3), now + 2001)  # refused for the uncommitted record, not a pending change
+    assert isinstance(refused, RemoveRaftVoterResponse) and refused.error_code == E.REQUEST_TIMED_OUT
+    assert refused.error_message.startswith("Request timed out waiting for voters to commit the latest voter change")
+    n2, now2 = leader()
+    request = start_add(n2, now2, ack_when_committed=False)
+    n2.handle_response(InboundResponse(4, request.correlation_id, kraft_versions(0, 1)), now2 + 1)
+    assert [a.error_code for a in answers(n2)] == [E.NONE]  # type: ignore[attr-defined]
+    ask(n2, rpcs.begin_quorum_epoch_request(CLUSTER, n2.epoch + 1, 2, endpoints(2), key(1)), now2 + 2)
+    assert answers(n2) == []
 
 
 def test_add_voter_refusals_in_kafkas_order() -> None:

@@ -9,12 +9,16 @@ previous one committed, two successive sets always share a majority.
 
 - Add: the new voter must be an observer the leader has seen caught up with that directory id.
   The leader first asks it ApiVersions (does it support the finalized kraft.version?), then
-  writes the record, and answers once it is committed.
+  writes the record, and answers once it is committed; or, for a v1 request with
+  AckWhenCommitted false (Kafka 4.2's, which its auto-joining controllers send), once it is written.
+  Either way the change stays pending, and no other may start, until the record is committed
+  or the change times out.
 - Remove: written at once, answered once committed; a leader that removed itself resigns then.
 - Update: a voter's endpoints and kraft.version range, written at once and answered at once.
 
 A pending add or remove is answered REQUEST_TIMED_OUT when it has not completed within the
-request timeout, and NOT_LEADER_OR_FOLLOWER if the leader loses its epoch first.
+request timeout, and NOT_LEADER_OR_FOLLOWER if the leader loses its epoch first (an add already
+answered on its write gets no second answer).
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ class PendingChange:
     endpoints: Endpoints
     deadline_ms: int
     last_offset: int | None = None  # the VotersRecord's offset, once written
+    ack_when_committed: bool = True  # AddRaftVoter v1: False answers once the record is written
+    answered: bool = False  # the request has had its answer (an add acked on its write)
 
 
 # -- the texts Kafka's answers carry ---------------------------------------------------------------
@@ -182,7 +188,8 @@ def handle_add_voter_request(node: RaftNode, req: InboundRequest, m: AddRaftVote
         client_software_name="kraftsim", client_software_version=__version__))
     if timeout is None:
         return add_response(E.REQUEST_TIMED_OUT, f"New voter {java_key(new_key)} is not ready to receive requests")
-    state.pending_change = PendingChange("add", req.reply_to, req.api_version, new_key, endpoints, now_ms + timeout)
+    state.pending_change = PendingChange("add", req.reply_to, req.api_version, new_key, endpoints, now_ms + timeout,
+                                         ack_when_committed=m.ack_when_committed)
     return None
 
 
@@ -216,6 +223,9 @@ def handle_api_versions_response(node: RaftNode, source: int, m: ApiVersionsResp
     if new is None:
         raise AssertionError(f"cannot add {key} to {node.quorum.voters}")
     current.last_offset = _append_voters(node, state, new, now_ms)
+    if not current.ack_when_committed:
+        # Answered now, yet still pending: no other change starts until this one commits.
+        _answer(node, current, E.NONE)
     return True
 
 
@@ -313,11 +323,19 @@ def handle_update_voter_response(node: RaftNode, source: int, m: UpdateRaftVoter
 # -- completing a pending change ----------------------------------------------------------------------
 
 def finish(node: RaftNode, state: LeaderState, error: int, message: str | None = None) -> None:
-    """Answer the pending change with ``error`` and forget it."""
+    """Answer the pending change with ``error`` (if it has no answer yet) and forget it."""
     current = state.pending_change
     if current is None:
         return
     state.pending_change = None
+    _answer(node, current, error, message)
+
+
+def _answer(node: RaftNode, current: PendingChange, error: int, message: str | None = None) -> None:
+    """Answer the change's request, unless it already has its answer."""
+    if current.answered:
+        return
+    current.answered = True
     response = add_response(error, message) if current.kind == "add" else remove_response(error, message)
     node.respond(OutboundResponse(current.reply_to, current.api_version, response))
 

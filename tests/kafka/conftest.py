@@ -110,8 +110,7 @@ async def connect(nodes: PairNodes) -> Pair:
         client = await KafkaClient.connect(host, int(port), client_id=f"differential-{node.kind}")
         client.speaks = versions.release(node.release).apis  # a client of the pair's release
         if node.release != "3.9":
-            # As a client of 4.x does: a step without a version goes at the highest both speak
-            # (kraftsim serves less of some APIs: normalise.NOT_SERVED_YET).
+            # As a client of 4.x does: a step without a version goes at the highest both speak.
             await client.negotiate()
         sides.append(Side(node, client))
     return Pair(*sides)

@@ -258,43 +258,9 @@ class KnownDivergence:
     mask: Callable[[Any, Any, SideView], Any]
 
 
-# What a Kafka controller of each release serves that kraftsim does not yet: per api key, the
-# highest version kraftsim serves of it, or None for an API it does not serve at all.
-_ADD_VOTER_V1: dict[int, int | None] = {80: 0}  # AddRaftVoter v1 (AckWhenCommitted), 4.2+
-NOT_SERVED_YET: dict[str, dict[int, int | None]] = {
-    "3.9": {},
-    "4.0": {},
-    "4.1": {},
-    "4.2": _ADD_VOTER_V1,
-    "4.3": _ADD_VOTER_V1,
-    "4.4": _ADD_VOTER_V1,
-}
-
-
-def _served(keys: Any, msg: Any, view: SideView) -> Any:
-    """The ApiKeys list as far as kraftsim serves it: the entries of NOT_SERVED_YET dropped or cut
-    to kraftsim's highest version (done to both sides: kraftsim's are already so)."""
-    missing = NOT_SERVED_YET[view.release]
-    out = []
-    for k in keys:
-        if k.api_key in missing:
-            top = missing[k.api_key]
-            if top is None:
-                continue
-            k = type(k)(api_key=k.api_key, min_version=k.min_version, max_version=min(k.max_version, top))
-        out.append(k)
-    return out
-
-
-CONTROLLER_APIS = KnownDivergence(
-    "controller APIs not served yet",
-    "ApiVersionsResponse.ApiKeys: a Kafka controller of 4.2 or later also serves what NOT_SERVED_YET lists "
-    "for its release (AddRaftVoter v1). Those entries are left out of the general comparison, or cut to the versions "
-    "kraftsim serves; every other entry is compared with its versions.",
-    "tests/kafka/test_release_44.py::test_api_versions_lists_every_44_controller_api",
-    "ApiVersionsResponse", "api_keys", _served)
-
-KNOWN_DIVERGENCES = (CONTROLLER_APIS,)
+# None: kraftsim's controller serves every API version a Kafka controller of its release lists,
+# so ApiVersions is compared whole (tests/kafka/test_release_44.py).
+KNOWN_DIVERGENCES: tuple[KnownDivergence, ...] = ()
 
 CONTROLLER_REGISTRATION = Normalisation(
     "RegisterControllerRecord is dropped like a timer record",
@@ -410,7 +376,7 @@ class SideView:
     window: tuple[int, int] = (0, 0)  # wall-clock ms just before the last request and just after its answer
     asked: set[int] = field(default_factory=set)  # the periods and lifetimes the scenario's token requests asked for
     capped_deletion: set[uuid.UUID] | None = None  # this step's topics answered NONE by a capped DeleteTopics
-    release: str = "3.9"  # the Kafka release of the pair (NOT_SERVED_YET)
+    release: str = "3.9"  # the Kafka release of the pair
 
     def token(self, token_id: str) -> str:
         if token_id not in self.token_names:

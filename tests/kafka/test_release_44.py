@@ -1,7 +1,8 @@
 """kraftsim with ``kraftsim.release=4.4`` beside a real Kafka 4.4.0 controller (differential), both
 formatted at 4.4: ApiVersions at every version, features and upgrades, format, broker
-registration and heartbeats, topics, configs, eligible leader replicas, controller registration. One scenario against a
-real Kafka 4.0 controller: ApiVersions and features, where 4.0 differs from 4.4."""
+registration and heartbeats, topics, configs, eligible leader replicas, controller registration,
+AddRaftVoter v1. One scenario against a real Kafka 4.0 controller: ApiVersions and features,
+where 4.0 differs from 4.4."""
 
 from __future__ import annotations
 
@@ -69,11 +70,31 @@ async def test_api_versions_every_version(shared_pair_44: d.Pair) -> None:
         .startswith("<closed")  # the connection closed, unanswered
 
 
-@pytest.mark.xfail(strict=True, reason="divergence: kraftsim serves AddRaftVoter v0 only, where 4.4 serves v0-1 "
-                                       "(normalise.NOT_SERVED_YET)")
 async def test_api_versions_lists_every_44_controller_api(shared_pair_44: d.Pair) -> None:
     a, b = await d.run(shared_pair_44, [Call("ApiVersions v5", d.api_versions(), 5)], mask=False)
     assert b[0]["response"]["api_keys"] == a[0]["response"]["api_keys"]
+
+
+async def test_add_raft_voter_v1_to_a_static_quorum(shared_pair_44: d.Pair) -> None:
+    """AddRaftVoter v1 (4.2+, AckWhenCommitted either way) to a static quorum's leader: decoded and
+    refused as Kafka 4.4 refuses it, checks in the same order."""
+    import uuid
+
+    from kraftsim.rpc.messages import AddRaftVoterRequest
+
+    directory = uuid.UUID("6f2b8a1e-4c1d-4e55-9a0f-2d3c4b5a6978")
+
+    def add(ack: bool, directory: uuid.UUID = directory) -> d.Builder:
+        return lambda side: AddRaftVoterRequest(
+            cluster_id=side.cluster_id, timeout_ms=5000, voter_id=4000, voter_directory_id=directory,
+            listeners=[AddRaftVoterRequest.Listener(name="CONTROLLER", host="localhost", port=9999)],
+            ack_when_committed=ack)
+
+    t = await d.check(shared_pair_44, [Call("acked when written", add(False), 1),
+                                        Call("acked when committed", add(True), 1),
+                                        Call("without a directory", add(False, uuid.UUID(int=0)), 1)])
+    assert t.error("acked when written") == t.error("acked when committed") == 35  # UNSUPPORTED_VERSION
+    assert t.error("without a directory") == 42  # INVALID_REQUEST
 
 
 async def test_broker_registration_and_heartbeats(shared_pair_44: d.Pair) -> None:
