@@ -180,6 +180,7 @@ class QuorumController:
         self.epoch = 0  # the Raft epoch, as last announced
         self.leader_id: int | None = None  # the Raft leader of that epoch, when known
         self.active = False
+        self._stopping = False  # stop() began: nothing replays or activates any more
         # (epoch, its start offset) once this node is elected and until it is active or renounces.
         self._claim: tuple[int, int] | None = None
         # The last log offset (data or control) the image reflects: a standby replays from here.
@@ -460,7 +461,7 @@ class QuorumController:
     def _catch_up(self) -> None:
         """A standby's replay: every batch committed and flushed here, from where the image is."""
         mlog, raft = self.mlog, self.raft
-        if mlog is None or raft is None or self.fatal is not None or self.active:
+        if mlog is None or raft is None or self.fatal is not None or self.active or self._stopping:
             return
         target = min(raft.committed_offset, mlog.flushed_offset)
         if self._reload_needed:
@@ -525,7 +526,7 @@ class QuorumController:
         and the image has replayed everything before it (Kafka's listener catching up to the
         epoch start before handleLeaderChange names this node)."""
         claim, raft = self._claim, self.raft
-        if claim is None or self.active or self.fatal is not None or raft is None:
+        if claim is None or self.active or self.fatal is not None or raft is None or self._stopping:
             return
         epoch, start = claim
         if raft.committed_offset < start:
@@ -1241,6 +1242,10 @@ class QuorumController:
         return await raft.shutdown(RAFT_SHUTDOWN_TIMEOUT_MS)
 
     async def stop(self) -> None:
+        # Stopping, not renouncing: the image stays as it is. A commit or flush the Raft client
+        # reports while the tasks below wind down must not set a standby's catch-up going from
+        # where the (active) image last loaded: it would replay what the image already holds.
+        self._stopping = True
         self.active = False
         if self._snapshot_task is not None:
             self._tasks.append(self._snapshot_task)

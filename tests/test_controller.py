@@ -274,6 +274,28 @@ async def test_unregister_broker(cluster: Cluster) -> None:
     assert 7 not in cluster.controller.image.cluster.brokers
 
 
+async def test_a_flush_reported_while_stopping_replays_nothing_twice(cluster: Cluster) -> None:
+    """The Raft client may report a flush while the active controller's stop winds its tasks
+    down (a write's fsync finishing at SIGTERM). The image already holds every record: nothing is
+    replayed again, and the process ends cleanly rather than on a duplicate TopicRecord."""
+    e1, _ = await cluster.register(1)
+    await cluster.unfence(1, e1)
+    r = await cluster.req(CT(topics=[CT.CreatableTopic(name="t", num_partitions=1, replication_factor=1)],
+                             timeout_ms=5000), 7)
+    assert r.topics[0].error_code == 0
+    ctrl = cluster.controller
+    stopping = asyncio.create_task(ctrl.stop())
+    await asyncio.sleep(0)  # stop() has begun: no longer active, its tasks cancelling
+    assert not ctrl.active
+    ctrl._on_flush(ctrl.mlog.flushed_offset)  # what the Raft client reports as an fsync ends
+    await stopping
+    assert ctrl.fatal is None, ctrl.fatal
+    cluster.running = None  # stopped above
+    if cluster.client is not None:
+        await cluster.client.close()
+        cluster.client = None
+
+
 async def test_restart_keeps_brokers_epochs_topics_and_features(cluster: Cluster) -> None:
     e1, _ = await cluster.register(1)
     await cluster.unfence(1, e1)
