@@ -177,12 +177,21 @@ def test_the_releases_tools_drive_kraftsim_and_read_its_files(cluster: Cluster, 
     # tools do, refuses a directory a running controller has locked).
     copy = tmp_path / snapshot.name
     shutil.copyfile(snapshot, copy)
-    shell = run_tool("org.apache.kafka.shell.MetadataShell", "--snapshot", str(copy), "ls", "/image/topics/byName",
+    def shell() -> ToolResult:
+        r = run_tool("org.apache.kafka.shell.MetadataShell", "--snapshot", str(copy), "ls", "/image/topics/byName",
                      version=SHELL_VERSION)
-    assert shell.returncode == 0, shell.stderr
+        assert r.returncode == 0, r.stderr
+        return r
+
     level = image.features.metadata_version
     if level is not None and not versions.release("4.3").is_known(level):
         # A 4.4 snapshot (4.4-IV2) is past what 4.3.1's shell knows, as Kafka 4.4's own would be.
-        assert f"No MetadataVersion with feature level {level}." in shell.stderr, shell.stderr
+        refused = shell()
+        assert f"No MetadataVersion with feature level {level}." in refused.stderr, refused.stderr
     else:
-        assert sorted(shell.stdout.split()) == sorted(image.topics.by_name), (shell.stdout, shell.stderr)
+        # The shell runs a one-shot command once its loader has applied *some* offset, which can
+        # be before the whole snapshot is published (test_files.shell_tree): asked again until
+        # it lists the topics, with a deadline.
+        listed = until("the shell lists the snapshot's topics",
+                       lambda: (r := shell()) and sorted(r.stdout.split()) == sorted(image.topics.by_name) and r, 60)
+        assert sorted(listed.stdout.split()) == sorted(image.topics.by_name)
