@@ -11,11 +11,11 @@ both with the same Raft timings and the same config:
   CreateTopics and heartbeats on the leader (a JVM's paths compiled on the leader and, replicating
   and replaying, on the followers, as in a quorum that has run a while), every voter caught up
   (the leader's DescribeQuorum) and ``--idle`` seconds (2) of quiet, then kill -9 of the leader
-  (for Kafka, SIGKILL of the JVM). From the signal, the time until a surviving node answers DescribeQuorum as the
-  leader, until a registered broker's BrokerHeartbeat (its epoch from before) is accepted
-  (error 0), and until a CreateTopics (one partition, RF 3) succeeds: each polled on both
-  survivors every ``--poll-ms``, all three at once. With Kafka's default timeouts (election
-  1000 ms, fetch 2000 ms), or with ``--short-timeouts`` (election 200 ms, fetch 750 ms: a
+  (for Kafka, SIGKILL of the JVM). From the signal, the time until a surviving node answers
+  DescribeQuorum as the leader, until a registered broker's BrokerHeartbeat (its epoch from
+  before) is accepted (error 0), and until a CreateTopics (one partition, RF 3) succeeds: each
+  polled on both survivors every ``--poll-ms``, all three at once. With Kafka's default timeouts
+  (election 1000 ms, fetch 2000 ms), or with ``--short-timeouts`` (election 200 ms, fetch 750 ms: a
   follower's fetch long-polls for up to 500 ms, KafkaRaftClient's MAX_FETCH_WAIT_MS, so a fetch
   timeout of 500 ms would make an idle follower stand for election between two polls). The
   election backoff is the default (1000 ms) on both sides. ``--repeat`` times per side,
@@ -409,6 +409,8 @@ def ratio(a: float, b: float, key: str) -> str:
         r, words = b / a, ("less", "more")
     else:
         r, words = b / a, ("faster", "slower")
+    if round(r, 1) == 1.0 or round(1 / r, 1) == 1.0:
+        return "1.0x"
     return f"{r:.1f}x {words[0]}" if r >= 1 else f"{1 / r:.1f}x {words[1]}"
 
 
