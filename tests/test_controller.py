@@ -285,8 +285,8 @@ async def test_a_flush_reported_while_stopping_replays_nothing_twice(cluster: Cl
     assert r.topics[0].error_code == 0
     ctrl = cluster.controller
     stopping = asyncio.create_task(ctrl.stop())
-    await asyncio.sleep(0)  # stop() has begun: no longer active, its tasks cancelling
-    assert not ctrl.active
+    # stop() has begun: no longer active, its tasks cancelling.
+    await harness.poll_until(lambda: not ctrl.active, 5, what="the controller stopping")
     ctrl._on_flush(ctrl.mlog.flushed_offset)  # what the Raft client reports as an fsync ends
     await stopping
     assert ctrl.fatal is None, ctrl.fatal
