@@ -23,6 +23,7 @@ answered on its write gets no second answer).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -146,20 +147,29 @@ def _append_voters(node: RaftNode, state: LeaderState, voters: VoterSet, now_ms:
     return node.append_control(state.epoch, [(ControlRecordType.KRAFT_VOTERS, voters_record_of(voters))], now_ms)
 
 
+def _first_checks(node: RaftNode, cluster_id: str | None, voter_id: int, directory_id: uuid.UUID,
+                  what: str) -> tuple[int, str] | None:
+    """AddRaftVoter's and RemoveRaftVoter's common refusals, in Kafka's order: the cluster id,
+    this node leading, a voter named with an id and a directory. (error code, message) or None;
+    the message "" where Kafka sends none (the responses' default, so the same bytes)."""
+    if not valid_cluster_id(node, cluster_id):
+        return E.INCONSISTENT_CLUSTER_ID, _cluster_message(node, cluster_id)
+    error = validate_leader_only(node, node.quorum.epoch)
+    if error is not None:
+        return error, ""
+    if voter_id < 0 or ReplicaKey.of(voter_id, directory_id).directory_id is None:
+        return E.INVALID_REQUEST, f"{what} voter request didn't include a valid voter"
+    return None
+
+
 # -- AddRaftVoter ------------------------------------------------------------------------------------
 
 def handle_add_voter_request(node: RaftNode, req: InboundRequest, m: AddRaftVoterRequest,
                              now_ms: int) -> AddRaftVoterResponse | None:
     """The answer now, or None: it comes once the change is committed (or fails)."""
-    if not valid_cluster_id(node, m.cluster_id):
-        return AddRaftVoterResponse(error_code=E.INCONSISTENT_CLUSTER_ID,
-                                    error_message=_cluster_message(node, m.cluster_id))
-    error = validate_leader_only(node, node.quorum.epoch)
-    if error is not None:
-        return AddRaftVoterResponse(error_code=error)
-    if m.voter_id < 0 or ReplicaKey.of(m.voter_id, m.voter_directory_id).directory_id is None:
-        return AddRaftVoterResponse(error_code=E.INVALID_REQUEST,
-                                    error_message="Add voter request didn't include a valid voter")
+    refused = _first_checks(node, m.cluster_id, m.voter_id, m.voter_directory_id, "Add")
+    if refused is not None:
+        return AddRaftVoterResponse(error_code=refused[0], error_message=refused[1])
     new_key = ReplicaKey.of(m.voter_id, m.voter_directory_id)
     endpoints = Endpoints.of((li.name, li.host, li.port) for li in m.listeners)
     address = endpoints.address(node.listener_name)
@@ -241,15 +251,9 @@ def is_caught_up(state: LeaderState, key: ReplicaKey, now_ms: int) -> bool:
 
 def handle_remove_voter_request(node: RaftNode, req: InboundRequest, m: RemoveRaftVoterRequest,
                                 now_ms: int) -> RemoveRaftVoterResponse | None:
-    if not valid_cluster_id(node, m.cluster_id):
-        return RemoveRaftVoterResponse(error_code=E.INCONSISTENT_CLUSTER_ID,
-                                       error_message=_cluster_message(node, m.cluster_id))
-    error = validate_leader_only(node, node.quorum.epoch)
-    if error is not None:
-        return RemoveRaftVoterResponse(error_code=error)
-    if m.voter_id < 0 or ReplicaKey.of(m.voter_id, m.voter_directory_id).directory_id is None:
-        return RemoveRaftVoterResponse(error_code=E.INVALID_REQUEST,
-                                       error_message="Remove voter request didn't include a valid voter")
+    refused_early = _first_checks(node, m.cluster_id, m.voter_id, m.voter_directory_id, "Remove")
+    if refused_early is not None:
+        return RemoveRaftVoterResponse(error_code=refused_early[0], error_message=refused_early[1])
     old_key = ReplicaKey.of(m.voter_id, m.voter_directory_id)
     state = node.quorum.state
     assert isinstance(state, LeaderState)
