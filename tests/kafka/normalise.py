@@ -293,8 +293,9 @@ LOG_FILES = Normalisation(
 SNAPSHOT_LAG = Normalisation(
     "log files are compared once both sides have written their snapshots",
     "Kafka's SnapshotGenerator writes a snapshot on a thread of its own a moment after the commit that made it "
-    "due, so before a scenario that compares log files after writing, both sides' listings are polled, with a "
-    "deadline, until they agree (files_settled); then they are compared like anything else.")
+    "due, so before a scenario that compares log files after writing, each side's log is polled, with a "
+    "deadline, until no snapshot is owed (the batches past its latest snapshot under the threshold), and then "
+    "both sides' listings until they agree (files_settled); then they are compared like anything else.")
 
 LOG_FILE = re.compile(r"^(\d{20})(\.log|-\d{10}\.checkpoint)(\.deleted)?$")
 
