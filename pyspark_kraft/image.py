@@ -2,7 +2,8 @@
 
 Each slice is a group-by over the records up to the offset: a broker is its last
 RegisterBrokerRecord plus the fence/unfence/controlled-shutdown changes after it, unless an
-UnregisterBrokerRecord came later; a partition is its last PartitionRecord with every
+UnregisterBrokerRecord came later (a controller likewise, with UnregisterControllerRecord, Kafka
+4.4); a partition is its last PartitionRecord with every
 PartitionChangeRecord after it folded in field by field (the latest non-"unchanged" value wins;
 each change bumps the partition epoch, each leader change the leader epoch), as Kafka's
 PartitionRegistration.merge does; configs, features, ACLs and quotas are the latest value per
@@ -23,8 +24,8 @@ CONFIG_TYPES = {2: "topic", 4: "broker", 8: "broker-logger", 16: "client-metrics
 MV = "metadata.version"
 # The typed columns the image reads (the cached frame keeps only these).
 IMAGE_TYPES = ["RegisterBrokerRecord", "UnregisterBrokerRecord", "FenceBrokerRecord", "UnfenceBrokerRecord",
-               "BrokerRegistrationChangeRecord", "RegisterControllerRecord", "TopicRecord", "RemoveTopicRecord",
-               "PartitionRecord", "PartitionChangeRecord", "ConfigRecord", "FeatureLevelRecord",
+               "BrokerRegistrationChangeRecord", "RegisterControllerRecord", "UnregisterControllerRecord", "TopicRecord",
+               "RemoveTopicRecord", "PartitionRecord", "PartitionChangeRecord", "ConfigRecord", "FeatureLevelRecord",
                "ZkMigrationStateRecord", "AccessControlEntryRecord", "RemoveAccessControlEntryRecord",
                "ClientQuotaRecord"]
 
@@ -118,6 +119,7 @@ def _events(d: Any) -> Any:
         of("RegisterControllerRecord").select(
             *head("controller", s("controllerId").cast("string"), True, True), "incarnationId", "zkMigrationReady",
             "endPoints"),
+        of("UnregisterControllerRecord").select(*head("controller", s("controllerId").cast("string"), False, False)),
         of("TopicRecord").select(*head("topic", s("topicId"), True, True), "name", "topicId"),
         of("RemoveTopicRecord").select(*head("topic", s("topicId"), False, False), "topicId"),
         of("PartitionRecord").select(
@@ -192,7 +194,7 @@ def _assemble(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "rack": first.get("rack"), "listeners": listeners(first)}
     controllers = {int(r["k"]): {"incarnationId": r["incarnationId"],
                                  "zkMigrationReady": bool(r.get("zkMigrationReady")), "listeners": listeners(r)}
-                   for r in by.get("controller", [])}
+                   for r in by.get("controller", []) if r.get("first") is not None and not r["deleted"]}
     live_topics: dict[str, str] = {}
     removed_at: dict[str, int] = {}
     names = {r["k"]: r.get("name") for r in by.get("topic", [])}

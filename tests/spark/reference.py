@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftsim.metadata import records as recs
+from kraftsim.metadata import versions
 from kraftsim.metadata.batch import decode_control_record
 from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.log import LogConfig, MetadataLog
@@ -52,9 +53,11 @@ def read_log(directory: Path) -> list[Rec]:
     return out
 
 
-def python_image(directory: Path, offset: int, snapshot: SnapshotId | None = None) -> dict[str, Any]:
-    """The Python MetadataImage replayed to ``offset`` (from ``snapshot`` if given), plain form."""
-    img = MetadataImage()
+def python_image(directory: Path, offset: int, snapshot: SnapshotId | None = None,
+                 release: versions.Release | None = None) -> dict[str, Any]:
+    """The Python MetadataImage of ``release`` (default 3.9) replayed to ``offset`` (from
+    ``snapshot`` if given), plain form."""
+    img = MetadataImage(release=release)
     start = 0
     part = directory / "__cluster_metadata-0"
     if snapshot is not None:

@@ -7,15 +7,20 @@ import collections
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
+from kraftsim.metadata import records as recs
+from kraftsim.metadata import versions
+from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.snapshots import list_snapshots
 from pyspark_kraft.image import image_at
 from pyspark_kraft.report import write_report
+from pyspark_kraft.synthetic import Workload
 from tests import harness
 from tests.spark.reference import python_image, read_log
 from tests.spark.test_fault_report import check_faults_section, made_up_timeline
@@ -35,6 +40,33 @@ def test_spark_image_equals_the_python_image_at_several_offsets(spark: Any, smal
     assert got["brokers"] and got["topics"] and got["configs"] and got["acls"] and got["quotas"]
     assert any(p["leader"] == -1 for t in got["topics"].values() for p in t["partitions"].values())
     assert any(b["fenced"] for b in got["brokers"].values()) or any(not b["fenced"] for b in got["brokers"].values())
+
+
+def test_an_unregistered_controller_leaves_the_image(spark: Any, tmp_path: Path) -> None:
+    """UnregisterControllerRecord (Kafka 4.4) ends a controller's registration, as it ends it in
+    the Python image; a controller that registers again is back."""
+    d = tmp_path / "meta"
+    mlog = MetadataLog.open(d, LogConfig(linger_ms=0))
+    w = Workload(mlog, seed=3)
+    w.bootstrap()
+    reg = recs.by_name("RegisterControllerRecord")
+    for cid in (3000, 3001, 3002):
+        w.emit(reg(controller_id=cid, incarnation_id=uuid.UUID(int=cid), zk_migration_ready=False, end_points=[
+            reg.ControllerEndpoint(name="CONTROLLER", host="localhost", port=cid, security_protocol=0)]))
+    w.flush()
+    registered = mlog.end_offset - 1
+    w.emit(recs.by_name("UnregisterControllerRecord")(controller_id=3001))
+    w.emit(recs.by_name("UnregisterControllerRecord")(controller_id=3002))
+    w.flush()
+    unregistered = mlog.end_offset - 1
+    w.emit(reg(controller_id=3002, incarnation_id=uuid.UUID(int=9), zk_migration_ready=False, end_points=[]))
+    w.flush()
+    mlog.flush_now()
+    mlog.close()
+    for at, want in ((registered, {3000, 3001, 3002}), (unregistered, {3000}), (unregistered + 1, {3000, 3002})):
+        got = image_at(spark, str(d), at)
+        assert got == python_image(d, at, release=versions.release("4.4")), at
+        assert set(got["controllers"]) == want, at
 
 
 def test_image_from_a_snapshot_when_old_segments_are_gone(spark: Any, snapshotted_log: tuple[Path, int]) -> None:
