@@ -31,7 +31,8 @@ def _format(args: argparse.Namespace) -> int:
         for line in format_storage(Path(args.config), args.cluster_id, args.release_version,
                                    args.ignore_formatted, args.override or [], standalone=args.standalone,
                                    initial_controllers=args.initial_controllers,
-                                   no_initial_controllers=args.no_initial_controllers):
+                                   no_initial_controllers=args.no_initial_controllers,
+                                   features=args.feature or []):
             print(line)
     except FormatError as e:
         raise CommandError(f"kraftsim format: {e}") from e
@@ -115,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("-g", "--ignore-formatted", action="store_true",
                    help="skip directories that are already formatted")
     f.add_argument("--override", action="append", metavar="K=V", help="a config line overriding the file")
+    f.add_argument("--feature", "-f", action="append", metavar="FEATURE=LEVEL",
+                   help="a feature's starting level instead of its default at the metadata.version, e.g. "
+                        "group.version=1 (repeatable)")
     quorum = f.add_mutually_exclusive_group()
     quorum.add_argument("--standalone", "-s", action="store_true",
                         help="start a dynamic quorum (kraft.version 1) with this controller its only voter")

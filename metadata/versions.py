@@ -16,6 +16,7 @@ The facts are the releases' own, measured and read from each release
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Final
@@ -372,6 +373,27 @@ class Release:
     def feature_level(self, feature: str, level: int) -> FeatureLevel | None:
         f = self._features.get(feature)
         return next((fl for fl in f.levels if fl.level == level), None) if f is not None else None
+
+    def feature_level_problem(self, name: str, level: int, levels: Mapping[str, int],
+                              enable_unstable: bool = True) -> str | None:
+        """Why ``name`` cannot be at ``level`` beside ``levels`` (the levels it would be set
+        with, metadata.version's among them), in Kafka's words, or None: ``fromFeatureLevel``
+        (a level the feature has, and production unless ``enable_unstable``), then
+        ``validateVersion`` (a level above 0 needs a metadata.version that can hold feature
+        records: 3.3-IV0 in 3.9, the release's minimum in 4.x; and the feature's dependencies)."""
+        f = self._features.get(name)
+        fl = self.feature_level(name, level)
+        if f is None or fl is None or (not enable_unstable and level > f.latest_production):
+            return f"No feature:{name} with feature level {level}"
+        mv = levels.get(FEATURE_NAME)
+        floor = 4 if self.is_3x else self.minimum
+        if level >= 1 and (mv is None or mv < floor):
+            return f"{name} could not be set to {level} because it depends on metadata.version={floor} ({self.name(floor)})"
+        for dep, want in fl.dependencies:
+            have = levels.get(dep)
+            if have is None or have < want:
+                return f"{name} could not be set to {level} because it depends on {dep} level {want}"
+        return None
 
     def supported_features(self, enable_unstable: bool = False) -> dict[str, tuple[int, int]]:
         """A controller's supported ranges: what its ApiVersions advertises

@@ -461,21 +461,9 @@ class FeatureControlManager:
     def _dependency_problem(self, name: str, level: int, proposed: dict[str, int]) -> str | None:
         """Feature.validateVersion with the levels the request would leave (or why the feature
         has no such level)."""
-        release = self.ctx.release
-        if release.feature(name) is None:
+        if self.ctx.release.feature(name) is None:
             return f"Feature {name} not found."
-        fl = release.feature_level(name, level)
-        if fl is None:
-            return f"No feature:{name} with feature level {level}"
-        mv = proposed.get(versions.FEATURE_NAME)
-        if level >= 1 and (mv is None or mv < release.minimum):
-            return (f"{name} could not be set to {level} because it depends on metadata.version="
-                    f"{release.minimum} ({release.name(release.minimum)})")
-        for dep, want in fl.dependencies:
-            have = proposed.get(dep)
-            if have is None or have < want:
-                return f"{name} could not be set to {level} because it depends on {dep} level {want}"
-        return None
+        return self.ctx.release.feature_level_problem(name, level, proposed)
 
     def _update_metadata_version_4x(self, level: int, current: int, allow_unsafe: bool,
                                     records: list[RecordAndVersion]) -> ApiError | None:
