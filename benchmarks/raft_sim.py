@@ -28,6 +28,7 @@ def configurations(seconds: float) -> dict[str, SimConfig]:
         "3 voters, loss 10%, dup 5%": SimConfig(voters=3, seconds=seconds, loss=0.1, duplicate=0.05),
         "3 voters + 1 observer, wire (mixed)": SimConfig(voters=3, observers=1, seconds=seconds, wire="mixed"),
         "5 voters + 2 observers": SimConfig(voters=5, observers=2, seconds=seconds),
+        "3 voters + 2 observers, voter changes": SimConfig(voters=3, observers=2, seconds=seconds, voter_changes=True),
         "3 voters, no faults": SimConfig(voters=3, seconds=seconds, faults=False),
     }
 
