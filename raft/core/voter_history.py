@@ -16,9 +16,10 @@ VotersRecord and KRaftVersionRecord at its offset; a snapshot's at the snapshot'
 A truncation of the log cuts the entries at or after the new end; a fetched snapshot that names
 a voter set replaces them all. A snapshot this replica writes trims the entries it covers, as
 Kafka's KafkaRaftClient does when its snapshot writer freezes: of those at or below the
-snapshot's end offset only the last stays, so that the set in force where the log now may start is
-still known and the history does not grow with every voter change the log ever held. With no VotersRecord at all (a static quorum, kraft.version 0)
-the static set (``controller.quorum.voters``) is the set at every offset.
+snapshot's end offset only the last stays, so that the set in force where the log may now start
+is still known and the history does not grow with every voter change the log ever held. With no
+VotersRecord at all (a static quorum, kraft.version 0) the static set
+(``controller.quorum.voters``) is the set at every offset.
 """
 
 from __future__ import annotations
