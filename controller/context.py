@@ -27,18 +27,27 @@ class ControllerContext:
     cluster_id: str
     # The offset the next appended record will get (a new broker's epoch is its record's offset).
     next_offset: Callable[[], int] = field(default=lambda: 0)
-    # Voter ids from controller.quorum.voters (UpdateFeatures checks every voter registered).
+    # The ids in controller.quorum.voters, fixed at start (Kafka's QuorumFeatures.quorumNodeIds:
+    # UpdateFeatures checks each has registered, a BROKER config resource may name one); none
+    # for a dynamic quorum, as in Kafka, whose controllers build them from that setting alone.
     voters: list[int] = field(default_factory=list)
+    # The voters the Raft layer counts now (its voter-set history's latest set): they follow an
+    # AddRaftVoter or RemoveRaftVoter at once.
+    voter_ids: Callable[[], list[int]] | None = None
     # The Raft leader as this node knows it (None: none known); DescribeCluster names it.
     leader_id: Callable[[], int | None] = field(default=lambda: None)
     # Who may do what (no authorizer configured: everyone may do everything, as in Kafka).
     authorizer: Authorizer = field(default_factory=AllowAll)
-    # The finalized kraft.version the Raft layer has (its KRaftVersionRecord; 0 for a static quorum).
+    # The finalized kraft.version the Raft layer has (its latest KRaftVersionRecord, committed or
+    # not, as Kafka's RaftClient.kraftVersion(); 0 for a static quorum).
     kraft_version: Callable[[], int] = field(default=lambda: 0)
-    # An upgrade of kraft.version (4.1+): the control records the Raft layer writes for it, and
-    # what it has once they are appended.
+    # An upgrade of kraft.version (4.1+): the control records the Raft layer writes for it (the
+    # Raft layer's history has the new level as soon as they are appended).
     kraft_upgrade_records: Callable[[int], list[tuple[ControlRecordType, Message]]] = field(default=lambda _: [])
-    set_kraft_version: Callable[[int], None] = field(default=lambda _: None)
+
+    def current_voters(self) -> list[int]:
+        """The voters the Raft layer counts now; ``voters`` where no Raft layer is wired."""
+        return self.voter_ids() if self.voter_ids is not None else list(self.voters)
 
     @property
     def release(self) -> Release:

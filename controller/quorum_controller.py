@@ -71,7 +71,7 @@ from kraftsim.raft.core.events import LeaderChange
 from kraftsim.raft.core.state_store import FileQuorumStateStore
 from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterSet
-from kraftsim.raft.dynamic_voters import read_history, read_voters
+from kraftsim.raft.dynamic_voters import read_history
 from kraftsim.rpc import uuids
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
@@ -166,10 +166,11 @@ class QuorumController:
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.node_id = config.node_id
-        self.voters = [v[0] for v in config.get("controller.quorum.voters")] or [self.node_id]
+        # Kafka's QuorumFeatures.quorumNodeIds: controller.quorum.voters' ids, fixed at start (none
+        # for a dynamic quorum); the voters the Raft layer counts are :attr:`voters`.
+        self.quorum_node_ids = [v[0] for v in config.get("controller.quorum.voters")]
         self.release = config.release  # the Kafka release this controller is
         self.image = MetadataImage(release=self.release)
-        self.kraft_version = 0  # the log's KRaftVersionRecord (0 for a static quorum that never upgraded)
         self.mlog: MetadataLog | None = None
         self.dir_lock: DirectoryLock | None = None
         self.raft: RaftClient | None = None
@@ -301,7 +302,6 @@ class QuorumController:
         # the ranges unstable.feature.versions.enable gives, not what ApiVersions advertises.
         image, result = load_image(mlog, self._new_image, open_transaction="keep")
         self.image = image
-        self.kraft_version = result.kraft_version
         self._applied_offset = result.last_offset
         log.info("loaded the metadata log: snapshot %s, %d records replayed, last offset %d",
                  result.snapshot.file_name if result.snapshot else "none", result.records_replayed,
@@ -309,8 +309,6 @@ class QuorumController:
         directory = uuids.from_str(mp.directory_id) if mp.directory_id else uuid.UUID(int=0)
         self._active_once = asyncio.get_running_loop().create_future()
         quorum = self.quorum_from_log(mlog)
-        self.voters = sorted(quorum.history.latest().ids())
-        self.kraft_version = quorum.history.kraft_version()
         raft = self.raft = RaftClient(
             node_id=self.node_id, directory_id=directory, cluster_id=self.cluster_id, voters=quorum.voters,
             listener_name=cfg.controller_listener[0], mlog=mlog,
@@ -356,10 +354,9 @@ class QuorumController:
         assert raft is not None
         self.ctx = ControllerContext(image=self.image, config=self.config, clock=self.clock, node_id=self.node_id,
                                      cluster_id=self.cluster_id, next_offset=lambda: raft.end_offset,
-                                     voters=list(self.voters), leader_id=lambda: self.leader_id,
-                                     kraft_version=lambda: self.kraft_version,
-                                     kraft_upgrade_records=self._kraft_upgrade_records,
-                                     set_kraft_version=self._set_kraft_version)
+                                     voters=list(self.quorum_node_ids), voter_ids=lambda: self.voters,
+                                     leader_id=lambda: self.leader_id, kraft_version=lambda: self.kraft_version,
+                                     kraft_upgrade_records=self._kraft_upgrade_records)
         if self.config.get("authorizer.class.name").strip() == STANDARD_AUTHORIZER:
             ctx = self.ctx
             self.ctx.authorizer = StandardAuthorizer(lambda: ctx.image.acls, self.config.get("super.users"),
@@ -383,8 +380,21 @@ class QuorumController:
         return [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=level)),
                 (ControlRecordType.KRAFT_VOTERS, VotersRecord(version=0, voters=[voter]))]
 
-    def _set_kraft_version(self, level: int) -> None:
-        self.kraft_version = level
+    @property
+    def voters(self) -> list[int]:
+        """The voter ids the Raft layer counts now: the latest set of its voter-set history (the
+        one owner of the quorum's voters), following an add or remove as soon as it is in the
+        log; ``controller.quorum.voters`` before the Raft layer starts."""
+        raft = self.raft
+        return sorted(raft.node.history.latest().ids()) if raft is not None else list(self.quorum_node_ids)
+
+    @property
+    def kraft_version(self) -> int:
+        """The finalized kraft.version, the Raft layer's (its history's latest KRaftVersionRecord,
+        committed or not, as Kafka's RaftClient.kraftVersion() that ApiVersions, DescribeFeatures
+        and BrokerRegistration read); 0 before the Raft layer starts."""
+        raft = self.raft
+        return raft.node.history.kraft_version() if raft is not None else 0
 
     @property
     def managers(self) -> ControlManagers:
@@ -481,7 +491,6 @@ class QuorumController:
             self._fail(FatalControllerError(f"replaying the committed log failed: {e}"))
             return
         self._applied_offset = result.last_offset
-        self.kraft_version = result.kraft_version  # a KRaftVersionRecord replayed here moves it
         self._published(result.last_offset)
         self._maybe_register()  # metadata.version may just allow it, or our record be in
 
@@ -496,8 +505,6 @@ class QuorumController:
             self._fail(FatalControllerError(f"reloading the metadata image failed: {e}"))
             return
         self._set_image(image)
-        # The snapshot's KRaftVersionRecord counts too (a dynamic quorum's is there).
-        self.kraft_version = read_voters(mlog).kraft_version
         self._applied_offset = result.last_offset
         log.info("reloaded the metadata image: snapshot %s, %d records replayed, last offset %d",
                  result.snapshot.file_name if result.snapshot else "none", result.records_replayed,

@@ -130,6 +130,7 @@ class Snapshotter:
         finally:
             self.writing = False
         self.failures = 0
+        raft.snapshot_written(sid.end_offset)
         log.info("generated snapshot %s at offset %d in %d ms", sid.file_name, offset, self.clock.monotonic_ms() - t0)
         return sid
 

@@ -213,6 +213,12 @@ class RaftClient:
         return [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=kraft_version)),
                 (ControlRecordType.KRAFT_VOTERS, voters_record_of(voters))]
 
+    def snapshot_written(self, end_offset: int) -> None:
+        """The state machine wrote a snapshot ending at ``end_offset``: the voter-set history
+        forgets what the snapshot covers but the entry in force there, as Kafka's KafkaRaftClient
+        does when a snapshot it created freezes."""
+        self.node.history.truncate_old_entries(end_offset)
+
     def append_control(self, messages: Sequence[tuple[ControlRecordType, Message]], timestamp: int) -> int:
         """Append one control batch in the epoch this node leads (a kraft.version upgrade's
         KRaftVersionRecord and VotersRecord); the offset of its last record."""

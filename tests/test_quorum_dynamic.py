@@ -25,6 +25,7 @@ from kraftsim.rpc import uuids
 from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import (
+    ApiVersionsRequest,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     CreateTopicsRequest,
@@ -231,5 +232,51 @@ def test_an_observer_is_added_as_a_voter_and_removed_by_the_metadata_quorum_tool
         assert voters_records(lead)[-1] == [(voter, q.directory_ids[voter])]
         poll(lambda: (h := obs.health()) is not None and h[1].get("role") == "observer", 30,
              "the removed controller an observer again")
+    finally:
+        q.stop_all()
+
+
+def finalized_kraft_version(node: Node) -> int | None:
+    """The kraft.version the controller's ApiVersions finalizes (None: not listed)."""
+    r = asyncio.run(ask(node, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3))
+    return next((f.max_version_level for f in r.finalized_features if f.name == "kraft.version"), None)
+
+
+@pytest.mark.slow  # one process, started twice
+def test_a_lone_voter_upgraded_to_kraft_version_1_keeps_its_voter_set_through_a_restart(tmp_path: Path) -> None:
+    """Kafka 4.1's kraft.version upgrade (kraftsim.release 4.1): a lone static voter writes the
+    KRaftVersionRecord and its own VotersRecord; ApiVersions finalizes kraft.version 1 at once,
+    and after a restart the node reads its quorum from the log (its id, directory id and
+    endpoint), still leads, still writes, and still says kraft.version 1."""
+    q = Quorum(tmp_path, size=1, kraftsim_release="4.1")
+    [node_id] = q.nodes
+    node = q.nodes[node_id]
+    q.start()
+    try:
+        assert q.leader() == node_id
+        assert finalized_kraft_version(node) is None  # 0: not listed
+        r = harness.kraftsim("features", "--bootstrap-controller", node.address, "upgrade",
+                             "--feature", "kraft.version=1", timeout=60)
+        assert (r.returncode, r.stdout.splitlines()) == (0, ["kraft.version was upgraded to 1."]), r.stderr
+        assert finalized_kraft_version(node) == 1
+        directory = MetaProperties.read(node.directory / "data" / META_PROPERTIES).directory_id
+        assert directory is not None
+        assert voters_records(node) == [[(node_id, directory)]]
+
+        def described() -> list[tuple[int, str, list[tuple[str, int]]]]:
+            resp = asyncio.run(ask(node, describe_quorum(), 2))
+            part = resp.topics[0].partitions[0]
+            ports = {n.node_id: [(li.name, li.port) for li in n.listeners] for n in resp.nodes}
+            return [(v.replica_id, uuids.to_str(v.replica_directory_id), ports.get(v.replica_id, []))
+                    for v in part.current_voters]
+
+        before = described()
+        assert before == [(node_id, directory, [("CONTROLLER", node.port)])]
+        assert q.stop(node_id) == 0
+        q.start(node_id)
+        assert q.leader() == node_id
+        assert described() == before
+        assert finalized_kraft_version(node) == 1
+        asyncio.run(create_topics(node, q.cluster_id, ["after-restart"]))
     finally:
         q.stop_all()

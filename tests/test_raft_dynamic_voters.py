@@ -141,3 +141,18 @@ def test_the_voter_set_in_force_at_an_offset_is_the_historys_for_snapshots_and_r
     assert history.latest() == two and history.kraft_version() == 1
     history.truncate_new_entries(added)
     assert history.latest() == VoterSet([me])
+
+
+def test_a_snapshot_trims_the_voter_sets_it_covers_but_the_one_in_force_at_its_end() -> None:
+    one, two, three = dynamic_set(1), dynamic_set(1, 2), dynamic_set(1, 2, 3)
+    history = VoterSetHistory(VoterSet(()))
+    for offset, voters in ((-1, one), (10, two), (20, three)):
+        history.add_voters(offset, voters)
+    history.add_kraft_version(-1, 1)
+    history.truncate_old_entries(15)  # Kafka's truncateOldEntries: the last at or below stays
+    assert [offset for offset, _ in history.entries()] == [10, 20]
+    assert history.entry_at(15) == two and history.kraft_version_at(15) == 1 and history.latest() == three
+    history.truncate_old_entries(20)
+    assert history.entries() == [(20, three)] and history.kraft_version() == 1
+    history.truncate_old_entries(5)  # a snapshot below what it holds trims nothing
+    assert history.entries() == [(20, three)]

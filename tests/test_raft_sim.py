@@ -324,6 +324,19 @@ def test_the_checker_rejects_two_changes_in_flight_or_sets_without_a_common_majo
         InvariantChecker(voters=3).check([node])
 
 
+def test_the_checker_rejects_voter_sets_kept_below_the_log_start() -> None:
+    log = voter_log((1, 2, 3), (1, 2), (1,))
+    node = view(1, log, role="leader", hw=log.end_offset)
+    node.voter_history = history_from_log(log)
+    log.update_high_watermark(log.end_offset)
+    sid = log.take_snapshot(log.end_offset)
+    assert sid is not None and log.delete_before_snapshot(sid)
+    with pytest.raises(InvariantViolation, match="keeps 3 voter sets below its log start 3"):
+        InvariantChecker(voters=3).check([node])
+    node.voter_history.truncate_old_entries(sid.offset)  # what the snapshot's writer does
+    InvariantChecker(voters=3).check([node])
+
+
 # -- the command line -------------------------------------------------------------------------------
 
 def test_kraftsim_simulate_prints_a_summary(capsys: pytest.CaptureFixture[str]) -> None:

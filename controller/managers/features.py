@@ -405,8 +405,7 @@ class FeatureControlManager:
         level = control[0][1]
         ctx = self.ctx
         return FeaturesResult(records=records, response=response, atomic=True,
-                              control=ctx.kraft_upgrade_records(level),
-                              after_append=lambda _last: ctx.set_kraft_version(level))
+                              control=ctx.kraft_upgrade_records(level))
 
     def _update_feature_4x(self, name: str, level: int, utype: UpgradeType, records: list[RecordAndVersion],
                            proposed: dict[str, int], control: list[tuple[str, int]]) -> ApiError | None:
@@ -440,7 +439,7 @@ class FeatureControlManager:
             # 4.1+: the Raft layer upgrades kraft.version itself (control records, written at
             # once); the NoOpRecord gives the request an offset to wait for.
             if utype == UpgradeType.UPGRADE:
-                if level > current and len(self.ctx.voters) > 1:
+                if level > current and len(self.ctx.current_voters()) > 1:
                     # The upgrade's VotersRecord would have to name every voter with its
                     # directory id; kraftsim writes it for a lone voter only (docs/differences.md).
                     return _invalid_update_version(

@@ -14,9 +14,12 @@ follower), the snapshot a follower fetches (its last VotersRecord and KRaftVersi
 at start-up, what ``kraftsim.raft.dynamic_voters.read_history`` read from the log on disk (each
 VotersRecord and KRaftVersionRecord at its offset; a snapshot's at the snapshot's end offset - 1).
 A truncation of the log cuts the entries at or after the new end; a fetched snapshot that names
-a voter set replaces them all. Entries below the log's start stay (one per voter change; Kafka
-drops those a snapshot covers). With no VotersRecord at all (a static quorum, kraft.version 0)
-the static set (``controller.quorum.voters``) is the set at every offset.
+a voter set replaces them all. A snapshot this replica writes trims the entries it covers, as
+Kafka's KafkaRaftClient does when its snapshot writer freezes: of those at or below the
+snapshot's end offset only the last stays, so that the set in force where the log may now start
+is still known and the history does not grow with every voter change the log ever held. With no
+VotersRecord at all (a static quorum, kraft.version 0) the static set
+(``controller.quorum.voters``) is the set at every offset.
 """
 
 from __future__ import annotations
@@ -94,6 +97,16 @@ class VoterSetHistory:
         j = bisect.bisect_left(self._kv_offsets, end_offset)
         if i < len(self._voter_offsets) or j < len(self._kv_offsets):
             del self._voter_offsets[i:], self._voter_sets[i:], self._kv_offsets[j:], self._kv_levels[j:]
+            self.version += 1
+
+    def truncate_old_entries(self, start_offset: int) -> None:
+        """A snapshot ending at ``start_offset`` was written: of the entries at or below it only
+        the last stays (Kafka's truncateOldEntries), the one in force from there on."""
+        i = bisect.bisect_right(self._voter_offsets, start_offset) - 1
+        j = bisect.bisect_right(self._kv_offsets, start_offset) - 1
+        if i > 0 or j > 0:
+            del self._voter_offsets[:max(i, 0)], self._voter_sets[:max(i, 0)]
+            del self._kv_offsets[:max(j, 0)], self._kv_levels[:max(j, 0)]
             self.version += 1
 
     def clear(self) -> None:

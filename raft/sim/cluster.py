@@ -388,7 +388,8 @@ class Cluster:
         if not up:
             return
         sn = self.rng.choice(up)
-        log = sn.log
+        log, raft = sn.log, sn.raft
+        assert raft is not None
         boundary = None
         for b in log.batches_from(log.start_offset):
             if b.last_offset >= log.high_watermark:
@@ -398,6 +399,7 @@ class Cluster:
             return
         sid = log.take_snapshot(boundary)
         if sid is not None:
+            raft.history.truncate_old_entries(sid.offset)  # as the controller's snapshotter has it trimmed
             log.delete_before_snapshot(sid)
             self.stats.snapshots += 1
 

@@ -293,6 +293,10 @@ class InvariantChecker:
                         raise InvariantViolation(f"node {v.node_id}'s log changes voters from {previous} to "
                                                  f"{voters} at offset {offset}: they share no majority")
                     previous = voters
+            below = [offset for offset, _ in entries if offset < v.log.start_offset]
+            if len(below) > 1:  # a snapshot trims what it covers but the set in force at its end
+                raise InvariantViolation(f"node {v.node_id} keeps {len(below)} voter sets below its log start "
+                                         f"{v.log.start_offset}, at offsets {below}")
             in_flight = [offset for offset, _ in entries if offset >= target]
             if len(in_flight) > 1:
                 raise InvariantViolation(f"node {v.node_id}'s log holds {len(in_flight)} uncommitted voter changes, "

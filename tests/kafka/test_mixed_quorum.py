@@ -34,20 +34,23 @@ from typing import Any
 import pytest
 
 from kraftsim.broker.observer import MetadataObserver
+from kraftsim.metadata import files
 from kraftsim.metadata.batch import IncompleteBatchError
 from kraftsim.metadata.legacy import decode_value
 from kraftsim.metadata.segments import iter_file_batches
 from kraftsim.metadata.snapshots import iter_snapshot_values, list_snapshots
 from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.messages import (
+    ApiVersionsRequest,
     CreateTopicsRequest,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    IncrementalAlterConfigsRequest,
     UpdateFeaturesRequest,
 )
 from tests.fleet_harness import FleetProcess
-from tests.harness import free_port, poll_until
-from tests.kafka.harness import KafkaNode, KraftsimNode, Node, random_cluster_id
+from tests.harness import free_port, poll_sync, poll_until
+from tests.kafka.harness import KafkaNode, KraftsimNode, Node, kafka_metadata_quorum, random_cluster_id
 from tests.quorum_harness import FAST_RAFT
 
 pytestmark = [pytest.mark.kafka, pytest.mark.story]
@@ -286,11 +289,11 @@ def assert_same_snapshots(q: MixedQuorum) -> int:
     return shared
 
 
-def assert_same_logs(q: MixedQuorum, hw: int) -> None:
-    """Every voter holds the same batches, byte for byte, from the latest log start among them
+def assert_same_logs(nodes: dict[int, Node], hw: int) -> None:
+    """Every node holds the same batches, byte for byte, from the latest log start among them
     (a voter that started late may have been sent a snapshot, and its log starts there) up to
     ``hw``."""
-    logs = {i: batches(n, hw) for i, n in q.nodes.items()}
+    logs = {i: batches(n, hw) for i, n in nodes.items()}
     start = max(log[0][0] if log else hw for log in logs.values())
     assert start < hw - 1, f"no voter's log holds batches between {start} and {hw}"
     logs = {i: [b for b in log if b[0] >= start] for i, log in logs.items()}
@@ -449,7 +452,7 @@ async def failover(q: MixedQuorum, first_kind: str, tmp: Path, late: int, real_b
             fleet.kill()
         if broker is not None:
             broker.kill()
-    assert_same_logs(q, p.high_watermark)
+    assert_same_logs(q.nodes, p.high_watermark)
     assert all(snapshots(n) for n in q.nodes.values()), "a node wrote no snapshot"
     assert_same_snapshots(q)
     types = record_types(q.nodes[leader], p.high_watermark)
@@ -485,3 +488,113 @@ def test_kafka_leads_two_kraftsim_voters_then_kraftsim_takes_over(quorum: MixedQ
     kafka.wait_log("Completed transition to CandidateState", timeout=90)
     q.nodes[FIRST_ID].start(wait=False)
     asyncio.run(failover(q, "k", tmp_path, FIRST_ID + 1))
+
+
+# -- a dynamic quorum changed with Kafka's tool -------------------------------------------------
+
+IAC = IncrementalAlterConfigsRequest
+
+
+async def ask(node: Node, request: Any, version: int) -> Any:
+    host, port = node.bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port), client_id="mixed-quorum-test")
+    try:
+        return await client.request(request, version)
+    finally:
+        await client.close()
+
+
+async def controller_views(node: Node) -> tuple[int | None, tuple[int, str | None]]:
+    """What a controller says of the quorum outside Raft: the kraft.version ApiVersions
+    finalizes, and its answer to a dynamic broker config naming it by id (Kafka checks the id
+    against the controller.quorum.voters it started with, not the voters in the log)."""
+    versions = await ask(node, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    kraft = next((f.max_version_level for f in versions.finalized_features if f.name == "kraft.version"), None)
+    alter = await ask(node, IAC(resources=[IAC.AlterConfigsResource(
+        resource_type=4, resource_name=str(node.node_id),
+        configs=[IAC.AlterableConfig(name="log.cleaner.threads", config_operation=0, value="2")])],
+        validate_only=True), 1)
+    r = alter.responses[0]
+    return kraft, (r.error_code, r.error_message)
+
+
+def change_voters(leader: Node, *args: str, want: str, config: Path | None = None) -> None:
+    """Kafka 3.9.2's kafka-metadata-quorum against ``leader``, asked again while the leader is not
+    ready for it (a newcomer lagging or not yet answering ApiVersions, the last change not yet
+    committed: REQUEST_TIMED_OUT, as an operator would), until it prints ``want``."""
+    def run() -> bool:
+        r = kafka_metadata_quorum("--bootstrap-controller", leader.bootstrap,
+                                  *(("--command-config", str(config)) if config else ()), *args)
+        if r.returncode == 0:
+            assert want in r.stdout.splitlines(), r.stdout
+            return True
+        assert "TimeoutException" in r.stderr or "lagging behind" in r.stderr or "API_VERSIONS" in r.stderr, r.stderr
+        return False
+
+    poll_sync(run, 90, 0.5, what=f"kafka-metadata-quorum {args[0]} accepted by {leader}")
+
+
+async def leading(node: Node, voters: set[int], timeout: float = 60) -> DescribeQuorumResponse.PartitionData:
+    """``node``'s DescribeQuorum once it leads ``voters`` and every node, voter or observer, has
+    its whole log."""
+    async def check() -> DescribeQuorumResponse.PartitionData | None:
+        p = await describe(node)
+        if p is None or p.leader_id != node.node_id or {v.replica_id for v in p.current_voters} != voters:
+            return None
+        ends = [r.log_end_offset for r in (*p.current_voters, *p.observers)]
+        return p if len(ends) == 2 and all(e == p.high_watermark for e in ends) else None
+
+    deadline = time.monotonic() + timeout
+    while (p := await check()) is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{node} did not lead {sorted(voters)} with both logs caught up within {timeout}s")
+        await asyncio.sleep(0.1)
+    return p
+
+
+def test_kafkas_tool_adds_and_removes_voters_of_either_kind_under_either_leader(tmp_path: Path) -> None:
+    """A kraftsim controller formatted --standalone leads; a Kafka 3.9.2 controller formatted
+    --no-initial-controllers follows it as an observer and Kafka's ``kafka-metadata-quorum
+    add-controller`` makes it a voter. The tool then removes the kraftsim leader, which resigns
+    once that is committed, and the Kafka controller, alone in the new set, takes over; the
+    kraftsim controller follows it as an observer, is added back and removed again, by the same
+    tool, now through the Kafka leader. Each controller reports kraft.version 1 and refuses a
+    broker config naming it as Kafka does; both logs hold the same batches, byte for byte."""
+    cid = random_cluster_id()
+    ports = free_port(), free_port()
+    cfg = {**COMMON, **EAGER, "controller.quorum.voters": "",
+           "controller.quorum.bootstrap.servers": ",".join(f"127.0.0.1:{p}" for p in ports)}
+    sim = KraftsimNode(tmp_path / "kraftsim", node_id=FIRST_ID, cluster_id=cid, port=ports[0], overrides=dict(cfg))
+    kafka = KafkaNode(tmp_path / "kafka", node_id=FIRST_ID + 1, cluster_id=cid, port=ports[1], overrides=dict(cfg))
+    sim.format("--standalone")
+    kafka.format("--no-initial-controllers")
+    dirs = {n.node_id: files.MetaProperties.read(n.data_dir / files.META_PROPERTIES).directory_id for n in (sim, kafka)}
+    added = {n.node_id: f"Added controller {n.node_id} with directory id {dirs[n.node_id]} and endpoints: "
+                        f"CONTROLLER://{n.bootstrap}" for n in (sim, kafka)}
+    removed = {i: f"Removed  KRaft controller {i} with directory id {d}" for i, d in dirs.items()}
+    remove_sim = ("remove-controller", "--controller-id", str(sim.node_id), "--controller-directory-id",
+                  dirs[sim.node_id] or "")
+    try:
+        sim.start()
+        kafka.start(wait=False)
+        change_voters(sim, "add-controller", want=added[kafka.node_id], config=kafka.properties_path)
+        asyncio.run(leading(sim, {sim.node_id, kafka.node_id}))
+        ours = asyncio.run(controller_views(sim))
+        # The kraftsim leader removes itself: it resigns once that is committed, and the Kafka
+        # controller, the new set's only voter, elects itself.
+        change_voters(sim, *remove_sim, want=removed[sim.node_id])
+        asyncio.run(leading(kafka, {kafka.node_id}))
+        theirs = asyncio.run(controller_views(kafka))
+        assert ours[0] == theirs[0] == 1
+        # BROKER_ID_NOT_REGISTERED from both: neither id is in controller.quorum.voters.
+        assert (ours[1][0], str(ours[1][1]).replace(str(sim.node_id), "<id>")) == \
+            (theirs[1][0], str(theirs[1][1]).replace(str(kafka.node_id), "<id>")), (ours, theirs)
+        change_voters(kafka, "add-controller", want=added[sim.node_id], config=sim.properties_path)
+        asyncio.run(leading(kafka, {sim.node_id, kafka.node_id}))
+        assert asyncio.run(controller_views(sim))[0] == 1
+        change_voters(kafka, *remove_sim, want=removed[sim.node_id])
+        p = asyncio.run(leading(kafka, {kafka.node_id}))
+        assert_same_logs({n.node_id: n for n in (sim, kafka)}, p.high_watermark)
+    finally:
+        kafka.kill()
+        sim.kill()
