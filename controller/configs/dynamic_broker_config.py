@@ -17,13 +17,14 @@ from typing import Final
 from kraftsim.controller.configs.server_config import KEYS
 from kraftsim.controller.context import ControllerContext
 from kraftsim.metadata.config_defs.broker import (
-    BROKER_CONFIGS,
     CLUSTER_LEVEL_LISTENER_CONFIGS,
     DYNAMIC_SECURITY_CONFIGS,
-    PER_BROKER_CONFIGS,
     QUOTA_CONFIGS,
+    BrokerConfigDef,
+    broker_configs,
     broker_synonyms,
     listener_base,
+    per_broker_configs,
 )
 from kraftsim.metadata.config_defs.topic import (
     DEFAULT_CONFIG,
@@ -40,11 +41,11 @@ from kraftsim.rpc.api_errors import ApiError
 _RETENTION_MS = "log.retention.ms"  # KafkaConfig counts any negative retention as -1
 
 
-def _parses(name: str, value: str) -> bool:
+def _parses(defs: dict[str, BrokerConfigDef], name: str, value: str) -> bool:
     """DynamicConfig.Broker's type check of one dynamic config (a listener override by its base
     name); configs it does not define pass."""
     base = listener_base(name) or name
-    d = BROKER_CONFIGS.get(base) or QUOTA_CONFIGS.get(base)
+    d = defs.get(base) or QUOTA_CONFIGS.get(base)
     if d is None or not (d.dynamic or base in QUOTA_CONFIGS):
         return True
     try:
@@ -54,20 +55,22 @@ def _parses(name: str, value: str) -> bool:
     return True
 
 
-def dynamic_layer(stored: dict[str, str], per_broker: bool) -> dict[str, str]:
-    """DynamicBrokerConfig.fromPersistentProps: the stored configs the node keeps."""
+def dynamic_layer(stored: dict[str, str], per_broker: bool, release: str = "3.9") -> dict[str, str]:
+    """DynamicBrokerConfig.fromPersistentProps: the stored configs a node of ``release`` keeps."""
+    defs = broker_configs(release)
+    only_per_broker = per_broker_configs(release)
     out: dict[str, str] = {}
     for name, value in stored.items():
-        if not _parses(name, value):
+        if not _parses(defs, name, value):
             continue
-        d = BROKER_CONFIGS.get(name)
+        d = defs.get(name)
         if d is not None and not d.dynamic:
             continue
         if name in DYNAMIC_SECURITY_CONFIGS:
             continue
         if not per_broker:
             base = listener_base(name)
-            if name in PER_BROKER_CONFIGS or (base is not None and base not in CLUSTER_LEVEL_LISTENER_CONFIGS):
+            if name in only_per_broker or (base is not None and base not in CLUSTER_LEVEL_LISTENER_CONFIGS):
                 continue
         out[name] = value
     return out
@@ -93,8 +96,10 @@ class BrokerConfigView:
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.node_id = ctx.node_id
+        self.release = release = ctx.release.line
+        self.defs = defs = broker_configs(release)
         self.static = _with_id_synonyms(dict(getattr(ctx.config, "raw", {}) or {}))
-        self.defaults: dict[str, str] = {n: d.default for n, d in BROKER_CONFIGS.items() if d.default is not None}
+        self.defaults: dict[str, str] = {n: d.default for n, d in defs.items() if d.default is not None}
         # Where server.properties leaves out a config kraftsim runs with a default of its own for
         # (a controller listener on 127.0.0.1:9093, where Kafka's definition has a broker's
         # PLAINTEXT://:9092 and a Kafka controller would not start), the default in force is shown.
@@ -103,8 +108,8 @@ class BrokerConfigView:
             if own and name not in self.static:
                 self.defaults[name] = own
         configs = ctx.image.configs
-        self.cluster = dynamic_layer(configs.get(BROKER, ""), per_broker=False)
-        self.node = dynamic_layer(configs.get(BROKER, str(ctx.node_id)), per_broker=True)
+        self.cluster = dynamic_layer(configs.get(BROKER, ""), per_broker=False, release=release)
+        self.node = dynamic_layer(configs.get(BROKER, str(ctx.node_id)), per_broker=True, release=release)
         merged = dict(self.static)
         for layer in (self.cluster, self.node):
             for name, value in layer.items():
@@ -132,7 +137,7 @@ class BrokerConfigView:
     def value(self, name: str) -> str | None:
         """The node's current value of a config it defines, as ConfigDef renders it (a config
         set but not defined: the string as set)."""
-        d = BROKER_CONFIGS.get(name)
+        d = self.defs.get(name)
         raw = self.current.get(name)
         if d is None or d.internal:
             return raw
@@ -146,7 +151,7 @@ class BrokerConfigView:
     def listed_names(self) -> list[str]:
         """KafkaConfig's originals then its non-internal definitions: what a BROKER describe lists."""
         names = [n for n, v in self.current.items() if v is not None]
-        names.extend(n for n, d in BROKER_CONFIGS.items() if not d.internal)
+        names.extend(n for n, d in self.defs.items() if not d.internal)
         return list(dict.fromkeys(names))
 
     def topic_default(self, key: TopicConfigKey) -> str:
@@ -159,7 +164,9 @@ class BrokerConfigView:
             raw = self.current.get(syn)
             if raw is None:
                 continue
-            d = BROKER_CONFIGS[syn]
+            d = self.defs.get(syn)
+            if d is None:  # a synonym this release does not define
+                continue
             try:
                 v = parse_type(syn, d.type, raw)
             except ApiError:

@@ -196,7 +196,7 @@ class DescribeConfigsManager:
                                                       f"string, but received {name}")
 
         def entry(config: str) -> Entry:
-            ctype = config_type(config)
+            ctype = config_type(config, view.release)
             sensitive = maybe_sensitive(ctype)
             if per_broker:
                 value = view.value(config)
@@ -205,7 +205,7 @@ class DescribeConfigsManager:
                 value = view.cluster.get(config)
                 syns = [s for s in view.synonyms(config, sensitive) if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG]
             source = syns[0][2] if syns else DEFAULT_CONFIG
-            return _entry(config, None if sensitive else value, source, sensitive, not is_dynamic(config),
+            return _entry(config, None if sensitive else value, source, sensitive, not is_dynamic(config, view.release),
                           syns if include_synonyms else [], ctype)
 
         return self._listed(view.listed_names() if per_broker else view.cluster, keys, entry)
