@@ -16,6 +16,7 @@ from typing import Final
 
 from kraftsim.controller.configs.server_config import KEYS
 from kraftsim.controller.context import ControllerContext
+from kraftsim.controller.java.hash_order import capacity_for, hash_map_order, hash_order
 from kraftsim.metadata.config_defs.broker import (
     CLUSTER_LEVEL_LISTENER_CONFIGS,
     DYNAMIC_SECURITY_CONFIGS,
@@ -149,10 +150,29 @@ class BrokerConfigView:
             return raw
 
     def listed_names(self) -> list[str]:
-        """KafkaConfig's originals then its non-internal definitions: what a BROKER describe lists."""
+        """KafkaConfig's originals then its non-internal definitions: what a BROKER describe lists.
+        Up to 4.1 they are one Scala map (the caller puts them in its order); see ``listed_in_order``."""
         names = [n for n, v in self.current.items() if v is not None]
         names.extend(n for n, d in self.defs.items() if not d.internal)
         return list(dict.fromkeys(names))
+
+    @property
+    def lists_in_stream_order(self) -> bool:
+        """From 4.2 a node lists its BROKER configs as a Java stream (ConfigHelperUtils), in
+        ``listed_in_order``'s order, where 3.9 to 4.1 made a Scala map of them."""
+        major, minor = (int(x) for x in self.release.split(".")[:2])
+        return (major, minor) >= (4, 2)
+
+    def listed_in_order(self) -> list[str]:
+        """ConfigHelperUtils.createResponseConfig (4.2+): the originals set (not null) that are not
+        non-internal definitions, in the order of a HashMap of the originals, then every non-internal
+        value in the order of AbstractConfig.nonInternalValues, a HashMap filled from the HashMap of
+        all parsed values (ConfigDef.parse), itself filled in definition order."""
+        public = [n for n, d in self.defs.items() if not d.internal]
+        undefined = hash_map_order(n for n, v in self.current.items() if v is not None and n not in set(public))
+        parsed = hash_order(self.defs)
+        return [*undefined, *hash_order((n for n in parsed if not self.defs[n].internal),
+                                        capacity_for(len(public)))]
 
     def topic_default(self, key: TopicConfigKey) -> str:
         """KafkaConfig.extractLogConfigMap: the broker-level value of a topic config (the first of

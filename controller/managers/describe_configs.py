@@ -208,6 +208,9 @@ class DescribeConfigsManager:
             return _entry(config, None if sensitive else value, source, sensitive, not is_dynamic(config, view.release),
                           syns if include_synonyms else [], ctype)
 
+        if per_broker and view.lists_in_stream_order:  # filtered, never re-ordered
+            wanted = set(keys or ())
+            return [entry(n) for n in view.listed_in_order() if not wanted or n in wanted]
         return self._listed(view.listed_names() if per_broker else view.cluster, keys, entry)
 
     # ----- BROKER_LOGGER, CLIENT_METRICS ---------------------------------------------------------

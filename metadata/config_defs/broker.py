@@ -57,13 +57,18 @@ def _lines_through(release: str) -> list[str]:
 
 @cache
 def broker_configs(release: str = "3.9") -> dict[str, BrokerConfigDef]:
-    """A release's broker configs by name, in name order: 3.9's with each later release's changes."""
+    """A release's broker configs by name, in its definition order (ConfigDef's): 3.9's with each
+    later release's changes."""
     rows = {r[0]: r for r in broker_table.ROWS_3_9}
+    order = list(rows)
     for line in _lines_through(release):
-        for name in broker_table.REMOVED[line]:
-            del rows[name]
+        removed = set(broker_table.REMOVED[line])
+        moving = {n for n, _ in broker_table.PLACED[line]}
+        order = [n for n in order if n not in removed and n not in moving]
+        for name, prev in broker_table.PLACED[line]:
+            order.insert(0 if prev is None else order.index(prev) + 1, name)
         rows.update((r[0], r) for r in broker_table.DEFINED[line])
-    return {n: BrokerConfigDef(*rows[n]) for n in sorted(rows)}
+    return {n: BrokerConfigDef(*rows[n]) for n in order}
 
 
 BROKER_CONFIGS: Final[dict[str, BrokerConfigDef]] = broker_configs("3.9")

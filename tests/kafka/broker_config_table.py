@@ -14,6 +14,7 @@ against the jars.
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import json
 import subprocess
@@ -38,6 +39,10 @@ HEADER = '''\
 as read from the release's own classes: Kafka 3.9's whole, then what each later release changed
 against the one before it. :mod:`kraftsim.metadata.config_defs.broker` answers from it.
 
+Rows are in definition order (ConfigDef's): a Kafka 4.2+ node lists its configs in the order of a
+HashMap filled in that order. PLACED: per release, the configs new or moved in that order, each with
+the config it follows (None: the first).
+
 A row is (name, type, default as ConfigDef.convertToString renders it or None, kind): kind is
 "internal" (never listed unless set), "dynamic" (DynamicBrokerConfig.AllDynamicConfigs) or
 "static". PER_BROKER: the configs (without a listener prefix) that only a broker's own resource
@@ -61,11 +66,33 @@ def measured(release: str) -> JsonDict:
 
 
 def rows(data: JsonDict) -> dict[str, Row]:
-    """The release's configs by name, in name order."""
+    """The release's configs by name, in definition order."""
     def kind(c: JsonDict) -> str:
         return "internal" if c["internal"] else "dynamic" if c["dynamic"] else "static"
-    return {c["name"]: (c["name"], c["type"], c["default"], kind(c))
-            for c in sorted(data["configs"], key=lambda c: str(c["name"]))}
+    return {c["name"]: (c["name"], c["type"], c["default"], kind(c)) for c in data["configs"]}
+
+
+def placed(before: list[str], after: list[str]) -> list[tuple[str, str | None]]:
+    """The names of ``after`` that are new or moved against ``before`` (the rest keep their order),
+    each with the name it follows in ``after`` (None: first), in ``after``'s order."""
+    kept = set(after) & set(before)
+    a, b = [n for n in before if n in kept], [n for n in after if n in kept]
+    sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    stay = {n for block in sm.get_matching_blocks() for n in b[block.b:block.b + block.size]}
+    out = [(n, after[i - 1] if i else None) for i, n in enumerate(after) if n not in stay]
+    if reorder(before, set(before) - set(after), out) != after:
+        raise RuntimeError("placing the new and moved configs does not give the release's order")
+    return out
+
+
+def reorder(before: list[str], removed: set[str], moves: list[tuple[str, str | None]]) -> list[str]:
+    """``before`` without ``removed`` and the moved names, then each placed after its predecessor
+    (as broker.py rebuilds it)."""
+    moving = {n for n, _ in moves}
+    order = [n for n in before if n not in removed and n not in moving]
+    for name, prev in moves:
+        order.insert(0 if prev is None else order.index(prev) + 1, name)
+    return order
 
 
 def per_broker(data: JsonDict) -> list[str]:
@@ -92,21 +119,27 @@ def source() -> str:
         for key in SAME_IN_EVERY_RELEASE:
             if data[r][key] != first[key]:
                 raise RuntimeError(f"Kafka {r} changed {key}: make it per release in broker.py and here")
-    out = [HEADER, "# Kafka 3.9's definitions, by name.", "ROWS_3_9: Final[tuple[tuple[str, str, str | None, str], ...]] = ("]
+    out = [HEADER, "# Kafka 3.9's definitions, in definition order.",
+           "ROWS_3_9: Final[tuple[tuple[str, str, str | None, str], ...]] = ("]
     out.extend(f"    {row!r}," for row in rows(first).values())
     out.append(")")
     out.append("")
-    out.append("# Per release after 3.9, against the release before it: the configs removed, and those")
-    out.append("# added or redefined (whole rows).")
+    out.append("# Per release after 3.9, against the release before it: the configs removed, those added or")
+    out.append("# redefined (whole rows), and where the new and moved ones stand.")
+    pairs = list(zip(releases, releases[1:], strict=False))
     out.append("REMOVED: Final[dict[str, tuple[str, ...]]] = {")
-    for prev, r in zip(releases, releases[1:], strict=False):
+    for prev, r in pairs:
         a, b = rows(data[prev]), rows(data[r])
         out.extend(_lines(repr(r), sorted(set(a) - set(b))))
     out.append("}")
     out.append("DEFINED: Final[dict[str, tuple[tuple[str, str, str | None, str], ...]]] = {")
-    for prev, r in zip(releases, releases[1:], strict=False):
+    for prev, r in pairs:
         a, b = rows(data[prev]), rows(data[r])
         out.extend(_lines(repr(r), [row for n, row in b.items() if a.get(n) != row]))
+    out.append("}")
+    out.append("PLACED: Final[dict[str, tuple[tuple[str, str | None], ...]]] = {")
+    for prev, r in pairs:
+        out.extend(_lines(repr(r), placed(list(rows(data[prev])), list(rows(data[r])))))
     out.append("}")
     out.append("")
     out.append("PER_BROKER: Final[dict[str, tuple[str, ...]]] = {")

@@ -360,8 +360,6 @@ def test_format_writes_what_44_writes(tmp_path: Path) -> None:
     assert a["levels"] == {MV: 25, "group.version": 1, "transaction.version": 2}
 
 
-@pytest.mark.xfail(strict=True, reason="divergence: a 4.x controller's broker config definitions are Kafka "
-                                       "3.9's (docs/differences.md)")
 async def test_describe_broker_configs(shared_pair_44: d.Pair) -> None:
     from kraftsim.rpc.messages import DescribeConfigsRequest as DC
 
