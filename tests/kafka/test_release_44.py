@@ -361,11 +361,12 @@ def test_format_writes_what_44_writes(tmp_path: Path) -> None:
 
 
 async def test_describe_broker_configs(shared_pair_44: d.Pair) -> None:
-    from kraftsim.rpc.messages import DescribeConfigsRequest as DC
+    """DescribeConfigs of this node, the cluster default and a topic: 4.4's definitions (names,
+    types, defaults, which are dynamic), listed as a 4.4 node lists them (a Java stream of its
+    originals then its values, not a Scala map), before and after dynamic configs are set."""
+    from tests.kafka.test_describe_configs import describe_configs_4x
 
-    await d.check(shared_pair_44, [Call("this node's configs", lambda side: DC(
-        include_synonyms=False, include_documentation=False,
-        resources=[DC.DescribeConfigsResource(resource_type=4, resource_name="3000", configuration_keys=None)]), 4)])
+    await d.check(shared_pair_44, describe_configs_4x("4.4", 4444, "dconf44"))
 
 
 def register_controller(cid: int) -> d.Builder:
