@@ -16,7 +16,7 @@ from typing import Final
 
 from kraftsim.controller.configs.server_config import KEYS
 from kraftsim.controller.context import ControllerContext
-from kraftsim.controller.java.hash_order import capacity_for, hash_map_order, hash_order
+from kraftsim.controller.java.hash_order import capacity_for, hash_order, table_size_for
 from kraftsim.metadata.config_defs.broker import (
     CLUSTER_LEVEL_LISTENER_CONFIGS,
     DYNAMIC_SECURITY_CONFIGS,
@@ -169,7 +169,9 @@ class BrokerConfigView:
         value in the order of AbstractConfig.nonInternalValues, a HashMap filled from the HashMap of
         all parsed values (ConfigDef.parse), itself filled in definition order."""
         public = [n for n, d in self.defs.items() if not d.internal]
-        undefined = hash_map_order(n for n, v in self.current.items() if v is not None and n not in set(public))
+        # originals() is a HashMap copy of all of them (a copy's table: tableSizeFor(n / 0.75 + 1)).
+        undefined = hash_order((n for n, v in self.current.items() if v is not None and n not in set(public)),
+                               table_size_for(int(len(self.current) / 0.75 + 1)))
         parsed = hash_order(self.defs)
         return [*undefined, *hash_order((n for n in parsed if not self.defs[n].internal),
                                         capacity_for(len(public)))]

@@ -185,16 +185,18 @@ def describe_configs_4x(release: str, broker_id: int, topic: str) -> list[Call]:
     """DescribeConfigs of this node, the cluster default and a topic on a 4.x controller, before
     and after dynamic configs 4.x defines differently from 3.9 (advertised.listeners is no longer
     dynamic, log.message.downconversion.enable is gone, log.message.timestamp.after.max.ms has a
-    default of an hour), and undone after."""
+    default of an hour) and configs no release defines (listed first from 4.2), undone after."""
     from kraftsim.metadata import versions
     from tests.kafka.differential import REG
 
     features = [REG.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
                 for n, (lo, hi) in versions.release(release).supported_features().items()]
     node_configs = {"advertised_listeners": "PLAINTEXT://h:1", "log_roll_hours": "2", "max_connections": "50",
-                    "log_message_downconversion_enable": "false", "compression_type": "zstd"}
+                    "log_message_downconversion_enable": "false", "compression_type": "zstd", "other_custom": "y",
+                    "custom_key": "z"}
     default_configs = {"log_retention_hours": "3", "log_segment_bytes": "2000000", "max_connections": "100",
-                       "advertised_listeners": "PLAINTEXT://h:2", "log_message_timestamp_after_max_ms": "5000"}
+                       "advertised_listeners": "PLAINTEXT://h:2", "log_message_timestamp_after_max_ms": "5000",
+                       "custom_key": "x"}
     return [
         Call("this node", describe((BROKER, NODE))),
         Call("this node, synonyms", describe((BROKER, NODE), synonyms=True)),
