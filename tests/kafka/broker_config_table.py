@@ -1,5 +1,5 @@
 """Generate ``metadata/config_defs/broker_table.py``, each Kafka release's broker config
-definitions as data, from the releases' own classes (``BrokerConfigs.java`` run on each release's
+definitions as data, from the releases' own classes (``ConfigDefs.java`` run on each release's
 jars in ``.cache/kafka-<v>``; the package cannot run Java).
 
     python -m tests.kafka.broker_config_table            # write it
@@ -25,9 +25,9 @@ from typing import Any
 from tests.kafka.provision import RELEASES, ROOT, kafka
 
 TARGET = ROOT / "metadata" / "config_defs" / "broker_table.py"
-SOURCE = Path(__file__).with_name("BrokerConfigs.java")
+SOURCE = Path(__file__).with_name("ConfigDefs.java")
 JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")
-#: BrokerConfigs.java probes listener overrides under this listener name.
+#: ConfigDefs.java probes listener overrides under this listener name.
 PROBE_LISTENER = "listener.name.external."
 JsonDict = dict[str, Any]
 Row = tuple[str, str, str | None, str]
@@ -55,12 +55,13 @@ from typing import Final
 
 @functools.cache
 def measured(release: str) -> JsonDict:
-    """``BrokerConfigs.java`` run against the release's jars."""
+    """``ConfigDefs.java`` run against the release's jars (its topic configs too, for
+    test_release_schemas.py: one JVM per release)."""
     k = kafka(RELEASES[release])
     r = subprocess.run([k.java, *JVM, "-cp", k.classpath, str(SOURCE)], capture_output=True, text=True,
                        timeout=300)
     if r.returncode != 0:
-        raise RuntimeError(f"BrokerConfigs failed on Kafka {k.version}:\n{r.stderr[-3000:]}")
+        raise RuntimeError(f"ConfigDefs failed on Kafka {k.version}:\n{r.stderr[-3000:]}")
     out: JsonDict = json.loads(r.stdout)
     return out
 

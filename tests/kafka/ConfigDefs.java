@@ -1,12 +1,14 @@
-// Prints a Kafka release's broker config definitions as JSON: KafkaConfig's ConfigDef (each config
-// in definition order: name, type, default as ConfigDef.convertToString renders it or null for none,
-// internal, dynamic: in DynamicBrokerConfig's AllDynamicConfigs), the dynamic-only quota configs
-// (DynamicConfig.Broker's names that KafkaConfig does not define), the security configs dynamic
-// only with a listener prefix, the listener configs DynamicListenerConfig reconfigures, which
-// dynamic configs only a broker's own resource may set, and the synonyms of every config that has
-// some. The classes moved from Scala objects (3.9 to 4.3) to Java (4.4), so they are found by
-// reflection under either name. Run against a release's jars:
-//   java -cp '.cache/kafka-4.4.0/*' tests/kafka/BrokerConfigs.java
+// Prints a Kafka release's config definitions as JSON. Its broker configs: KafkaConfig's ConfigDef
+// (each config in definition order: name, type, default as ConfigDef.convertToString renders it or
+// null for none, internal, dynamic: in DynamicBrokerConfig's AllDynamicConfigs), the dynamic-only
+// quota configs (DynamicConfig.Broker's names that KafkaConfig does not define), the security
+// configs dynamic only with a listener prefix, the listener configs DynamicListenerConfig
+// reconfigures, which dynamic configs only a broker's own resource may set, and the synonyms of
+// every config that has some. Its topic configs ("topic"): LogConfig's ConfigDef in definition
+// order (name, type, default, validator as its toString, internal). The broker classes moved from
+// Scala objects (3.9 to 4.3) to Java (4.4), so they are found by reflection under either name.
+// Run against a release's jars:
+//   java -cp '.cache/kafka-4.4.0/*' tests/kafka/ConfigDefs.java
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
@@ -18,8 +20,9 @@ import java.util.Set;
 import java.util.TreeSet;
 import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.server.config.AbstractKafkaConfig;
+import org.apache.kafka.storage.internals.log.LogConfig;
 
-public class BrokerConfigs {
+public class ConfigDefs {
     private static String json(String s) {
         return s == null ? "null" : "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
     }
@@ -140,6 +143,16 @@ public class BrokerConfigs {
             out.append(sep).append(json(n)).append(":").append(jsonList(list));
             sep = ",";
         }
-        System.out.println(out.append("}}"));
+        out.append("},\"topic\":[");
+        sep = "";
+        for (ConfigDef.ConfigKey k : LogConfig.configDefCopy().configKeys().values()) {
+            String d = k.hasDefault() && k.defaultValue != null ? ConfigDef.convertToString(k.defaultValue, k.type) : null;
+            out.append(sep).append("{\"name\":").append(json(k.name)).append(",\"type\":").append(json(k.type.toString()))
+               .append(",\"default\":").append(json(d)).append(",\"validator\":")
+               .append(json(k.validator == null ? null : k.validator.toString()))
+               .append(",\"internal\":").append(k.internalConfig).append("}");
+            sep = ",";
+        }
+        System.out.println(out.append("]}"));
     }
 }
