@@ -158,8 +158,8 @@ class BrokerConfigView:
 
     @property
     def lists_in_stream_order(self) -> bool:
-        """From 4.2 a node lists its BROKER configs as a Java stream (ConfigHelperUtils), in
-        ``listed_in_order``'s order, where 3.9 to 4.1 made a Scala map of them."""
+        """From 4.2 a node lists its BROKER (and TOPIC) configs as a Java stream
+        (ConfigHelperUtils), in ``listed_in_order``'s order, where 3.9 to 4.1 made a Scala map of them."""
         major, minor = (int(x) for x in self.release.split(".")[:2])
         return (major, minor) >= (4, 2)
 
@@ -168,13 +168,12 @@ class BrokerConfigView:
         non-internal definitions, in the order of a HashMap of the originals, then every non-internal
         value in the order of AbstractConfig.nonInternalValues, a HashMap filled from the HashMap of
         all parsed values (ConfigDef.parse), itself filled in definition order."""
-        public = [n for n, d in self.defs.items() if not d.internal]
+        public = {n for n, d in self.defs.items() if not d.internal}
         # originals() is a HashMap copy of all of them (a copy's table: tableSizeFor(n / 0.75 + 1)).
-        undefined = hash_order((n for n, v in self.current.items() if v is not None and n not in set(public)),
+        undefined = hash_order((n for n, v in self.current.items() if v is not None and n not in public),
                                table_size_for(int(len(self.current) / 0.75 + 1)))
         parsed = hash_order(self.defs)
-        return [*undefined, *hash_order((n for n in parsed if not self.defs[n].internal),
-                                        capacity_for(len(public)))]
+        return [*undefined, *hash_order((n for n in parsed if n in public), capacity_for(len(public)))]
 
     def topic_default(self, key: TopicConfigKey) -> str:
         """KafkaConfig.extractLogConfigMap: the broker-level value of a topic config (the first of
