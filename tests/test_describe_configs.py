@@ -251,3 +251,24 @@ def test_defaults_of_kraftsims_own_are_the_ones_shown() -> None:
     assert view.value("listeners") == "CONTROLLER://127.0.0.1:9093"
     assert view.synonyms("controller.listener.names", False) == [("controller.listener.names", "CONTROLLER", DEFAULT)]
     assert (view.value("num.io.threads"), view.value("broker.id"), view.value("log.dirs")) == ("8", "21", None)
+
+
+async def test_a_44_controller_lists_44s_broker_configs(tmp_path: Path) -> None:
+    """kraftsim.release=4.4: 4.4's definitions (no ZooKeeper configs, cordoned.log.dirs, 4.x's
+    defaults, advertised.listeners no longer dynamic), in the order a Kafka 4.4.0 node answered
+    (its first names; tests/kafka/test_release_44.py compares the whole answer)."""
+    c = Cluster(tmp_path, kraftsim_release="4.4")
+    await c.start()
+    try:
+        [r] = (await c.req(describe((BROKER, NODE)), 4)).results
+    finally:
+        await c.stop()
+    e = by_name(r)
+    assert "zookeeper.connect" not in e and "inter.broker.protocol.version" not in e
+    assert (e["cordoned.log.dirs"].value, e["cordoned.log.dirs"].read_only) == ("", False)
+    assert (e["group.coordinator.threads"].value, e["advertised.listeners"].read_only) == ("4", True)
+    defined = [x.name for x in r.configs if not x.name.startswith("kraftsim.")]
+    assert defined[:8] == ["log.cleaner.min.compaction.lag.ms", "offsets.topic.num.partitions",
+                           "sasl.oauthbearer.jwks.endpoint.refresh.ms", "remote.log.metadata.manager.listener.name",
+                           "log.flush.interval.messages", "controller.socket.timeout.ms", "log.flush.interval.ms",
+                           "principal.builder.class"]

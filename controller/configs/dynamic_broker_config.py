@@ -16,14 +16,16 @@ from typing import Final
 
 from kraftsim.controller.configs.server_config import KEYS
 from kraftsim.controller.context import ControllerContext
+from kraftsim.controller.java.hash_order import capacity_for, hash_order, table_size_for
 from kraftsim.metadata.config_defs.broker import (
-    BROKER_CONFIGS,
     CLUSTER_LEVEL_LISTENER_CONFIGS,
     DYNAMIC_SECURITY_CONFIGS,
-    PER_BROKER_CONFIGS,
     QUOTA_CONFIGS,
+    BrokerConfigDef,
+    broker_configs,
     broker_synonyms,
     listener_base,
+    per_broker_configs,
 )
 from kraftsim.metadata.config_defs.topic import (
     DEFAULT_CONFIG,
@@ -40,11 +42,11 @@ from kraftsim.rpc.api_errors import ApiError
 _RETENTION_MS = "log.retention.ms"  # KafkaConfig counts any negative retention as -1
 
 
-def _parses(name: str, value: str) -> bool:
+def _parses(defs: dict[str, BrokerConfigDef], name: str, value: str) -> bool:
     """DynamicConfig.Broker's type check of one dynamic config (a listener override by its base
     name); configs it does not define pass."""
     base = listener_base(name) or name
-    d = BROKER_CONFIGS.get(base) or QUOTA_CONFIGS.get(base)
+    d = defs.get(base) or QUOTA_CONFIGS.get(base)
     if d is None or not (d.dynamic or base in QUOTA_CONFIGS):
         return True
     try:
@@ -54,20 +56,22 @@ def _parses(name: str, value: str) -> bool:
     return True
 
 
-def dynamic_layer(stored: dict[str, str], per_broker: bool) -> dict[str, str]:
-    """DynamicBrokerConfig.fromPersistentProps: the stored configs the node keeps."""
+def dynamic_layer(stored: dict[str, str], per_broker: bool, release: str = "3.9") -> dict[str, str]:
+    """DynamicBrokerConfig.fromPersistentProps: the stored configs a node of ``release`` keeps."""
+    defs = broker_configs(release)
+    only_per_broker = per_broker_configs(release)
     out: dict[str, str] = {}
     for name, value in stored.items():
-        if not _parses(name, value):
+        if not _parses(defs, name, value):
             continue
-        d = BROKER_CONFIGS.get(name)
+        d = defs.get(name)
         if d is not None and not d.dynamic:
             continue
         if name in DYNAMIC_SECURITY_CONFIGS:
             continue
         if not per_broker:
             base = listener_base(name)
-            if name in PER_BROKER_CONFIGS or (base is not None and base not in CLUSTER_LEVEL_LISTENER_CONFIGS):
+            if name in only_per_broker or (base is not None and base not in CLUSTER_LEVEL_LISTENER_CONFIGS):
                 continue
         out[name] = value
     return out
@@ -93,8 +97,10 @@ class BrokerConfigView:
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.node_id = ctx.node_id
+        self.release = release = ctx.release.line
+        self.defs = defs = broker_configs(release)
         self.static = _with_id_synonyms(dict(getattr(ctx.config, "raw", {}) or {}))
-        self.defaults: dict[str, str] = {n: d.default for n, d in BROKER_CONFIGS.items() if d.default is not None}
+        self.defaults: dict[str, str] = {n: d.default for n, d in defs.items() if d.default is not None}
         # Where server.properties leaves out a config kraftsim runs with a default of its own for
         # (a controller listener on 127.0.0.1:9093, where Kafka's definition has a broker's
         # PLAINTEXT://:9092 and a Kafka controller would not start), the default in force is shown.
@@ -103,8 +109,8 @@ class BrokerConfigView:
             if own and name not in self.static:
                 self.defaults[name] = own
         configs = ctx.image.configs
-        self.cluster = dynamic_layer(configs.get(BROKER, ""), per_broker=False)
-        self.node = dynamic_layer(configs.get(BROKER, str(ctx.node_id)), per_broker=True)
+        self.cluster = dynamic_layer(configs.get(BROKER, ""), per_broker=False, release=release)
+        self.node = dynamic_layer(configs.get(BROKER, str(ctx.node_id)), per_broker=True, release=release)
         merged = dict(self.static)
         for layer in (self.cluster, self.node):
             for name, value in layer.items():
@@ -132,7 +138,7 @@ class BrokerConfigView:
     def value(self, name: str) -> str | None:
         """The node's current value of a config it defines, as ConfigDef renders it (a config
         set but not defined: the string as set)."""
-        d = BROKER_CONFIGS.get(name)
+        d = self.defs.get(name)
         raw = self.current.get(name)
         if d is None or d.internal:
             return raw
@@ -144,10 +150,30 @@ class BrokerConfigView:
             return raw
 
     def listed_names(self) -> list[str]:
-        """KafkaConfig's originals then its non-internal definitions: what a BROKER describe lists."""
+        """KafkaConfig's originals then its non-internal definitions: what a BROKER describe lists.
+        Up to 4.1 they are one Scala map (the caller puts them in its order); see ``listed_in_order``."""
         names = [n for n, v in self.current.items() if v is not None]
-        names.extend(n for n, d in BROKER_CONFIGS.items() if not d.internal)
+        names.extend(n for n, d in self.defs.items() if not d.internal)
         return list(dict.fromkeys(names))
+
+    @property
+    def lists_in_stream_order(self) -> bool:
+        """From 4.2 a node lists its BROKER (and TOPIC) configs as a Java stream
+        (ConfigHelperUtils), in ``listed_in_order``'s order, where 3.9 to 4.1 made a Scala map of them."""
+        major, minor = (int(x) for x in self.release.split(".")[:2])
+        return (major, minor) >= (4, 2)
+
+    def listed_in_order(self) -> list[str]:
+        """ConfigHelperUtils.createResponseConfig (4.2+): the originals set (not null) that are not
+        non-internal definitions, in the order of a HashMap of the originals, then every non-internal
+        value in the order of AbstractConfig.nonInternalValues, a HashMap filled from the HashMap of
+        all parsed values (ConfigDef.parse), itself filled in definition order."""
+        public = {n for n, d in self.defs.items() if not d.internal}
+        # originals() is a HashMap copy of all of them (a copy's table: tableSizeFor(n / 0.75 + 1)).
+        undefined = hash_order((n for n, v in self.current.items() if v is not None and n not in public),
+                               table_size_for(int(len(self.current) / 0.75 + 1)))
+        parsed = hash_order(self.defs)
+        return [*undefined, *hash_order((n for n in parsed if n in public), capacity_for(len(public)))]
 
     def topic_default(self, key: TopicConfigKey) -> str:
         """KafkaConfig.extractLogConfigMap: the broker-level value of a topic config (the first of
@@ -159,7 +185,9 @@ class BrokerConfigView:
             raw = self.current.get(syn)
             if raw is None:
                 continue
-            d = BROKER_CONFIGS[syn]
+            d = self.defs.get(syn)
+            if d is None:  # a synonym this release does not define
+                continue
             try:
                 v = parse_type(syn, d.type, raw)
             except ApiError:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Final
 from kraftsim.controller.configs.dynamic_broker_config import DYNAMIC_DEFAULT_BROKER_CONFIG, BrokerConfigView
 from kraftsim.controller.configs.runtime_loggers import RuntimeLoggerManager
 from kraftsim.controller.context import ControllerContext
-from kraftsim.controller.java.hash_order import hash_map_order, scala_hash_map_order
+from kraftsim.controller.java.hash_order import hash_map_order, hash_order, scala_hash_map_order
 from kraftsim.controller.java.strings import parse_java_int
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.routes import Route
@@ -140,9 +140,14 @@ class DescribeConfigsManager:
         return Result(error_code=0, error_message="", resource_type=rtype, resource_name=name, configs=configs)
 
     @staticmethod
-    def _listed(names: Iterable[str], keys: list[str] | None, entry: EntryBuilder) -> list[Entry]:
+    def _listed(names: Iterable[str], keys: list[str] | None, entry: EntryBuilder,
+                in_order: bool = False) -> list[Entry]:
         """ConfigHelper.createResponseConfig: all configs, or those ``keys`` names, in the order
-        of the Scala map holding them."""
+        of the Scala map holding them. ``in_order`` (4.2+, ConfigHelperUtils): ``names`` are a
+        stream already in order, which ``keys`` filters without re-ordering."""
+        if in_order:
+            wanted = set(keys or ())
+            return [entry(n) for n in names if not wanted or n in wanted]
         ordered = scala_hash_map_order(names)
         if keys:
             wanted = set(keys)
@@ -178,6 +183,12 @@ class DescribeConfigsManager:
             source = syns[0][2] if syns else DEFAULT_CONFIG
             return _entry(config, value, source, False, False, syns if include_synonyms else [], key.type)
 
+        if view.lists_in_stream_order:
+            # LogConfig's originals set on the topic that are not topic configs, in the order of a
+            # HashMap of them, then its non-internal values (nonInternalValues: the parsed values'
+            # HashMap refilled; the tables are of one size, so a bucket keeps definition order).
+            undefined = hash_map_order(n for n in own if n not in defs)
+            return self._listed([*undefined, *hash_order(defs)], keys, entry, in_order=True)
         return self._listed([*own, *defs], keys, entry)
 
     # ----- BROKER --------------------------------------------------------------------------------
@@ -196,7 +207,7 @@ class DescribeConfigsManager:
                                                       f"string, but received {name}")
 
         def entry(config: str) -> Entry:
-            ctype = config_type(config)
+            ctype = config_type(config, view.release)
             sensitive = maybe_sensitive(ctype)
             if per_broker:
                 value = view.value(config)
@@ -205,9 +216,12 @@ class DescribeConfigsManager:
                 value = view.cluster.get(config)
                 syns = [s for s in view.synonyms(config, sensitive) if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG]
             source = syns[0][2] if syns else DEFAULT_CONFIG
-            return _entry(config, None if sensitive else value, source, sensitive, not is_dynamic(config),
+            return _entry(config, None if sensitive else value, source, sensitive, not is_dynamic(config, view.release),
                           syns if include_synonyms else [], ctype)
 
+        if view.lists_in_stream_order:  # the cluster default: its Scala map's order, as a stream
+            names = view.listed_in_order() if per_broker else scala_hash_map_order(view.cluster)
+            return self._listed(names, keys, entry, in_order=True)
         return self._listed(view.listed_names() if per_broker else view.cluster, keys, entry)
 
     # ----- BROKER_LOGGER, CLIENT_METRICS ---------------------------------------------------------

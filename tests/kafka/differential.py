@@ -457,8 +457,8 @@ async def configs_settled(side: Side, req: Any, timeout: float) -> None:
 
     node = str(side.node.node_id)
     logged, topics = logged_configs(side.node.metadata_dir)
-    want_default = set(dynamic_layer(logged.get((4, ""), {}), per_broker=False).items())
-    want_node = set(dynamic_layer(logged.get((4, node), {}), per_broker=True).items())
+    want_default = set(dynamic_layer(logged.get((4, ""), {}), per_broker=False, release=side.node.release).items())
+    want_node = set(dynamic_layer(logged.get((4, node), {}), per_broker=True, release=side.node.release).items())
     named = sorted({r.resource_name for r in req.resources if r.resource_type == 2 and r.resource_name in topics})
     probe = DescribeConfigsRequest(include_synonyms=True, resources=[
         DescribeConfigsRequest.DescribeConfigsResource(resource_type=t, resource_name=n, configuration_keys=None)

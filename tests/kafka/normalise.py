@@ -181,7 +181,8 @@ NODE_CONFIG = Normalisation(
     "DescribeConfigs of BROKER <node id>: the two controllers of a pair listen on different ports and keep "
     "their logs in different directories, so the values of listeners, controller.quorum.voters, log.dirs and "
     "metadata.log.dir (and of their synonyms) are compared as '<node>'. The harness gives each side settings "
-    "the other does not have (kraftsim.http.listen for kraftsim's HTTP endpoint; smaller JVM thread pools "
+    "the other does not have (kraftsim.http.listen for kraftsim's HTTP endpoint, kraftsim.release for the "
+    "Kafka release it is; smaller JVM thread pools "
     "num.network.threads, num.io.threads, background.threads for Kafka): their entries are left out on both "
     "sides. Every other config, its value, source, synonyms, type and flags are compared, in order.")
 
@@ -192,7 +193,7 @@ LOGGERS = Normalisation(
     "flags and that it names a logger with a level); errors are compared as is.")
 
 NODE_VALUE_CONFIGS = frozenset({"listeners", "controller.quorum.voters", "log.dirs", "metadata.log.dir"})
-ONE_SIDED_CONFIGS = frozenset({"kraftsim.http.listen", "num.network.threads", "num.io.threads",
+ONE_SIDED_CONFIGS = frozenset({"kraftsim.http.listen", "kraftsim.release", "num.network.threads", "num.io.threads",
                                "background.threads"})
 
 

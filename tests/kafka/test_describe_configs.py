@@ -179,3 +179,51 @@ async def test_static_configs(pair_factory: Callable[..., PairNodes]) -> None:
         ])
     finally:
         await close(pair)
+
+
+def describe_configs_4x(release: str, broker_id: int, topic: str) -> list[Call]:
+    """DescribeConfigs of this node, the cluster default and a topic on a 4.x controller, before
+    and after dynamic configs 4.x defines differently from 3.9 (advertised.listeners is no longer
+    dynamic, log.message.downconversion.enable is gone, log.message.timestamp.after.max.ms has a
+    default of an hour) and configs no release defines (listed first from 4.2), undone after."""
+    from kraftsim.metadata import versions
+    from tests.kafka.differential import REG
+
+    features = [REG.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
+                for n, (lo, hi) in versions.release(release).supported_features().items()]
+    node_configs = {"advertised_listeners": "PLAINTEXT://h:1", "log_roll_hours": "2", "max_connections": "50",
+                    "log_message_downconversion_enable": "false", "compression_type": "zstd", "other_custom": "y",
+                    "custom_key": "z"}
+    default_configs = {"log_retention_hours": "3", "log_segment_bytes": "2000000", "max_connections": "100",
+                       "advertised_listeners": "PLAINTEXT://h:2", "log_message_timestamp_after_max_ms": "5000",
+                       "custom_key": "x"}
+    return [
+        Call("this node", describe((BROKER, NODE))),
+        Call("this node, synonyms", describe((BROKER, NODE), synonyms=True)),
+        Call("register", d.register(broker_id, features=features)),
+        Call("unfence", d.heartbeat(broker_id)),
+        Call("create", d.create_topics(TopicSpec(topic, 1, 1, configs={"retention.ms": "1000"}))),
+        Call("the topic", describe((TOPIC, topic), synonyms=True)),
+        Call("set defaults", alter(BROKER, "", **default_configs)),
+        Call("set this node", alter(BROKER, NODE, **node_configs)),
+        Call("the cluster default", describe((BROKER, ""), synonyms=True)),
+        Call("this node after", describe((BROKER, NODE), synonyms=True)),
+        Call("some keys", describe((BROKER, NODE, ["max.connections", "log.retention.ms", "advertised.listeners",
+                                                   "log.message.timestamp.after.max.ms", "nope"]), synonyms=True)),
+        Call("the topic after", describe((TOPIC, topic), synonyms=True)),
+        Call("some of the topic's keys", describe((TOPIC, topic, ["segment.bytes", "retention.ms",
+                                                                  "message.timestamp.after.max.ms"]))),
+        Call("undo this node", alter(BROKER, NODE, **dict.fromkeys(node_configs))),
+        Call("undo defaults", alter(BROKER, "", **dict.fromkeys(default_configs))),
+    ]
+
+
+async def test_describe_configs_40(pair_factory: Callable[..., PairNodes]) -> None:
+    """As test_release_44.py's test_describe_broker_configs, against Kafka 4.0.2: 4.0's definitions
+    (3.9's without ZooKeeper's and the old message formats', with 4.0's defaults), listed in a
+    Scala map's order as 3.9 lists them."""
+    pair = await connect(pair_factory("describe-configs-40", release="4.0", kafka_release="4.0"))
+    try:
+        await d.check(pair, describe_configs_4x("4.0", 4040, "dconf40"))
+    finally:
+        await close(pair)

@@ -136,10 +136,24 @@ async def test_topics_and_configs(shared_pair_44: d.Pair) -> None:
 async def test_cordoned_log_dirs(shared_pair_44: d.Pair) -> None:
     """BrokerHeartbeat v2 (KIP-1066, 4.3+): the CordonedLogDirs a heartbeat reports are recorded
     when they change, and placement leaves out a broker whose every directory is cordoned."""
+    check_cordoned_log_dirs(await d.check(shared_pair_44, cordoned_log_dirs(R44)))
+
+
+async def test_cordoned_log_dirs_43(pair_factory: Callable[..., PairNodes]) -> None:
+    """test_cordoned_log_dirs against Kafka 4.3.1, the first release that has them (a pair of its
+    own, formatted at 4.3's latest production metadata.version)."""
+    pair = await connect(pair_factory("cordoned-43", release="4.3", kafka_release="4.3"))
+    try:
+        check_cordoned_log_dirs(await d.check(pair, cordoned_log_dirs(versions.release("4.3"))))
+    finally:
+        await close(pair)
+
+
+def cordoned_log_dirs(release: versions.Release) -> list[d.Step]:
     a, b = d.scenario_uuid(44601), d.scenario_uuid(44602)
     too_many = TopicSpec("t44-cordoned", partitions=1, rf=1000)
-    t = await d.check(shared_pair_44, [
-        Call("register", register44(4460, log_dirs=[a, b])),
+    return [
+        Call("register", d.register(4460, features=features_of(release), log_dirs=[a, b])),
         Call("unfence", d.heartbeat(4460), 2),
         Call("null: not caught up, says nothing", d.heartbeat(4460, cordoned_dirs=None), 2),
         Call("none cordoned", d.heartbeat(4460, cordoned_dirs=[]), 2),
@@ -159,7 +173,10 @@ async def test_cordoned_log_dirs(shared_pair_44: d.Pair) -> None:
         Call("config: empty", _incremental_alter(4, "4460", CORDONED, " ")),
         Call("config: deleted", _incremental_alter(4, "4460", CORDONED, None, op=1)),
         Call("unregister", d.unregister(4460)),
-    ])
+    ]
+
+
+def check_cordoned_log_dirs(t: d.Transcript) -> None:
     assert t.record_types("null: not caught up, says nothing") == []
     assert [(r["type"], r["version"]) for r in t["none cordoned"]["records"]] == [
         ("BrokerRegistrationChangeRecord", 3)]
@@ -360,14 +377,13 @@ def test_format_writes_what_44_writes(tmp_path: Path) -> None:
     assert a["levels"] == {MV: 25, "group.version": 1, "transaction.version": 2}
 
 
-@pytest.mark.xfail(strict=True, reason="divergence: a 4.x controller's broker config definitions are Kafka "
-                                       "3.9's (docs/differences.md)")
 async def test_describe_broker_configs(shared_pair_44: d.Pair) -> None:
-    from kraftsim.rpc.messages import DescribeConfigsRequest as DC
+    """DescribeConfigs of this node, the cluster default and a topic: 4.4's definitions (names,
+    types, defaults, which are dynamic), listed as a 4.4 node lists them (a Java stream of its
+    originals then its values, not a Scala map), before and after dynamic configs are set."""
+    from tests.kafka.test_describe_configs import describe_configs_4x
 
-    await d.check(shared_pair_44, [Call("this node's configs", lambda side: DC(
-        include_synonyms=False, include_documentation=False,
-        resources=[DC.DescribeConfigsResource(resource_type=4, resource_name="3000", configuration_keys=None)]), 4)])
+    await d.check(shared_pair_44, describe_configs_4x("4.4", 4444, "dconf44"))
 
 
 def register_controller(cid: int) -> d.Builder:

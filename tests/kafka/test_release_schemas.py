@@ -116,24 +116,17 @@ def test_the_releases_are_those_kraftsim_speaks() -> None:
     assert list(TABLE) == list(RELEASES)
 
 
-TOPIC_CONFIGS_SOURCE = merged_schemas.ROOT / "tests" / "kafka" / "TopicConfigs.java"
-
-
 @pytest.mark.parametrize("release", list(RELEASES))
 def test_topic_configs_are_the_releases_own(release: str) -> None:
     """metadata/config_defs/topic.py's topic configs of each release against that release's
-    LogConfig (TopicConfigs.java run on its jars): the names in definition order, their types,
+    LogConfig (ConfigDefs.java run on its jars): the names in definition order, their types,
     defaults, and the bounds of their range validators. Internal configs are never described."""
     import re
-    import subprocess
 
     from kraftsim.metadata.config_defs.topic import ConfigError, topic_configs
-    from tests.kafka.provision import kafka
+    from tests.kafka.broker_config_table import measured
 
-    k = kafka(RELEASES[release])
-    r = subprocess.run([k.java, "-cp", k.classpath, str(TOPIC_CONFIGS_SOURCE)], capture_output=True, text=True,
-                       timeout=300, check=True)
-    theirs = [c for c in json.loads(r.stdout) if not c["internal"]]
+    theirs = [c for c in measured(release)["topic"] if not c["internal"]]
     mine = topic_configs(release)
     assert list(mine) == [c["name"] for c in theirs]
     for c in theirs:
@@ -148,3 +141,35 @@ def test_topic_configs_are_the_releases_own(release: str) -> None:
             if m.group(2):
                 with pytest.raises(ConfigError):
                     key.validator(key.name, int(m.group(2)) + 1)
+
+
+def test_the_committed_broker_config_table_is_what_the_jars_give() -> None:
+    """``python -m tests.kafka.broker_config_table`` writes metadata/config_defs/broker_table.py."""
+    from tests.kafka import broker_config_table
+
+    assert broker_config_table.TARGET.read_text() == broker_config_table.source(), \
+        "out of date: python -m tests.kafka.broker_config_table"
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_broker_configs_are_the_releases_own(release: str) -> None:
+    """metadata/config_defs/broker.py's answers for each release against that release's classes
+    (ConfigDefs.java run on its jars): every definition (type, default, internal, dynamic) in
+    definition order, the
+    quota configs, the security configs dynamic only per listener, the configs only a broker's own
+    resource may set, and every config's synonyms."""
+    from kraftsim.metadata.config_defs import broker as b
+    from tests.kafka.broker_config_table import PROBE_LISTENER, measured, rows
+
+    theirs = measured(release)
+    mine = b.broker_configs(release)
+    assert [(d.name, d.type, d.default, d.kind) for d in mine.values()] == list(rows(theirs).values())
+    assert sorted(b.QUOTA_CONFIGS) == theirs["quota"]
+    assert sorted(b.DYNAMIC_SECURITY_CONFIGS) == theirs["dynamic_security"]
+    probed = [*(n for n, d in mine.items() if d.dynamic), *(PROBE_LISTENER + n for n in theirs["listener_reconfigurable"])]
+    per_broker = b.per_broker_configs(release)
+    assert sorted(n for n in probed if n in per_broker or (
+        (base := b.listener_base(n)) is not None and base not in b.CLUSTER_LEVEL_LISTENER_CONFIGS)) \
+        == theirs["per_broker"]
+    for name in [*mine, *theirs["synonyms"]]:
+        assert b.broker_synonyms(name) == theirs["synonyms"].get(name, [name]), name
