@@ -13,7 +13,7 @@ import pytest
 
 from tests.kafka import differential as d
 from tests.kafka import normalise as norm
-from tests.kafka.harness import Node, run_tool
+from tests.kafka.harness import Node, run_tool, tool_class
 from tests.kafka.provision import RELEASES
 
 pytestmark = pytest.mark.kafka
@@ -53,7 +53,7 @@ def replication_rows(lines: list[str]) -> list[tuple[str, str]]:
 
 
 def run(node: Node, tool: str, args: tuple[str, ...]) -> tuple[int, list[str]]:
-    r = run_tool(f"org.apache.kafka.tools.{tool}", "--bootstrap-controller", node.bootstrap, *args, version=VERSION)
+    r = run_tool(tool_class(tool, VERSION), "--bootstrap-controller", node.bootstrap, *args, version=VERSION)
     return r.returncode, masked(r.stdout) + [f"stderr: {line}" for line in norm.tool_lines(r.stderr)[-1:]]
 
 
