@@ -4,7 +4,9 @@ idempotent messages to a consumer of KIP-848's group protocol (``group.protocol=
 default protocol of Kafka 4), and ride out a broker's kill -9 and a controller restart with
 nothing acknowledged lost. The release's own tools (kafka-topics, kafka-configs,
 kafka-metadata-quorum, kafka-dump-log, and 4.3.1's metadata shell, the newest this registry
-serves) work against that cluster and read kraftsim's files.
+serves) work against that cluster and read kraftsim's files. (Compared line for line with a real
+4.4 controller's cluster: the controller-facing tools in test_tools_44.py, the admin tools through a
+broker in test_admin_tools.py.)
 
 The 3.9 story (test_real_brokers.py) is longer; this one is the same road in fewer steps, once
 per release, with two brokers, so that it costs little of the suite's budget. The tests run in

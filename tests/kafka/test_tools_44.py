@@ -3,7 +3,9 @@
 kafka-features describe and kafka-configs --bootstrap-controller.
 What is masked is what differs between any two controllers: ports, directory ids, offsets,
 times. The same tools against a 4.4 cluster with brokers, and reading kraftsim's files, are in
-test_real_brokers_4x.py."""
+test_real_brokers_4x.py; 4.4's kafka-topics, kafka-configs, kafka-acls, kafka-leader-election and
+kafka-reassign-partitions through a real 4.4 broker, on each controller side by side, are in
+test_admin_tools.py."""
 
 from __future__ import annotations
 
