@@ -111,42 +111,69 @@ def run_tools(commands: list[tuple[str, ...]], timeout: float = 300) -> list[Too
     return [run_tool(*c, timeout=max(1.0, deadline - time.monotonic())) for c in commands]
 
 
-def kafka_topics(*args: str, timeout: float = 120) -> ToolResult:
-    return run_tool("org.apache.kafka.tools.TopicCommand", *args, timeout=timeout)
+#: The tools that moved from Kafka's Scala core (``kafka_2.13-<v>.jar``) to its tools module, by
+#: short name: (the first release whose jars have the new class, the old class, the new class).
+#: Read from the jars (``unzip -l``): AclCommand is in kafka-tools from 4.0, DumpLogSegments from
+#: 4.3, ConfigCommand from 4.4. This map is the one place that knows; a tool not in it keeps its
+#: class in every release from 3.9 to 4.4.
+MOVED = {
+    "AclCommand": ("4.0", "kafka.admin.AclCommand", "org.apache.kafka.tools.AclCommand"),
+    "DumpLogSegments": ("4.3", "kafka.tools.DumpLogSegments", "org.apache.kafka.tools.DumpLogSegments"),
+    "ConfigCommand": ("4.4", "kafka.admin.ConfigCommand", "org.apache.kafka.tools.ConfigCommand"),
+}
+
+
+def tool_class(name: str, version: str = KAFKA_VERSION) -> str:
+    """The main class of tool ``name`` (a class's short name) in Kafka ``version``: its place in
+    :data:`MOVED` when it moved, else ``org.apache.kafka.tools.<name>``."""
+    if name not in MOVED:
+        return f"org.apache.kafka.tools.{name}"
+    since, old, new = MOVED[name]
+    return new if _release_at_least(release_of(version), _major_minor(since)) else old
+
+
+def _major_minor(release: str) -> tuple[int, int]:
+    major, minor = release.split(".")[:2]
+    return int(major), int(minor)
+
+
+def kafka_topics(*args: str, timeout: float = 120, version: str = KAFKA_VERSION) -> ToolResult:
+    return run_tool(tool_class("TopicCommand", version), *args, timeout=timeout, version=version)
 
 
 def kafka_features(*args: str, timeout: float = 120, version: str = KAFKA_VERSION) -> ToolResult:
-    return run_tool("org.apache.kafka.tools.FeatureCommand", *args, timeout=timeout, version=version)
+    return run_tool(tool_class("FeatureCommand", version), *args, timeout=timeout, version=version)
 
 
 def kafka_metadata_quorum(*args: str, timeout: float = 120) -> ToolResult:
     return run_tool("org.apache.kafka.tools.MetadataQuorumCommand", *args, timeout=timeout)
 
 
-def kafka_configs(*args: str, timeout: float = 120) -> ToolResult:
-    return run_tool("kafka.admin.ConfigCommand", *args, timeout=timeout)
+def kafka_configs(*args: str, timeout: float = 120, version: str = KAFKA_VERSION) -> ToolResult:
+    return run_tool(tool_class("ConfigCommand", version), *args, timeout=timeout, version=version)
 
 
-def kafka_leader_election(*args: str, timeout: float = 120) -> ToolResult:
-    return run_tool("org.apache.kafka.tools.LeaderElectionCommand", *args, timeout=timeout)
+def kafka_leader_election(*args: str, timeout: float = 120, version: str = KAFKA_VERSION) -> ToolResult:
+    return run_tool(tool_class("LeaderElectionCommand", version), *args, timeout=timeout, version=version)
 
 
-def kafka_reassign_partitions(*args: str, timeout: float = 120) -> ToolResult:
-    return run_tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand", *args, timeout=timeout)
+def kafka_reassign_partitions(*args: str, timeout: float = 120, version: str = KAFKA_VERSION) -> ToolResult:
+    return run_tool(tool_class("reassign.ReassignPartitionsCommand", version), *args, timeout=timeout,
+                    version=version)
 
 
-def kafka_acls(*args: str, timeout: float = 120) -> ToolResult:
-    return run_tool("kafka.admin.AclCommand", *args, timeout=timeout)
+def kafka_acls(*args: str, timeout: float = 120, version: str = KAFKA_VERSION) -> ToolResult:
+    return run_tool(tool_class("AclCommand", version), *args, timeout=timeout, version=version)
 
 
 def kafka_storage(*args: str, timeout: float = 120, version: str = KAFKA_VERSION) -> ToolResult:
     return run_tool("kafka.tools.StorageTool", *args, timeout=timeout, version=version)
 
 
-def dump_log(*paths: Path, timeout: float = 120) -> ToolResult:
+def dump_log(*paths: Path, timeout: float = 120, version: str = KAFKA_VERSION) -> ToolResult:
     """``kafka-dump-log.sh --cluster-metadata-decoder --files ...`` (DumpLogSegments)."""
-    return run_tool("kafka.tools.DumpLogSegments", "--cluster-metadata-decoder", "--files",
-                    ",".join(str(p) for p in paths), timeout=timeout)
+    return run_tool(tool_class("DumpLogSegments", version), "--cluster-metadata-decoder", "--files",
+                    ",".join(str(p) for p in paths), timeout=timeout, version=version)
 
 
 def metadata_shell(*args: str, timeout: float = 120, input: str | None = None) -> ToolResult:

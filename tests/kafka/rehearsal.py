@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.kafka.harness import KafkaNode, KraftsimNode, kafka_features, kraftsim_cli, run_tools
+from tests.kafka.harness import KafkaNode, KraftsimNode, kafka_features, kraftsim_cli, run_tools, tool_class
 from tests.zookeeper import ZooKeeper
 
 T = TypeVar("T")
@@ -43,9 +43,10 @@ TRAFFIC_TOPIC = TOPICS[-1]  # what Traffic writes and reads across every step
 OFFSETS_PARTITIONS = 3  # __consumer_offsets, created in ZooKeeper mode by the traffic's consumer
 MESSAGES = 200  # per topic
 CONTROLLER_ID = 3000
-TOPIC_TOOL = "org.apache.kafka.tools.TopicCommand"
-CONFIG_TOOL = "kafka.admin.ConfigCommand"
-ACL_TOOL = "kafka.admin.AclCommand"
+# The rehearsal is Kafka 3.9's (the last release with ZooKeeper): its tools' classes, from harness.MOVED.
+TOPIC_TOOL = tool_class("TopicCommand")
+CONFIG_TOOL = tool_class("ConfigCommand")
+ACL_TOOL = tool_class("AclCommand")
 
 
 def until(what: str, probe: Callable[[], T | None], timeout: float = 90, every: float = 0.2) -> T:

@@ -12,7 +12,13 @@ a broker, the broker default, SCRAM users, client quotas), ``kafka-acls`` (add, 
 prefixed patterns), ``kafka-leader-election`` (preferred, unclean) and ``kafka-reassign-partitions``
 (generate, execute, verify); then authorization end to end: alice is refused, ``kafka-acls --add``
 grants, and the same request succeeds; carol authenticates on the broker with the SCRAM-SHA-256
-credential that kraftsim wrote. Outputs differ only where the clusters must (topic ids, ports)."""
+credential that kraftsim wrote. Outputs differ only where the clusters must (topic ids, ports).
+
+The first script (topics, configs, ACLs, elections, reassignments) also runs with Kafka 4.4.0:
+its tools, through a real 4.4.0 broker, on a real 4.4.0 controller and on kraftsim with
+``kraftsim.release=4.4``, all formatted at 4.4 (4.4-IV2, ELR on). That pair is this module's own,
+started only for that test (marked ``story``); the SASL, token and Python-client tests stay on
+3.9. Which class each tool is in a release is ``harness.MOVED``'s to say."""
 
 from __future__ import annotations
 
@@ -44,6 +50,7 @@ from tests.kafka.harness import (
     kafka_topics,
     random_cluster_id,
 )
+from tests.kafka.provision import DEFAULT_RELEASE, KAFKA_VERSION, RELEASES, release_of
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -94,12 +101,16 @@ class ToolCluster:
     controller: Node
     broker: KafkaNode = field(init=False)
     sasl_port: int = field(default_factory=free_port)
+    #: The Kafka version of the broker and of every tool run against this cluster; the broker is
+    #: formatted at its release line, as the controller is.
+    kafka_version: str = KAFKA_VERSION
 
     def __post_init__(self) -> None:
         voters = f"{self.controller.node_id}@{self.controller.bootstrap}"
         plain_port = free_port()
         self.broker = KafkaNode(self.directory / "broker", role="broker", node_id=1, port=plain_port,
                                 cluster_id=self.controller.cluster_id, voters=voters,
+                                release_version=release_of(self.kafka_version), kafka_version=self.kafka_version,
                                 overrides=broker_config(self.sasl_port, plain_port))
         self.alice = client_config(self.directory, "alice", "PLAIN", "alice-secret")
         self.carol = client_config(self.directory, "carol", "SCRAM-SHA-256", "carol-secret")
@@ -129,15 +140,19 @@ class ToolCluster:
         self.controller.stop()
 
 
-@pytest.fixture(scope="module")
-def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolCluster, ToolCluster]]:
-    root = tmp_path_factory.mktemp("admin-tools")
+def tool_clusters(root: Path, release: str) -> Iterator[tuple[ToolCluster, ToolCluster]]:
+    """The pair of one-broker clusters of a Kafka release, both formatted at it and started: a real
+    controller of it, and kraftsim speaking it (``kraftsim.release``); each broker of that release."""
+    version = RELEASES[release]
     config = {**PAIR_CONFIG, **AUTHORIZER}
     kafka_dir, kraftsim_dir = root / "kafka", root / "kraftsim"
     kafka = ToolCluster(kafka_dir, KafkaNode(kafka_dir / "controller", cluster_id=random_cluster_id(),
-                                              overrides=dict(config)))
+                                              release_version=release, kafka_version=version,
+                                              overrides=dict(config)), kafka_version=version)
+    ours_config = {**config, **({"kraftsim.release": release} if release != DEFAULT_RELEASE else {})}
     ours = ToolCluster(kraftsim_dir, KraftsimNode(kraftsim_dir / "controller", cluster_id=random_cluster_id(),
-                                                  overrides=dict(config)))
+                                                  release_version=release, overrides=ours_config),
+                       kafka_version=version)
     try:
         for c in (kafka, ours):
             c.start()
@@ -149,6 +164,17 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolClu
             c.stop()
 
 
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolCluster, ToolCluster]]:
+    yield from tool_clusters(tmp_path_factory.mktemp("admin-tools"), DEFAULT_RELEASE)
+
+
+@pytest.fixture(scope="module")
+def clusters_44(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolCluster, ToolCluster]]:
+    """Kafka 4.4.0's pair, started only when the 4.4 script runs."""
+    yield from tool_clusters(tmp_path_factory.mktemp("admin-tools-44"), "4.4")
+
+
 # -- the script ------------------------------------------------------------------------------
 
 TRANSCRIPT = os.environ.get("KRAFTSIM_TOOLS_TRANSCRIPT")  # a file to append every step's output to
@@ -156,11 +182,13 @@ Step = Callable[[ToolCluster], ToolResult]
 
 
 def on(tool: Callable[..., ToolResult], *args: str, sasl: str | None = None) -> Step:
-    """A tool step against a cluster's broker: PLAINTEXT (a super user), or SASL as a user."""
+    """A tool step against a cluster's broker: PLAINTEXT (a super user), or SASL as a user; the
+    tool is the cluster's Kafka version's."""
     def run(c: ToolCluster) -> ToolResult:
         if sasl is None:
-            return tool("--bootstrap-server", c.bootstrap, *args)
-        return tool("--bootstrap-server", c.sasl_bootstrap, "--command-config", str(getattr(c, sasl)), *args)
+            return tool("--bootstrap-server", c.bootstrap, *args, version=c.kafka_version)
+        return tool("--bootstrap-server", c.sasl_bootstrap, "--command-config", str(getattr(c, sasl)), *args,
+                    version=c.kafka_version)
     return run
 
 
@@ -242,6 +270,21 @@ def until_equal(clusters: tuple[ToolCluster, ToolCluster], name: str, step: Step
 
 def test_topics_configs_acls_elections_and_reassignments(clusters: tuple[ToolCluster, ToolCluster],
                                                          tmp_path: Path) -> None:
+    topics_configs_acls_elections_and_reassignments(clusters, tmp_path)
+
+
+@pytest.mark.story
+def test_topics_configs_acls_elections_and_reassignments_44(clusters_44: tuple[ToolCluster, ToolCluster],
+                                                            tmp_path: Path) -> None:
+    """The same script with Kafka 4.4.0's tools, through a real 4.4.0 broker on a real 4.4.0
+    controller and on kraftsim speaking 4.4."""
+    topics_configs_acls_elections_and_reassignments(clusters_44, tmp_path)
+
+
+def topics_configs_acls_elections_and_reassignments(clusters: tuple[ToolCluster, ToolCluster],
+                                                    tmp_path: Path) -> None:
+    """kafka-topics, kafka-configs, kafka-acls, kafka-leader-election and kafka-reassign-partitions
+    through each cluster's broker, step by step side by side, then what the brokers replayed."""
     topics_json = tmp_path / "topics.json"
     topics_json.write_text('{"version":1,"topics":[{"topic":"tools"}]}')
     plan = tmp_path / "plan.json"

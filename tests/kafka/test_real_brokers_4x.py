@@ -4,7 +4,9 @@ idempotent messages to a consumer of KIP-848's group protocol (``group.protocol=
 default protocol of Kafka 4), and ride out a broker's kill -9 and a controller restart with
 nothing acknowledged lost. The release's own tools (kafka-topics, kafka-configs,
 kafka-metadata-quorum, kafka-dump-log, and 4.3.1's metadata shell, the newest this registry
-serves) work against that cluster and read kraftsim's files.
+serves) work against that cluster and read kraftsim's files. (Compared line for line with a real
+4.4 controller's cluster: the controller-facing tools in test_tools_44.py, the admin tools through a
+broker in test_admin_tools.py.)
 
 The 3.9 story (test_real_brokers.py) is longer; this one is the same road in fewer steps, once
 per release, with two brokers, so that it costs little of the suite's budget. The tests run in
@@ -23,7 +25,7 @@ from kraftsim.metadata import versions
 from kraftsim.metadata.files import METADATA_TOPIC_DIR
 from kraftsim.metadata.image import MetadataImage
 from kraftsim.metadata.snapshots import load_snapshot
-from tests.kafka.harness import ToolResult, kafka_features, run_tool
+from tests.kafka.harness import ToolResult, kafka_features, run_tool, tool_class
 from tests.kafka.real_cluster import Cluster, ck, consume, produce, until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.story]
@@ -127,18 +129,9 @@ def test_a_controller_restart_loses_no_acknowledged_message(cluster: Cluster) ->
     assert set(seen) == acked and len(acked) == 2_000
 
 
-#: The tools that moved from Kafka's Scala core to the tools module, and the release they moved in.
-MOVED = {"ConfigCommand": ("4.1", "kafka.admin.ConfigCommand", "org.apache.kafka.tools.ConfigCommand"),
-         "DumpLogSegments": ("4.1", "kafka.tools.DumpLogSegments", "org.apache.kafka.tools.DumpLogSegments")}
-
-
 def tool(c: Cluster, name: str, *args: str) -> ToolResult:
-    """The release's tool ``name`` (a class of org.apache.kafka.tools unless it is in MOVED)."""
-    main_class = f"org.apache.kafka.tools.{name}"
-    if name in MOVED:
-        since, old, new = MOVED[name]
-        main_class = new if tuple(map(int, c.release.split("."))) >= tuple(map(int, since.split("."))) else old
-    return run_tool(main_class, *args, version=c.kafka_version).check()
+    """The release's tool ``name``, wherever that release keeps it (harness.MOVED)."""
+    return run_tool(tool_class(name, c.kafka_version), *args, version=c.kafka_version).check()
 
 
 def test_the_releases_tools_drive_kraftsim_and_read_its_files(cluster: Cluster, tmp_path: Path) -> None:

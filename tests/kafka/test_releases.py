@@ -70,3 +70,25 @@ def test_the_44_data_file_is_what_the_44_jars_say() -> None:
     # What the controller advertised when measured agrees with ApiKeys' controller-scoped ranges.
     measured = data["controller"]["stable"]["api_keys"]
     assert {key: r[:2] for key, r in data["controller_api_keys_in_jar"].items()} == measured
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("release", list(provision.RELEASES))
+def test_each_tool_is_where_harness_moved_says(release: str) -> None:
+    """harness.MOVED against each release's jars: the class it names for a tool is there, and the
+    other (the old one once it moved, the new one before) is not."""
+    import zipfile
+
+    from tests.kafka.harness import MOVED, tool_class
+
+    k = provision.kafka_release(release)
+    classes: set[str] = set()
+    for jar in provision.cache_dir(k.version).glob("kafka*.jar"):
+        with zipfile.ZipFile(jar) as z:
+            classes |= {n.removesuffix(".class").replace("/", ".") for n in z.namelist() if n.endswith(".class")}
+    for name, (_, old, new) in MOVED.items():
+        chosen = tool_class(name, k.version)
+        assert chosen in classes, (release, name, chosen)
+        assert ({old, new} - {chosen}).isdisjoint(classes), (release, name)
+    for name in ("TopicCommand", "FeatureCommand", "LeaderElectionCommand", "reassign.ReassignPartitionsCommand"):
+        assert tool_class(name, k.version) in classes, (release, name)

@@ -3,7 +3,9 @@
 kafka-features describe and kafka-configs --bootstrap-controller.
 What is masked is what differs between any two controllers: ports, directory ids, offsets,
 times. The same tools against a 4.4 cluster with brokers, and reading kraftsim's files, are in
-test_real_brokers_4x.py."""
+test_real_brokers_4x.py; 4.4's kafka-topics, kafka-configs, kafka-acls, kafka-leader-election and
+kafka-reassign-partitions through a real 4.4 broker, on each controller side by side, are in
+test_admin_tools.py."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 
 from tests.kafka import differential as d
 from tests.kafka import normalise as norm
-from tests.kafka.harness import Node, run_tool
+from tests.kafka.harness import Node, run_tool, tool_class
 from tests.kafka.provision import RELEASES
 
 pytestmark = pytest.mark.kafka
@@ -53,7 +55,7 @@ def replication_rows(lines: list[str]) -> list[tuple[str, str]]:
 
 
 def run(node: Node, tool: str, args: tuple[str, ...]) -> tuple[int, list[str]]:
-    r = run_tool(f"org.apache.kafka.tools.{tool}", "--bootstrap-controller", node.bootstrap, *args, version=VERSION)
+    r = run_tool(tool_class(tool, VERSION), "--bootstrap-controller", node.bootstrap, *args, version=VERSION)
     return r.returncode, masked(r.stdout) + [f"stderr: {line}" for line in norm.tool_lines(r.stderr)[-1:]]
 
 
