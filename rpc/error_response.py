@@ -137,7 +137,10 @@ def _leaves(plan: _Plan, element_cls: Any, sources: Any, code: int, message: str
     fixed: dict[str, Any] = dict.fromkeys(plan.codes, code)
     if message is not _KEEP:
         fixed.update(dict.fromkeys(plan.messages, message))
-    keys = plan.keys
+    # Only the keys the request's element type has (a CreateTopics topic has a name but no
+    # topic id): the array is of one type, so its first element tells.
+    slots = getattr(sources[0].__class__, "__slots__", None) if sources else None
+    keys = plan.keys if slots is None else tuple(k for k in plan.keys if k in slots)
     if len(keys) == 1:  # the common case (a name, a partition index): no loop per element
         key = keys[0]
         items: list[Any] = []

@@ -269,10 +269,6 @@ class Connection(asyncio.Protocol):
             result = self._failure(api_key, version, e)
             if result is None:
                 return
-        # The request is answered (or its coroutine holds what it needs): its frame and objects
-        # go before the response is encoded, not after. A 10 MiB CreateTopics is 100 MiB of
-        # objects; its answer, 33 MiB of bytes.
-        del frame, body
         if not isinstance(result, Message):  # a coroutine or future: answer when it completes
             slot = _Slot()
             self.pending.append(slot)
