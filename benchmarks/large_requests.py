@@ -8,7 +8,9 @@ POLICY_VIOLATION for each topic (more than 10,000 partitions in one request).
 
 Each frame is encoded once, before anything is timed, and sent on a plain blocking socket; the
 time is from the first byte written to the last byte of the answer read, so neither the client's
-encoding nor its decoding is in it. Each controller's peak RSS growth over one request is its
+encoding nor its decoding is in it; each controller's CPU time over the same span (all its
+threads: a JVM's compiler and collector threads too) is less at the mercy of a shared machine's
+load than the wall-clock time. Each controller's peak RSS growth over one request is its
 VmHWM (reset by /proc/PID/clear_refs before the request) less its VmRSS before it, and the
 peak itself: a JVM keeps the heap it has touched, so after its first large frame Kafka's growth
 is small and its peak stays high, while CPython gives most of a request's memory back. The answers
@@ -38,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bounded_work import many_topics  # noqa: E402
-from benchmarks.steady import load_average  # noqa: E402
+from benchmarks.steady import cpu_seconds, load_average  # noqa: E402
 from benchmarks.vs_kafka import CONFIG, active, controller_pair, register_placement_brokers  # noqa: E402
 from kraftsim.rpc.frames import decode_response, encode_request  # noqa: E402
 from kraftsim.rpc.messages import CreateTopicsResponse  # noqa: E402
@@ -70,6 +72,7 @@ def read_exactly(s: socket.socket, n: int) -> bytes:
 @dataclass
 class Sample:
     seconds: float
+    cpu_seconds: float
     rss_growth_mib: float
     peak_rss_mib: float
     answer: Answer
@@ -93,17 +96,19 @@ class Side:
         struct.pack_into(">i", frame, 8, self.corr)  # size, api key, version, then the correlation id
         reset_peak_rss(self.pid)
         before = rss_kib(self.pid)
+        cpu0 = cpu_seconds(self.pid)
         t0 = time.perf_counter()
         self.sock.sendall(frame)
         size = struct.unpack(">i", read_exactly(self.sock, 4))[0]
         body = read_exactly(self.sock, size)
         took = time.perf_counter() - t0
+        cpu = cpu_seconds(self.pid) - cpu0
         peak = peak_rss_kib(self.pid)
         corr, r = decode_response(body, 19, VERSION)
         assert corr == self.corr, (corr, self.corr)
         assert isinstance(r, CreateTopicsResponse)
         answer = [(t.name, t.error_code, t.error_message) for t in r.topics]
-        return Sample(took, (peak - before) / 1024, peak / 1024, answer)
+        return Sample(took, cpu, (peak - before) / 1024, peak / 1024, answer)
 
     def close(self) -> None:
         self.sock.close()
@@ -172,7 +177,7 @@ def main() -> None:
                         side.samples.setdefault(f.mib, []).append(s)
                         got[side.node.kind] = s
                         print(f"round {r + 1}, {f.mib} MiB ({f.topics:,} topics), {side.node.kind}: "
-                              f"{s.seconds * 1000:.0f} ms, peak RSS +{s.rss_growth_mib:.0f} MiB to {s.peak_rss_mib:.0f} MiB; "
+                              f"{s.seconds * 1000:.0f} ms ({s.cpu_seconds * 1000:.0f} ms of CPU), peak RSS +{s.rss_growth_mib:.0f} MiB to {s.peak_rss_mib:.0f} MiB; "
                               f"load {load_average():.2f}", flush=True)
                     if len(got) == 2:
                         print(f"  answers: {compare(got['kraftsim'].answer, got['kafka'].answer)}; first "
@@ -186,9 +191,10 @@ def main() -> None:
                 finally:
                     node.kill()
     print(f"\nload average {load_average():.2f} at the end; medians (ranges) of {args.rounds} rounds\n")
-    head = "| frame | kraftsim ms | kraftsim peak RSS growth, MiB | kraftsim peak RSS, MiB |"
+    head = "| frame | kraftsim ms | kraftsim CPU ms | kraftsim peak RSS growth, MiB | kraftsim peak RSS, MiB |"
     if len(sides) == 2:
-        head += " Kafka 3.9.2 ms | Kafka peak RSS growth, MiB | Kafka peak RSS, MiB | kraftsim time / Kafka's |"
+        head += (" Kafka 3.9.2 ms | Kafka CPU ms | Kafka peak RSS growth, MiB | Kafka peak RSS, MiB |"
+                 " kraftsim time / Kafka's | kraftsim CPU / Kafka's |")
     print(head)
     print("|---" * (head.count("|") - 1) + "|")
 
@@ -199,12 +205,15 @@ def main() -> None:
         row = f"| {f.mib} MiB, {f.topics:,} topics |"
         for side in sides:
             ss = side.samples[f.mib]
-            row += (f" {med([s.seconds * 1000 for s in ss], '.0f')} | {med([s.rss_growth_mib for s in ss], '.0f')} |"
+            row += (f" {med([s.seconds * 1000 for s in ss], '.0f')} | {med([s.cpu_seconds * 1000 for s in ss], '.0f')} |"
+                    f" {med([s.rss_growth_mib for s in ss], '.0f')} |"
                     f" {med([s.peak_rss_mib for s in ss], '.0f')} |")
         if len(sides) == 2:
             a = statistics.median(s.seconds for s in sides[0].samples[f.mib])
             b = statistics.median(s.seconds for s in sides[1].samples[f.mib])
-            row += f" {a / b:.2f} |"
+            ca = statistics.median(s.cpu_seconds for s in sides[0].samples[f.mib])
+            cb = statistics.median(s.cpu_seconds for s in sides[1].samples[f.mib])
+            row += f" {a / b:.2f} | {ca / cb:.2f} |"
         print(row)
 
 
