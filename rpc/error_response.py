@@ -115,6 +115,9 @@ def _run(plan: _Plan, target: Any, source: Any, code: int, message: str | None) 
                     break
         if sources is None:
             continue
+        if not sub.arrays and not (sources and isinstance(sources[0], str)):  # arrays are of one type
+            setattr(target, attr, _leaves(sub, element_cls, sources, code, message))
+            continue
         items = []
         for src in sources:
             item = element_cls()
@@ -125,3 +128,36 @@ def _run(plan: _Plan, target: Any, source: Any, code: int, message: str | None) 
             _run(sub, item, src, code, message)
             items.append(item)
         setattr(target, attr, items)
+
+
+def _leaves(plan: _Plan, element_cls: Any, sources: Any, code: int, message: str | None) -> list[Any]:
+    """``_run`` over an array of elements with no arrays of their own, one constructor call per
+    element with the error's fields as its arguments: a CreateTopics of 388,000 topics refused
+    whole is answered with as many results."""
+    fixed: dict[str, Any] = dict.fromkeys(plan.codes, code)
+    if message is not _KEEP:
+        fixed.update(dict.fromkeys(plan.messages, message))
+    # Only the keys the request's element type has (a CreateTopics topic has a name but no
+    # topic id): the array is of one type, so its first element tells.
+    slots = getattr(sources[0].__class__, "__slots__", None) if sources else None
+    keys = plan.keys if slots is None else tuple(k for k in plan.keys if k in slots)
+    if len(keys) == 1:  # the common case (a name, a partition index): no loop per element
+        key = keys[0]
+        items: list[Any] = []
+        append = items.append
+        for src in sources:
+            value = getattr(src, key, _MISSING)
+            item = element_cls(**fixed)
+            if value is not _MISSING:
+                setattr(item, key, value)
+            append(item)
+        return items
+    items = []
+    for src in sources:
+        item = element_cls(**fixed)
+        for attr in keys:
+            value = getattr(src, attr, _MISSING)
+            if value is not _MISSING:
+                setattr(item, attr, value)
+        items.append(item)
+    return items

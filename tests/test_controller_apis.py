@@ -293,3 +293,31 @@ def test_error_counts_reads_what_every_slot_would_give() -> None:
         expected: Counter[int] = Counter()
         every_slot(r, expected)
         assert list(audit.error_counts(r).items()) == list(expected.items())
+
+
+def test_whole_request_error_responses_mirror_every_element() -> None:
+    """rpc.error_response's rule, on the arrays it builds one constructor call per element: one
+    result per request element in order, the error's code (and message, where the API carries
+    one) set and the identifying fields copied, everything else at its default; bare-string
+    elements (DeleteTopics v0-5's names) take the general path alike."""
+    from kraftsim.rpc.error_response import error_response
+    from kraftsim.rpc.messages import (
+        CreateTopicsResponse,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+    )
+
+    ct, dt = CreateTopicsResponse, DeleteTopicsResponse
+    msg = "Excessively large number of partitions per request."
+    req = CT(topics=[CT.CreatableTopic(name=n, num_partitions=3, replication_factor=2, configs=[
+        CT.CreatableTopicConfig(name="cleanup.policy", value="compact")]) for n in ("b", "a", "b")])
+    assert error_response(req, 7, E.POLICY_VIOLATION, msg) == ct(topics=[
+        ct.CreatableTopicResult(name=n, error_code=E.POLICY_VIOLATION, error_message=msg) for n in ("b", "a", "b")])
+    assert error_response(CT(), 7, E.POLICY_VIOLATION, msg) == ct(topics=[])
+    ids = [uuid.uuid4(), uuid.uuid4()]
+    d6 = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=i) for i in ids])
+    assert error_response(d6, 6, E.NOT_CONTROLLER, "gone", messages=False) == dt(responses=[
+        dt.DeletableTopicResult(name=None, topic_id=i, error_code=E.NOT_CONTROLLER) for i in ids])
+    d5 = DeleteTopicsRequest(topic_names=["x", "y"])
+    assert error_response(d5, 5, E.NOT_CONTROLLER, None) == dt(responses=[
+        dt.DeletableTopicResult(name=n, error_code=E.NOT_CONTROLLER) for n in ("x", "y")])

@@ -30,7 +30,7 @@ import logging
 import random
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, TypeVar
 
 from kraftsim.controller.configs.topic_config_resolver import TopicConfigResolver
@@ -130,7 +130,7 @@ class ReplicationControlManager:
     def serve_create_topics(self, request: CreateTopicsRequest,
                             context: RequestContext) -> ControllerResult[CreateTopicsResponse]:
         auth = TopicAuthorization(self.ctx.authorizer, context)
-        names = {t.name for t in request.topics if t.name != topic_names.CLUSTER_METADATA_TOPIC_NAME}
+        names = (t.name for t in request.topics if t.name != topic_names.CLUSTER_METADATA_TOPIC_NAME)
         return self.create_topics(request, context, creatable=auth.creatable(),
                                   describable=auth.describable_configs(names))
 
@@ -156,19 +156,26 @@ class ReplicationControlManager:
         and raises ApiError(THROTTLING_QUOTA_EXCEEDED) when it is exhausted."""
         topics = list(request.topics)
         # --- ControllerApis.createTopics: duplicates, __cluster_metadata, CREATE authorization
-        seen: dict[str, None] = {}
+        seen: dict[str, None] = dict.fromkeys([t.name for t in topics])
         duplicates: dict[str, None] = {}
-        for t in topics:
-            if t.name in duplicates:
-                continue
-            if t.name in seen:
-                del seen[t.name]
-                duplicates[t.name] = None
-            else:
-                seen[t.name] = None
-        allowed = [n for n in seen if n != topic_names.CLUSTER_METADATA_TOPIC_NAME]
-        authorized = set(allowed) if creatable is None else {n for n in allowed if creatable(n)}
-        effective = [t for t in topics if t.name not in duplicates and t.name in authorized]
+        if len(seen) < len(topics):  # some name repeats: walked again, one topic at a time
+            seen = {}
+            for t in topics:
+                if t.name in duplicates:
+                    continue
+                if t.name in seen:
+                    del seen[t.name]
+                    duplicates[t.name] = None
+                else:
+                    seen[t.name] = None
+        if not duplicates and creatable is None and topic_names.CLUSTER_METADATA_TOPIC_NAME not in seen:
+            # Every topic goes on (the common case, and a large request's): no set of names.
+            authorized: Container[str] = seen
+            effective = topics
+        else:
+            allowed = [n for n in seen if n != topic_names.CLUSTER_METADATA_TOPIC_NAME]
+            authorized = set(allowed) if creatable is None else {n for n in allowed if creatable(n)}
+            effective = [t for t in topics if t.name not in duplicates and t.name in authorized]
 
         results, records = self._create(effective, bool(request.validate_only),
                                         describable, partition_quota)
