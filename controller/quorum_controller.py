@@ -29,10 +29,8 @@ QuorumController follows its Raft listener:
 from __future__ import annotations
 
 import asyncio
-import enum
 import inspect
 import logging
-import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -44,7 +42,9 @@ from kraftsim.controller.activation import ActivationError, activation_records
 from kraftsim.controller.configs.server_config import Config
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.control_managers import ControlManagers
+from kraftsim.controller.errors import FatalControllerError, HandlerFaultError
 from kraftsim.controller.event_queue import EventQueue, EventTimeoutError
+from kraftsim.controller.leader_balancer import LeaderBalancer
 from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
 from kraftsim.controller.managers.controller_registrations import endpoint
 from kraftsim.controller.managers.features import java_supported_order
@@ -111,11 +111,6 @@ READS_ON_ANY_CONTROLLER = frozenset({"describeAcls", "describeCluster", "describ
 # How long a clean stop waits for another voter to take over (Kafka's Raft client shutdown).
 RAFT_SHUTDOWN_TIMEOUT_MS = 5_000
 
-MAYBE_BALANCE_PARTITION_LEADERS = "maybeBalancePartitionLeaders"
-# A balancing run that reached its cap runs again this much later, not at once: Kafka's event
-# queue takes due deferred events before queued ones, so it leaves the queue a moment.
-_BALANCE_AGAIN_MS = 10
-
 
 @dataclass(frozen=True, slots=True)
 class StartingQuorum:
@@ -125,24 +120,6 @@ class StartingQuorum:
     history: VoterSetHistory  # the voter sets and kraft.version the log holds, seeded from the log
     listeners: Endpoints | None  # this node's own listeners (None: its entry in a static set)
     bootstrap: dict[int, Address] | None  # controller.quorum.bootstrap.servers by Kafka's ids
-
-
-class ImbalanceSchedule(enum.Enum):
-    """Kafka's QuorumController.ImbalanceSchedule: where the leader balancer stands."""
-
-    SCHEDULED = "scheduled"  # a run is due at _balance_due
-    DEFERRED = "deferred"  # none is; the next waits a whole check interval
-    IMMEDIATELY = "immediately"  # none is; the last reached its cap, so the next comes at once
-
-
-class FatalControllerError(Exception):
-    """A fault the controller cannot continue after (replay or log failure)."""
-
-
-class HandlerFaultError(Exception):
-    """A handler raised something other than an ApiError: Kafka's non-fatal fault, already
-    logged and counted (MetadataErrorCount) where it happened; the client gets
-    UNKNOWN_SERVER_ERROR and nothing logs it a second time."""
 
 
 class MigrationService(Protocol):
@@ -215,13 +192,11 @@ class QuorumController:
         self.on_fatal: Callable[[BaseException], None] | None = None
         # The leader balancer, as Kafka's ControllerServer reads its configs once: the check
         # interval, or None when auto.leader.rebalance.enable=false (no balancing at all).
-        self._balance_interval_ms: int | None = (
-            config.get("leader.imbalance.check.interval.seconds") * 1000
-            if config.get("auto.leader.rebalance.enable") else None)
-        self._balance_schedule = ImbalanceSchedule.DEFERRED
-        self._balance_due: int | None = None  # the clock's monotonic ms of the scheduled run
-        self._balance_armed = asyncio.Event()  # set when a run is scheduled
-        self._balance_writes: set[asyncio.Task[None]] = set()  # runs whose records are not committed yet
+        self.balancer = LeaderBalancer(self, config.get("leader.imbalance.check.interval.seconds") * 1000
+                                       if config.get("auto.leader.rebalance.enable") else None)
+        # What ``_finish`` calls after every write event (Kafka reschedules the balancer after
+        # each): the balancer's own method, bound once, so the call costs what a method's does.
+        self._maybe_schedule_balance: Callable[[], None] = self.balancer.maybe_schedule
 
     # ==== start-up ======================================================================
     @property
@@ -575,7 +550,7 @@ class QuorumController:
             return
         # CompleteActivationEvent.processBatchEndOffset: the periodic work is scheduled afresh,
         # the leader balancer first (an imbalance loaded from the log waits one interval).
-        self._maybe_schedule_balance()
+        self.balancer.maybe_schedule()
         self._start_timers()
         self._maybe_register()
         self._start_migration()
@@ -594,7 +569,7 @@ class QuorumController:
             return
         self.active = False
         self.managers.cluster.deactivate()
-        self._cancel_balance()
+        self.balancer.cancel()
         current = asyncio.current_task()
         for t in self._tasks:
             if t is not current:
@@ -719,8 +694,8 @@ class QuorumController:
             self._tasks.append(asyncio.create_task(self._token_sweeps(), name="kraftsim-token-sweep"))
         if self.image.topics.defer_isr:
             self._tasks.append(asyncio.create_task(self._settle_isr_index(), name="kraftsim-isr-index"))
-        if self._balance_interval_ms is not None:
-            self._tasks.append(asyncio.create_task(self._balance_loop(), name="kraftsim-leader-balance"))
+        if self.balancer.interval_ms is not None:
+            self._tasks.append(asyncio.create_task(self.balancer.run(), name="kraftsim-leader-balance"))
 
     async def _settle_isr_index(self) -> None:
         """Write the ISR index entries a snapshot load deferred (a second's work for a million
@@ -794,71 +769,6 @@ class QuorumController:
         # On what has been read: a controller that is behind has not heard what waits unread.
         result = self.managers.cluster.fence_stale_brokers(self.arrival.heard_until_ms())
         return result if result is not None else ControllerResult([], None)
-
-    # ---- the leader balancer (auto.leader.rebalance.enable) ----------------------------------
-    def _maybe_schedule_balance(self) -> None:
-        """Kafka's maybeScheduleNextBalancePartitionLeaders, called where Kafka calls it: after
-        every write event (``_finish``) and on activation. While some partition is led by another
-        replica than its preferred one and no run is scheduled, schedule one a check interval
-        from now, or 10 ms from now when the last run reached its cap. A run already scheduled
-        keeps its time, so the first check comes one interval after the write that made the
-        first imbalance, and then one interval after each run that left some."""
-        interval = self._balance_interval_ms
-        if (interval is None or self._balance_schedule is ImbalanceSchedule.SCHEDULED or not self.active
-                or not self.image.topics.imbalanced):
-            return
-        delay = interval if self._balance_schedule is ImbalanceSchedule.DEFERRED else _BALANCE_AGAIN_MS
-        self._balance_due = self.clock.monotonic_ms() + delay
-        self._balance_schedule = ImbalanceSchedule.SCHEDULED
-        self._balance_armed.set()
-
-    def _cancel_balance(self) -> None:
-        """cancelMaybeBalancePartitionLeaders: on resigning, the scheduled run is dropped and the
-        next activation schedules afresh, a whole interval later."""
-        self._balance_schedule = ImbalanceSchedule.DEFERRED
-        self._balance_due = None
-
-    async def _balance_loop(self) -> None:
-        """Start each scheduled run when it is due, on the controller's clock. One task per
-        activation, cancelled with the other timers. It does not wait for a run's records to
-        commit before the next run (Kafka's deferred events do not either): the next is
-        scheduled by the run itself, once its records are appended."""
-        while self.active:
-            due = self._balance_due
-            if due is None:
-                self._balance_armed.clear()
-                await self._balance_armed.wait()
-                continue
-            wait = due - self.clock.monotonic_ms()
-            if wait > 0:
-                await self.clock.sleep_ms(wait)
-                continue
-            self._balance_due = None
-            task = asyncio.create_task(self._balance_write(), name="kraftsim-leader-balance-write")
-            self._balance_writes.add(task)
-            task.add_done_callback(self._balance_writes.discard)
-
-    async def _balance_write(self) -> None:
-        try:
-            await self.write(MAYBE_BALANCE_PARTITION_LEADERS, self._balance_partition_leaders)
-        except (ApiError, EventTimeoutError, HandlerFaultError, FatalControllerError):
-            # Refused before it ran (not active, or pre-migration), faulted, or its records were
-            # never committed: the controller has resigned or failed, or (pre-migration) the run
-            # stays scheduled and never comes, as Kafka's does, until a renouncement resets it.
-            pass
-
-    def _balance_partition_leaders(self) -> ControllerResult[bool]:
-        """The balancing write event: preferred elections up to the cap (the elections
-        manager), then where the next run stands: at once if the cap was reached, else after an
-        interval (scheduled once the records are appended, if some imbalance is left)."""
-        t0 = time.perf_counter()
-        result = self.managers.elections.balance_partition_leaders()
-        self._balance_schedule = ImbalanceSchedule.IMMEDIATELY if result.response else ImbalanceSchedule.DEFERRED
-        if result.records:
-            log.info("maybeBalancePartitionLeaders: generated %d records in %d microseconds.%s",
-                     len(result.records), (time.perf_counter() - t0) * 1e6,
-                     " Rescheduling immediately." if result.response else "")
-        return result
 
     def snapshot(self, force: bool = True) -> asyncio.Task[SnapshotId | None] | None:
         """Start writing a snapshot of the committed image if one is due (always when forced
@@ -1256,7 +1166,7 @@ class QuorumController:
         self.active = False
         if self._snapshot_task is not None:
             self._tasks.append(self._snapshot_task)
-        self._tasks += self._balance_writes
+        self._tasks += self.balancer.writes
         self._tasks += self._registrations
         if self._cleaner is not None:  # files marked for deletion and not deleted yet go at the next start
             self._tasks += [self._cleaner, *self._deletions]
