@@ -50,6 +50,7 @@ from kraftsim.controller.managers.controller_registrations import endpoint
 from kraftsim.controller.managers.features import java_supported_order
 from kraftsim.controller.metrics import ControllerMetrics
 from kraftsim.controller.result import ControllerResult
+from kraftsim.controller.self_registration import SelfRegistration
 from kraftsim.controller.snapshotter import Frozen, Snapshotter
 from kraftsim.controller.state_change_log import log_state_changes
 from kraftsim.controller.write_path import EmptyAppendError, ReplayFailedError, WritePath
@@ -75,13 +76,10 @@ from kraftsim.raft.dynamic_voters import read_history
 from kraftsim.rpc import uuids
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.clock import Clock, SystemClock
 from kraftsim.rpc.dispatch import LaterAnswer, RequestContext
-from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.loop import ArrivalClock
 from kraftsim.rpc.message import Message
-from kraftsim.rpc.messages import ControllerRegistrationRequest
 
 log = logging.getLogger("kraftsim.controller")
 
@@ -185,10 +183,7 @@ class QuorumController:
         self._managers: ControlManagers | None = None
         self._new_migration = migration
         self.migration: MigrationService | None = None  # this activation's migration driver, when enabled
-        self._registering = False  # a self-registration is being written (or waits to retry)
-        self._registration_failures = 0
-        self._registered_in_epoch = -1  # a standby's registration the leader of this epoch accepted
-        self._registrations: set[asyncio.Task[None]] = set()
+        self.registration = SelfRegistration(self)  # this controller's own (KIP-919)
         self.on_fatal: Callable[[BaseException], None] | None = None
         # The leader balancer, as Kafka's ControllerServer reads its configs once: the check
         # interval, or None when auto.leader.rebalance.enable=false (no balancing at all).
@@ -404,7 +399,7 @@ class QuorumController:
         else:
             log.info("in the new epoch %d, the leader is %s", change.epoch,
                      "(none)" if change.leader_id is None else change.leader_id)
-        self._maybe_register()
+        self.registration.maybe_register()
 
     def _on_resign(self) -> None:
         """The Raft node no longer leads its epoch (it resigned: a fault, a shutdown, or a
@@ -453,7 +448,7 @@ class QuorumController:
             self._reload(target)
             # A fetched snapshot's metadata.version may allow the registration, and nothing may be
             # committed after it: Kafka's registration manager is told of a snapshot load too.
-            self._maybe_register()
+            self.registration.maybe_register()
             return
         if target <= self._applied_offset:
             return
@@ -467,7 +462,7 @@ class QuorumController:
             return
         self._applied_offset = result.last_offset
         self._published(result.last_offset)
-        self._maybe_register()  # metadata.version may just allow it, or our record be in
+        self.registration.maybe_register()  # metadata.version may just allow it, or our record be in
 
     def _reload(self, target: int) -> None:
         """The image again, from the latest snapshot and the log up to ``target``."""
@@ -552,7 +547,7 @@ class QuorumController:
         # the leader balancer first (an imbalance loaded from the log waits one interval).
         self.balancer.maybe_schedule()
         self._start_timers()
-        self._maybe_register()
+        self.registration.maybe_register()
         self._start_migration()
         log.info("node %d became the active controller in epoch %d at offset %d", self.node_id, self.epoch,
                  self.image.offset)
@@ -607,82 +602,20 @@ class QuorumController:
         if self.migration is not None:
             self.migration.note_batch(records, base)
 
-    # ==== this controller's own registration (Kafka's ControllerRegistrationManager) ========
+    # ==== what this controller's own registration hears of (``self_registration.py``) ==========
     def set_listeners(self, listeners: list[tuple[str, str, int, str]]) -> None:
         """The bound listeners (name, host, port, security protocol), once the server listens:
         the registration carries the real port, as Kafka corrects ephemeral ports."""
         self.managers.controllers.local.listeners = [endpoint(*lst) for lst in listeners]
-        self._maybe_register()
+        self.registration.maybe_register()
 
     def _after_commit(self, offset: int) -> None:
         waiting = self._after_commit_answers
         while waiting and waiting[0][0] <= offset:
             _, answer, data, _ = waiting.popleft()
             answer.ready(data)
-        self._maybe_register()  # metadata.version may just have reached 3.7-IV0
+        self.registration.maybe_register()  # metadata.version may just have reached 3.7-IV0
         self._published(offset)  # the loader publishes each commit to the SnapshotGenerator
-
-    def _maybe_register(self) -> None:
-        """Kafka's ControllerRegistrationManager: once metadata.version allows it and the image
-        does not hold this incarnation's registration, register: the active controller writes it
-        itself, a standby sends ControllerRegistration to the leader (once per leader epoch, until
-        its replay shows the record)."""
-        if self._registering or self._managers is None or self.fatal is not None:
-            return
-        if not self.active and (self.leader_id is None or self.leader_id == self.node_id):
-            return
-        if not self.managers.controllers.needs_registration():
-            return
-        if not self.active and self._registered_in_epoch == self.epoch:
-            return  # accepted by this epoch's leader: its record is on its way
-        self._registering = True
-        task = asyncio.create_task(self._register(), name="kraftsim-controller-registration")
-        self._registrations.add(task)
-        task.add_done_callback(self._registrations.discard)
-
-    async def _register(self) -> None:
-        """Write this node's RegisterControllerRecord through the ControllerRegistration handler
-        (the active controller), or send it to the leader (a standby), as Kafka's registration
-        manager sends the RPC to the active controller."""
-        controllers = self.managers.controllers
-        request = controllers.local.request()
-        try:
-            if self.active:
-                ctx = RequestContext(ApiKey.CONTROLLER_REGISTRATION, 0, 0, str(self.node_id))
-                await self.write("registerController", lambda: controllers.register_controller(request, ctx))
-            else:
-                epoch = self.epoch
-                await self._register_with_leader(request)
-                self._registered_in_epoch = epoch
-            self._registration_failures = 0
-            log.info("controller %d registered incarnation %s", self.node_id, controllers.local.incarnation_id)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001 - any failure: back off and try again, as Kafka does
-            delay = min(100 * 2 ** self._registration_failures, 120_000)
-            self._registration_failures += 1
-            log.info("controller registration failed (%s); retrying in %d ms", e, delay)
-            await self.clock.sleep_ms(delay)
-        finally:
-            self._registering = False
-        self._maybe_register()
-
-    async def _register_with_leader(self, request: ControllerRegistrationRequest) -> None:
-        leader = self.leader_id
-        node = self.voter_set().node(leader) if leader is not None else None
-        address = node.endpoints.address(self.config.controller_listener[0]) if node is not None else None
-        if address is None:
-            raise NotControllerError()
-        timeout = self.config.get("controller.quorum.request.timeout.ms") / 1000
-        client = await KafkaClient.connect(address.host, address.port, client_id=f"controller-{self.node_id}",
-                                           timeout=timeout)
-        try:
-            await asyncio.wait_for(client.negotiate(), timeout)
-            response = await client.request(request, 0, timeout=timeout)
-        finally:
-            await client.close()
-        if response.error_code != ErrorCode.NONE:
-            raise ApiError(response.error_code, response.error_message)
 
     # ==== timers ========================================================================
     def _start_timers(self) -> None:
@@ -1167,7 +1100,7 @@ class QuorumController:
         if self._snapshot_task is not None:
             self._tasks.append(self._snapshot_task)
         self._tasks += self.balancer.writes
-        self._tasks += self._registrations
+        self._tasks += self.registration.tasks
         if self._cleaner is not None:  # files marked for deletion and not deleted yet go at the next start
             self._tasks += [self._cleaner, *self._deletions]
         for t in self._tasks:
