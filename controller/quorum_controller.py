@@ -49,6 +49,7 @@ from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
 from kraftsim.controller.managers.controller_registrations import endpoint
 from kraftsim.controller.managers.features import java_supported_order
 from kraftsim.controller.metrics import ControllerMetrics
+from kraftsim.controller.periodic_tasks import PeriodicTasks
 from kraftsim.controller.result import ControllerResult
 from kraftsim.controller.self_registration import SelfRegistration
 from kraftsim.controller.snapshotter import Frozen, Snapshotter
@@ -62,7 +63,6 @@ from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.loader import LoadError, LoadResult, load_image, replay_batches
 from kraftsim.metadata.log import LogConfig, Marked, MetadataLog
-from kraftsim.metadata.messages import NoOpRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.metadata.segments import CorruptLogError, LogFailedError
 from kraftsim.metadata.snapshots import SnapshotId
@@ -85,9 +85,6 @@ log = logging.getLogger("kraftsim.controller")
 
 T = TypeVar("T")
 Req = TypeVar("Req", bound=Message)
-
-# Partitions' deferred ISR index entries written per slice: about a millisecond.
-_ISR_INDEX_SLICE = 4_000
 
 # KafkaRaftClient's snapshotCleaner: KafkaMetadataLog.maybeClean runs this often, from the start.
 LOG_CLEAN_INTERVAL_MS = 60_000
@@ -184,6 +181,7 @@ class QuorumController:
         self._new_migration = migration
         self.migration: MigrationService | None = None  # this activation's migration driver, when enabled
         self.registration = SelfRegistration(self)  # this controller's own (KIP-919)
+        self.periodic_tasks = PeriodicTasks(self)  # the active controller's timers
         self.on_fatal: Callable[[BaseException], None] | None = None
         # The leader balancer, as Kafka's ControllerServer reads its configs once: the check
         # interval, or None when auto.leader.rebalance.enable=false (no balancing at all).
@@ -546,7 +544,7 @@ class QuorumController:
         # CompleteActivationEvent.processBatchEndOffset: the periodic work is scheduled afresh,
         # the leader balancer first (an imbalance loaded from the log waits one interval).
         self.balancer.maybe_schedule()
-        self._start_timers()
+        self._tasks += self.periodic_tasks.start()
         self.registration.maybe_register()
         self._start_migration()
         log.info("node %d became the active controller in epoch %d at offset %d", self.node_id, self.epoch,
@@ -617,92 +615,7 @@ class QuorumController:
         self.registration.maybe_register()  # metadata.version may just have reached 3.7-IV0
         self._published(offset)  # the loader publishes each commit to the SnapshotGenerator
 
-    # ==== timers ========================================================================
-    def _start_timers(self) -> None:
-        idle = self.config.get("metadata.max.idle.interval.ms")
-        if idle > 0:
-            self._tasks.append(asyncio.create_task(self._periodic(idle, self._noop_tick), name="kraftsim-noop"))
-        self._tasks.append(asyncio.create_task(self._fencing_loop(), name="kraftsim-session-timeouts"))
-        if self.managers.tokens.sweep_enabled():  # decided at activation, as Kafka schedules it
-            self._tasks.append(asyncio.create_task(self._token_sweeps(), name="kraftsim-token-sweep"))
-        if self.image.topics.defer_isr:
-            self._tasks.append(asyncio.create_task(self._settle_isr_index(), name="kraftsim-isr-index"))
-        if self.balancer.interval_ms is not None:
-            self._tasks.append(asyncio.create_task(self.balancer.run(), name="kraftsim-leader-balance"))
-
-    async def _settle_isr_index(self) -> None:
-        """Write the ISR index entries a snapshot load deferred (a second's work for a million
-        partitions) in slices of about a millisecond, between requests: the controller is active
-        and answering meanwhile, and whatever needs the index first writes the rest at once."""
-        topics = self.image.topics
-        entries, slices, t0 = len(topics.defer_isr), 1, self.clock.monotonic_ms()
-        while not topics.settle_isr_index(_ISR_INDEX_SLICE):
-            slices += 1
-            await asyncio.sleep(0)
-        log.info("wrote the ISR index the load deferred (%d entries) in %d ms, %d slices", entries,
-                 self.clock.monotonic_ms() - t0, slices)
-
-    async def _periodic(self, period_ms: int, tick: Callable[[], Awaitable[None] | None]) -> None:
-        while True:
-            await self.clock.sleep_ms(period_ms)
-            if not self.active:
-                return
-            try:
-                r = tick()
-                if inspect.isawaitable(r):
-                    await r
-            except (ApiError, EventTimeoutError):
-                pass
-            except FatalControllerError:
-                return
-            except Exception as e:  # noqa: BLE001 - a periodic task must not die silently
-                log.exception("periodic task failed: %r", e)
-
-    async def _noop_tick(self) -> None:
-        """Kafka's maybeScheduleNextWriteNoOpRecord: the log moves even when idle, so brokers
-        see the high watermark advance."""
-        if self.image.release.is_noop_supported(self.image.metadata_version):
-            await self.write("writeNoOpRecord", lambda: ControllerResult([(NoOpRecord(), 0)], None))
-
-    async def _token_sweeps(self) -> None:
-        """maybeScheduleNextExpiredDelegationTokenSweep: every expiry check interval, while
-        tokens stay enabled and supported, remove the expired ones."""
-        while self.active and self.managers.tokens.sweep_enabled():
-            await self.clock.sleep_ms(self.managers.tokens.check_interval_ms)
-            if not self.active:
-                return
-            try:
-                await self.write("sweepExpiredDelegationTokens", self.managers.tokens.sweep_expired)
-            except (ApiError, EventTimeoutError):
-                pass
-            except (FatalControllerError, HandlerFaultError):
-                return
-
-    async def _fencing_loop(self) -> None:
-        """Fence brokers whose session expired, one per event, in last-contact order."""
-        while self.active:
-            # Judged on what has been read (``rpc/loop.py``): while the event loop is behind, a
-            # session that ran out after that may still be saved by a heartbeat waiting unread.
-            now = min(self.clock.monotonic_ms(), self.arrival.heard_until_ms())
-            due = self.managers.cluster.next_fence_check_ms()
-            wait = 1000 if due is None else max(0, min(due - now, 1000))
-            if wait:
-                await self.clock.sleep_ms(wait)
-                continue
-            try:
-                await self.write("maybeFenceReplicas", self._fence_one)
-            except (ApiError, EventTimeoutError):
-                # Refused in pre-migration (as in Kafka): look again in a second, not at once.
-                pre = self.image.migration.state == ZkMigrationState.PRE_MIGRATION
-                await self.clock.sleep_ms(1000 if pre else 10)
-            except (FatalControllerError, HandlerFaultError):
-                return  # failed for good, or renounced: the next activation starts its own loop
-
-    def _fence_one(self) -> ControllerResult[None]:
-        # On what has been read: a controller that is behind has not heard what waits unread.
-        result = self.managers.cluster.fence_stale_brokers(self.arrival.heard_until_ms())
-        return result if result is not None else ControllerResult([], None)
-
+    # ==== snapshots and the log's retention =============================================
     def snapshot(self, force: bool = True) -> asyncio.Task[SnapshotId | None] | None:
         """Start writing a snapshot of the committed image if one is due (always when forced
         and possible); returns the task writing it, or None."""
