@@ -29,10 +29,8 @@ QuorumController follows its Raft listener:
 from __future__ import annotations
 
 import asyncio
-import enum
 import inspect
 import logging
-import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -44,12 +42,16 @@ from kraftsim.controller.activation import ActivationError, activation_records
 from kraftsim.controller.configs.server_config import Config
 from kraftsim.controller.context import ControllerContext
 from kraftsim.controller.control_managers import ControlManagers
+from kraftsim.controller.errors import FatalControllerError, HandlerFaultError
 from kraftsim.controller.event_queue import EventQueue, EventTimeoutError
+from kraftsim.controller.leader_balancer import LeaderBalancer
 from kraftsim.controller.managers.acls import STANDARD_AUTHORIZER
 from kraftsim.controller.managers.controller_registrations import endpoint
 from kraftsim.controller.managers.features import java_supported_order
 from kraftsim.controller.metrics import ControllerMetrics
+from kraftsim.controller.periodic_tasks import PeriodicTasks
 from kraftsim.controller.result import ControllerResult
+from kraftsim.controller.self_registration import SelfRegistration
 from kraftsim.controller.snapshotter import Frozen, Snapshotter
 from kraftsim.controller.state_change_log import log_state_changes
 from kraftsim.controller.write_path import EmptyAppendError, ReplayFailedError, WritePath
@@ -61,7 +63,6 @@ from kraftsim.metadata.image.image import MetadataImage
 from kraftsim.metadata.image.migration import ZkMigrationState
 from kraftsim.metadata.loader import LoadError, LoadResult, load_image, replay_batches
 from kraftsim.metadata.log import LogConfig, Marked, MetadataLog
-from kraftsim.metadata.messages import NoOpRecord
 from kraftsim.metadata.records import RecordAndVersion
 from kraftsim.metadata.segments import CorruptLogError, LogFailedError
 from kraftsim.metadata.snapshots import SnapshotId
@@ -75,21 +76,15 @@ from kraftsim.raft.dynamic_voters import read_history
 from kraftsim.rpc import uuids
 from kraftsim.rpc.api_errors import ApiError, NotControllerError
 from kraftsim.rpc.api_keys import ApiKey
-from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.clock import Clock, SystemClock
 from kraftsim.rpc.dispatch import LaterAnswer, RequestContext
-from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.loop import ArrivalClock
 from kraftsim.rpc.message import Message
-from kraftsim.rpc.messages import ControllerRegistrationRequest
 
 log = logging.getLogger("kraftsim.controller")
 
 T = TypeVar("T")
 Req = TypeVar("Req", bound=Message)
-
-# Partitions' deferred ISR index entries written per slice: about a millisecond.
-_ISR_INDEX_SLICE = 4_000
 
 # KafkaRaftClient's snapshotCleaner: KafkaMetadataLog.maybeClean runs this often, from the start.
 LOG_CLEAN_INTERVAL_MS = 60_000
@@ -111,11 +106,6 @@ READS_ON_ANY_CONTROLLER = frozenset({"describeAcls", "describeCluster", "describ
 # How long a clean stop waits for another voter to take over (Kafka's Raft client shutdown).
 RAFT_SHUTDOWN_TIMEOUT_MS = 5_000
 
-MAYBE_BALANCE_PARTITION_LEADERS = "maybeBalancePartitionLeaders"
-# A balancing run that reached its cap runs again this much later, not at once: Kafka's event
-# queue takes due deferred events before queued ones, so it leaves the queue a moment.
-_BALANCE_AGAIN_MS = 10
-
 
 @dataclass(frozen=True, slots=True)
 class StartingQuorum:
@@ -125,24 +115,6 @@ class StartingQuorum:
     history: VoterSetHistory  # the voter sets and kraft.version the log holds, seeded from the log
     listeners: Endpoints | None  # this node's own listeners (None: its entry in a static set)
     bootstrap: dict[int, Address] | None  # controller.quorum.bootstrap.servers by Kafka's ids
-
-
-class ImbalanceSchedule(enum.Enum):
-    """Kafka's QuorumController.ImbalanceSchedule: where the leader balancer stands."""
-
-    SCHEDULED = "scheduled"  # a run is due at _balance_due
-    DEFERRED = "deferred"  # none is; the next waits a whole check interval
-    IMMEDIATELY = "immediately"  # none is; the last reached its cap, so the next comes at once
-
-
-class FatalControllerError(Exception):
-    """A fault the controller cannot continue after (replay or log failure)."""
-
-
-class HandlerFaultError(Exception):
-    """A handler raised something other than an ApiError: Kafka's non-fatal fault, already
-    logged and counted (MetadataErrorCount) where it happened; the client gets
-    UNKNOWN_SERVER_ERROR and nothing logs it a second time."""
 
 
 class MigrationService(Protocol):
@@ -208,20 +180,16 @@ class QuorumController:
         self._managers: ControlManagers | None = None
         self._new_migration = migration
         self.migration: MigrationService | None = None  # this activation's migration driver, when enabled
-        self._registering = False  # a self-registration is being written (or waits to retry)
-        self._registration_failures = 0
-        self._registered_in_epoch = -1  # a standby's registration the leader of this epoch accepted
-        self._registrations: set[asyncio.Task[None]] = set()
+        self.registration = SelfRegistration(self)  # this controller's own (KIP-919)
+        self.periodic_tasks = PeriodicTasks(self)  # the active controller's timers
         self.on_fatal: Callable[[BaseException], None] | None = None
         # The leader balancer, as Kafka's ControllerServer reads its configs once: the check
         # interval, or None when auto.leader.rebalance.enable=false (no balancing at all).
-        self._balance_interval_ms: int | None = (
-            config.get("leader.imbalance.check.interval.seconds") * 1000
-            if config.get("auto.leader.rebalance.enable") else None)
-        self._balance_schedule = ImbalanceSchedule.DEFERRED
-        self._balance_due: int | None = None  # the clock's monotonic ms of the scheduled run
-        self._balance_armed = asyncio.Event()  # set when a run is scheduled
-        self._balance_writes: set[asyncio.Task[None]] = set()  # runs whose records are not committed yet
+        self.balancer = LeaderBalancer(self, config.get("leader.imbalance.check.interval.seconds") * 1000
+                                       if config.get("auto.leader.rebalance.enable") else None)
+        # What ``_finish`` calls after every write event (Kafka reschedules the balancer after
+        # each): the balancer's own method, bound once, so the call costs what a method's does.
+        self._maybe_schedule_balance: Callable[[], None] = self.balancer.maybe_schedule
 
     # ==== start-up ======================================================================
     @property
@@ -429,7 +397,7 @@ class QuorumController:
         else:
             log.info("in the new epoch %d, the leader is %s", change.epoch,
                      "(none)" if change.leader_id is None else change.leader_id)
-        self._maybe_register()
+        self.registration.maybe_register()
 
     def _on_resign(self) -> None:
         """The Raft node no longer leads its epoch (it resigned: a fault, a shutdown, or a
@@ -478,7 +446,7 @@ class QuorumController:
             self._reload(target)
             # A fetched snapshot's metadata.version may allow the registration, and nothing may be
             # committed after it: Kafka's registration manager is told of a snapshot load too.
-            self._maybe_register()
+            self.registration.maybe_register()
             return
         if target <= self._applied_offset:
             return
@@ -492,7 +460,7 @@ class QuorumController:
             return
         self._applied_offset = result.last_offset
         self._published(result.last_offset)
-        self._maybe_register()  # metadata.version may just allow it, or our record be in
+        self.registration.maybe_register()  # metadata.version may just allow it, or our record be in
 
     def _reload(self, target: int) -> None:
         """The image again, from the latest snapshot and the log up to ``target``."""
@@ -575,9 +543,9 @@ class QuorumController:
             return
         # CompleteActivationEvent.processBatchEndOffset: the periodic work is scheduled afresh,
         # the leader balancer first (an imbalance loaded from the log waits one interval).
-        self._maybe_schedule_balance()
-        self._start_timers()
-        self._maybe_register()
+        self.balancer.maybe_schedule()
+        self._tasks += self.periodic_tasks.start()
+        self.registration.maybe_register()
         self._start_migration()
         log.info("node %d became the active controller in epoch %d at offset %d", self.node_id, self.epoch,
                  self.image.offset)
@@ -594,7 +562,7 @@ class QuorumController:
             return
         self.active = False
         self.managers.cluster.deactivate()
-        self._cancel_balance()
+        self.balancer.cancel()
         current = asyncio.current_task()
         for t in self._tasks:
             if t is not current:
@@ -632,234 +600,22 @@ class QuorumController:
         if self.migration is not None:
             self.migration.note_batch(records, base)
 
-    # ==== this controller's own registration (Kafka's ControllerRegistrationManager) ========
+    # ==== what this controller's own registration hears of (``self_registration.py``) ==========
     def set_listeners(self, listeners: list[tuple[str, str, int, str]]) -> None:
         """The bound listeners (name, host, port, security protocol), once the server listens:
         the registration carries the real port, as Kafka corrects ephemeral ports."""
         self.managers.controllers.local.listeners = [endpoint(*lst) for lst in listeners]
-        self._maybe_register()
+        self.registration.maybe_register()
 
     def _after_commit(self, offset: int) -> None:
         waiting = self._after_commit_answers
         while waiting and waiting[0][0] <= offset:
             _, answer, data, _ = waiting.popleft()
             answer.ready(data)
-        self._maybe_register()  # metadata.version may just have reached 3.7-IV0
+        self.registration.maybe_register()  # metadata.version may just have reached 3.7-IV0
         self._published(offset)  # the loader publishes each commit to the SnapshotGenerator
 
-    def _maybe_register(self) -> None:
-        """Kafka's ControllerRegistrationManager: once metadata.version allows it and the image
-        does not hold this incarnation's registration, register: the active controller writes it
-        itself, a standby sends ControllerRegistration to the leader (once per leader epoch, until
-        its replay shows the record)."""
-        if self._registering or self._managers is None or self.fatal is not None:
-            return
-        if not self.active and (self.leader_id is None or self.leader_id == self.node_id):
-            return
-        if not self.managers.controllers.needs_registration():
-            return
-        if not self.active and self._registered_in_epoch == self.epoch:
-            return  # accepted by this epoch's leader: its record is on its way
-        self._registering = True
-        task = asyncio.create_task(self._register(), name="kraftsim-controller-registration")
-        self._registrations.add(task)
-        task.add_done_callback(self._registrations.discard)
-
-    async def _register(self) -> None:
-        """Write this node's RegisterControllerRecord through the ControllerRegistration handler
-        (the active controller), or send it to the leader (a standby), as Kafka's registration
-        manager sends the RPC to the active controller."""
-        controllers = self.managers.controllers
-        request = controllers.local.request()
-        try:
-            if self.active:
-                ctx = RequestContext(ApiKey.CONTROLLER_REGISTRATION, 0, 0, str(self.node_id))
-                await self.write("registerController", lambda: controllers.register_controller(request, ctx))
-            else:
-                epoch = self.epoch
-                await self._register_with_leader(request)
-                self._registered_in_epoch = epoch
-            self._registration_failures = 0
-            log.info("controller %d registered incarnation %s", self.node_id, controllers.local.incarnation_id)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001 - any failure: back off and try again, as Kafka does
-            delay = min(100 * 2 ** self._registration_failures, 120_000)
-            self._registration_failures += 1
-            log.info("controller registration failed (%s); retrying in %d ms", e, delay)
-            await self.clock.sleep_ms(delay)
-        finally:
-            self._registering = False
-        self._maybe_register()
-
-    async def _register_with_leader(self, request: ControllerRegistrationRequest) -> None:
-        leader = self.leader_id
-        node = self.voter_set().node(leader) if leader is not None else None
-        address = node.endpoints.address(self.config.controller_listener[0]) if node is not None else None
-        if address is None:
-            raise NotControllerError()
-        timeout = self.config.get("controller.quorum.request.timeout.ms") / 1000
-        client = await KafkaClient.connect(address.host, address.port, client_id=f"controller-{self.node_id}",
-                                           timeout=timeout)
-        try:
-            await asyncio.wait_for(client.negotiate(), timeout)
-            response = await client.request(request, 0, timeout=timeout)
-        finally:
-            await client.close()
-        if response.error_code != ErrorCode.NONE:
-            raise ApiError(response.error_code, response.error_message)
-
-    # ==== timers ========================================================================
-    def _start_timers(self) -> None:
-        idle = self.config.get("metadata.max.idle.interval.ms")
-        if idle > 0:
-            self._tasks.append(asyncio.create_task(self._periodic(idle, self._noop_tick), name="kraftsim-noop"))
-        self._tasks.append(asyncio.create_task(self._fencing_loop(), name="kraftsim-session-timeouts"))
-        if self.managers.tokens.sweep_enabled():  # decided at activation, as Kafka schedules it
-            self._tasks.append(asyncio.create_task(self._token_sweeps(), name="kraftsim-token-sweep"))
-        if self.image.topics.defer_isr:
-            self._tasks.append(asyncio.create_task(self._settle_isr_index(), name="kraftsim-isr-index"))
-        if self._balance_interval_ms is not None:
-            self._tasks.append(asyncio.create_task(self._balance_loop(), name="kraftsim-leader-balance"))
-
-    async def _settle_isr_index(self) -> None:
-        """Write the ISR index entries a snapshot load deferred (a second's work for a million
-        partitions) in slices of about a millisecond, between requests: the controller is active
-        and answering meanwhile, and whatever needs the index first writes the rest at once."""
-        topics = self.image.topics
-        entries, slices, t0 = len(topics.defer_isr), 1, self.clock.monotonic_ms()
-        while not topics.settle_isr_index(_ISR_INDEX_SLICE):
-            slices += 1
-            await asyncio.sleep(0)
-        log.info("wrote the ISR index the load deferred (%d entries) in %d ms, %d slices", entries,
-                 self.clock.monotonic_ms() - t0, slices)
-
-    async def _periodic(self, period_ms: int, tick: Callable[[], Awaitable[None] | None]) -> None:
-        while True:
-            await self.clock.sleep_ms(period_ms)
-            if not self.active:
-                return
-            try:
-                r = tick()
-                if inspect.isawaitable(r):
-                    await r
-            except (ApiError, EventTimeoutError):
-                pass
-            except FatalControllerError:
-                return
-            except Exception as e:  # noqa: BLE001 - a periodic task must not die silently
-                log.exception("periodic task failed: %r", e)
-
-    async def _noop_tick(self) -> None:
-        """Kafka's maybeScheduleNextWriteNoOpRecord: the log moves even when idle, so brokers
-        see the high watermark advance."""
-        if self.image.release.is_noop_supported(self.image.metadata_version):
-            await self.write("writeNoOpRecord", lambda: ControllerResult([(NoOpRecord(), 0)], None))
-
-    async def _token_sweeps(self) -> None:
-        """maybeScheduleNextExpiredDelegationTokenSweep: every expiry check interval, while
-        tokens stay enabled and supported, remove the expired ones."""
-        while self.active and self.managers.tokens.sweep_enabled():
-            await self.clock.sleep_ms(self.managers.tokens.check_interval_ms)
-            if not self.active:
-                return
-            try:
-                await self.write("sweepExpiredDelegationTokens", self.managers.tokens.sweep_expired)
-            except (ApiError, EventTimeoutError):
-                pass
-            except (FatalControllerError, HandlerFaultError):
-                return
-
-    async def _fencing_loop(self) -> None:
-        """Fence brokers whose session expired, one per event, in last-contact order."""
-        while self.active:
-            # Judged on what has been read (``rpc/loop.py``): while the event loop is behind, a
-            # session that ran out after that may still be saved by a heartbeat waiting unread.
-            now = min(self.clock.monotonic_ms(), self.arrival.heard_until_ms())
-            due = self.managers.cluster.next_fence_check_ms()
-            wait = 1000 if due is None else max(0, min(due - now, 1000))
-            if wait:
-                await self.clock.sleep_ms(wait)
-                continue
-            try:
-                await self.write("maybeFenceReplicas", self._fence_one)
-            except (ApiError, EventTimeoutError):
-                # Refused in pre-migration (as in Kafka): look again in a second, not at once.
-                pre = self.image.migration.state == ZkMigrationState.PRE_MIGRATION
-                await self.clock.sleep_ms(1000 if pre else 10)
-            except (FatalControllerError, HandlerFaultError):
-                return  # failed for good, or renounced: the next activation starts its own loop
-
-    def _fence_one(self) -> ControllerResult[None]:
-        # On what has been read: a controller that is behind has not heard what waits unread.
-        result = self.managers.cluster.fence_stale_brokers(self.arrival.heard_until_ms())
-        return result if result is not None else ControllerResult([], None)
-
-    # ---- the leader balancer (auto.leader.rebalance.enable) ----------------------------------
-    def _maybe_schedule_balance(self) -> None:
-        """Kafka's maybeScheduleNextBalancePartitionLeaders, called where Kafka calls it: after
-        every write event (``_finish``) and on activation. While some partition is led by another
-        replica than its preferred one and no run is scheduled, schedule one a check interval
-        from now, or 10 ms from now when the last run reached its cap. A run already scheduled
-        keeps its time, so the first check comes one interval after the write that made the
-        first imbalance, and then one interval after each run that left some."""
-        interval = self._balance_interval_ms
-        if (interval is None or self._balance_schedule is ImbalanceSchedule.SCHEDULED or not self.active
-                or not self.image.topics.imbalanced):
-            return
-        delay = interval if self._balance_schedule is ImbalanceSchedule.DEFERRED else _BALANCE_AGAIN_MS
-        self._balance_due = self.clock.monotonic_ms() + delay
-        self._balance_schedule = ImbalanceSchedule.SCHEDULED
-        self._balance_armed.set()
-
-    def _cancel_balance(self) -> None:
-        """cancelMaybeBalancePartitionLeaders: on resigning, the scheduled run is dropped and the
-        next activation schedules afresh, a whole interval later."""
-        self._balance_schedule = ImbalanceSchedule.DEFERRED
-        self._balance_due = None
-
-    async def _balance_loop(self) -> None:
-        """Start each scheduled run when it is due, on the controller's clock. One task per
-        activation, cancelled with the other timers. It does not wait for a run's records to
-        commit before the next run (Kafka's deferred events do not either): the next is
-        scheduled by the run itself, once its records are appended."""
-        while self.active:
-            due = self._balance_due
-            if due is None:
-                self._balance_armed.clear()
-                await self._balance_armed.wait()
-                continue
-            wait = due - self.clock.monotonic_ms()
-            if wait > 0:
-                await self.clock.sleep_ms(wait)
-                continue
-            self._balance_due = None
-            task = asyncio.create_task(self._balance_write(), name="kraftsim-leader-balance-write")
-            self._balance_writes.add(task)
-            task.add_done_callback(self._balance_writes.discard)
-
-    async def _balance_write(self) -> None:
-        try:
-            await self.write(MAYBE_BALANCE_PARTITION_LEADERS, self._balance_partition_leaders)
-        except (ApiError, EventTimeoutError, HandlerFaultError, FatalControllerError):
-            # Refused before it ran (not active, or pre-migration), faulted, or its records were
-            # never committed: the controller has resigned or failed, or (pre-migration) the run
-            # stays scheduled and never comes, as Kafka's does, until a renouncement resets it.
-            pass
-
-    def _balance_partition_leaders(self) -> ControllerResult[bool]:
-        """The balancing write event: preferred elections up to the cap (the elections
-        manager), then where the next run stands: at once if the cap was reached, else after an
-        interval (scheduled once the records are appended, if some imbalance is left)."""
-        t0 = time.perf_counter()
-        result = self.managers.elections.balance_partition_leaders()
-        self._balance_schedule = ImbalanceSchedule.IMMEDIATELY if result.response else ImbalanceSchedule.DEFERRED
-        if result.records:
-            log.info("maybeBalancePartitionLeaders: generated %d records in %d microseconds.%s",
-                     len(result.records), (time.perf_counter() - t0) * 1e6,
-                     " Rescheduling immediately." if result.response else "")
-        return result
-
+    # ==== snapshots and the log's retention =============================================
     def snapshot(self, force: bool = True) -> asyncio.Task[SnapshotId | None] | None:
         """Start writing a snapshot of the committed image if one is due (always when forced
         and possible); returns the task writing it, or None."""
@@ -1256,8 +1012,8 @@ class QuorumController:
         self.active = False
         if self._snapshot_task is not None:
             self._tasks.append(self._snapshot_task)
-        self._tasks += self._balance_writes
-        self._tasks += self._registrations
+        self._tasks += self.balancer.writes
+        self._tasks += self.registration.tasks
         if self._cleaner is not None:  # files marked for deletion and not deleted yet go at the next start
             self._tasks += [self._cleaner, *self._deletions]
         for t in self._tasks:

@@ -99,7 +99,7 @@ async def settled(running: RunningController, timeout: float = 10.0) -> None:
     ctl = running.controller
 
     def quiet() -> bool:
-        return (not ctl._registering and not ctl.managers.controllers.needs_registration()
+        return (not ctl.registration.registering and not ctl.managers.controllers.needs_registration()
                 and ctl.raft.committed_offset >= ctl.image.offset)
 
     await poll_until(quiet, timeout)

@@ -167,7 +167,7 @@ async def test_leadership_returns_one_interval_after_the_imbalance_began(tmp_pat
         assert [r.timestamp for r in changes[:-1]] == [began, began, began + INTERVAL_MS // 2]
         # Nothing is left to balance: no run is scheduled.
         await barrier(c)
-        assert c.controller._balance_due is None
+        assert c.controller.balancer.due is None
     finally:
         await c.stop()
 
@@ -185,7 +185,7 @@ async def test_a_run_that_finds_nothing_to_elect_tries_again_an_interval_later(t
         began = clock.wall_ms()
         clock.advance(INTERVAL_MS)
         ran = began + INTERVAL_MS
-        await harness.poll_until(lambda: c.controller._balance_due == clock.monotonic_ms() + INTERVAL_MS)
+        await harness.poll_until(lambda: c.controller.balancer.due == clock.monotonic_ms() + INTERVAL_MS)
         assert [r.timestamp for r in logged(c, since)] == [began] * 3  # the fence's records only
         await heartbeat(c, 2, epochs[2])
         await add_to_isr(c, epochs, "t", 1, 2)
