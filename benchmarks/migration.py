@@ -215,6 +215,11 @@ def run_kraftsim(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> tuple
         ms, read, records, batches = (int(g) for g in done.groups())
         print(f"kraftsim copy: {read} znodes read, {records} records in {batches} batches, {ms / 1000:.1f} s "
               f"({read / (ms / 1000):,.0f} znodes/s, {records / (ms / 1000):,.0f} records/s)")
+        waited = re.search(r"The copy waited (\d+) ms for reads from ZooKeeper and (\d+) ms for its batches to commit",
+                           out)
+        if waited is not None:
+            print(f"kraftsim copy waited {int(waited.group(1)) / 1000:.1f} s for ZooKeeper reads and "
+                  f"{int(waited.group(2)) / 1000:.1f} s for commits ({int(waited.group(2)) / batches:.1f} ms a batch)")
         print(f"kraftsim end to end (registration to /migration updated): {copy_s:.1f} s "
               f"for {args.topics * args.partitions:,} partitions", flush=True)
         if spy is not None:
