@@ -13,8 +13,9 @@ migrated by a real Kafka 3.9.2 KRaft controller (tests/kafka's harness), timed t
 reset in between), alternating which side goes first, and prints the medians. Each copy
 line carries the load average when it started. ``--py-spy FILE`` samples kraftsim's controller
 during its copy (py-spy on PATH or beside this Python: ``pip install py-spy``) and prints the
-functions where its time went. A million partitions needs ``--zk-heap 2g`` (two copies of
-2 million znodes).
+functions where its time went. A million partitions (``--topics 10000``) needs ``--zk-heap 2g``
+or more (two copies of 2 million znodes; 2g once left ZooKeeper unresponsive at a load average
+of 8, 3g did not).
 
 Both copies are measured cold, and that is the honest measure here: a migration runs once, on
 a controller started for it, so a warm-up would have to be some other workload (which would warm
