@@ -120,14 +120,23 @@ def topics_to_migrate(zk: ZkReader) -> list[str]:
 
 
 def assigned_broker_ids(zk: ZkReader) -> set[int]:
-    """Every broker named by a replica assignment: the migration waits for all of them."""
-    out: set[int] = set()
+    """Every broker named by a replica assignment: the migration waits for all of them. Only
+    the replica lists are taken from each topic znode, and the distinct ids made ints once (not
+    a TopicZNode per topic: this runs before the copy, on every topic, and takes half the time)."""
+    ids: set[object] = set()
     topics = topics_to_migrate(zk)
     for topic, got in zip(topics, get_many(zk, [L.topic_path(t) for t in topics]), strict=True):
         if got is not None:
-            for replicas in L.TopicZNode.decode(topic, got[0]).partitions.values():
-                out.update(replicas)
-    return out
+            path = L.topic_path(topic)
+            try:
+                for replicas in (L.loads(got[0], path).get("partitions") or {}).values():
+                    ids.update(replicas)
+            except (TypeError, AttributeError):
+                raise L.LayoutError(f"{path}: bad partitions") from None
+    try:
+        return {int(b) for b in ids}  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise L.LayoutError(f"{L.TOPICS}: a replica assignment names a broker id that is not a number") from None
 
 
 def registered_broker_ids(zk: ZkReader) -> set[int]:
