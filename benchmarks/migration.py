@@ -13,8 +13,9 @@ migrated by a real Kafka 3.9.2 KRaft controller (tests/kafka's harness), timed t
 reset in between), alternating which side goes first, and prints the medians. Each copy
 line carries the load average when it started. ``--py-spy FILE`` samples kraftsim's controller
 during its copy (py-spy on PATH or beside this Python: ``pip install py-spy``) and prints the
-functions where its time went. A million partitions needs ``--zk-heap 2g`` (two copies of
-2 million znodes).
+functions where its time went. A million partitions (``--topics 10000``) needs ``--zk-heap 2g``
+or more (two copies of 2 million znodes; 2g once left ZooKeeper unresponsive at a load average
+of 8, 3g did not).
 
 Both copies are measured cold, and that is the honest measure here: a migration runs once, on
 a controller started for it, so a warm-up would have to be some other workload (which would warm
@@ -215,6 +216,11 @@ def run_kraftsim(zk: ZooKeeper, tmpdir: Path, args: argparse.Namespace) -> tuple
         ms, read, records, batches = (int(g) for g in done.groups())
         print(f"kraftsim copy: {read} znodes read, {records} records in {batches} batches, {ms / 1000:.1f} s "
               f"({read / (ms / 1000):,.0f} znodes/s, {records / (ms / 1000):,.0f} records/s)")
+        waited = re.search(r"The copy waited (\d+) ms for reads from ZooKeeper and (\d+) ms for its batches to commit",
+                           out)
+        if waited is not None:
+            print(f"kraftsim copy waited {int(waited.group(1)) / 1000:.1f} s for ZooKeeper reads and "
+                  f"{int(waited.group(2)) / 1000:.1f} s for commits ({int(waited.group(2)) / batches:.1f} ms a batch)")
         print(f"kraftsim end to end (registration to /migration updated): {copy_s:.1f} s "
               f"for {args.topics * args.partitions:,} partitions", flush=True)
         if spy is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -176,19 +176,14 @@ class ZkSession:
         """Many reads at once: multiRead requests when the server has them, else pipelined
         reads. A server before ZooKeeper 3.6 answers multiRead UNIMPLEMENTED and closes the
         connection (not the session, which kazoo resumes): the reads then fall back for good."""
-        if self._multi_read:
-            try:
-                return self._multi_get(paths)
-            except self._errors.UnimplementedError:
-                self._multi_read = False
-                log.info("ZooKeeper has no multiRead (before 3.6): reading znodes with pipelined getData")
-                # the server closed the connection: retried while kazoo resumes the session
-                retry = _kazoo().retry.KazooRetry(max_tries=10, max_delay=2, sleep_func=self.client.handler.sleep_func)
-                return list(retry(self._pipelined_get, paths))
-        return self._pipelined_get(paths)
+        return self.send_many(paths)()
 
-    def _multi_get(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
-        """multiRead requests of MULTI_READ_OPS znodes, all sent before the first answer is awaited."""
+    def send_many(self, paths: list[str]) -> Callable[[], list[tuple[bytes, int] | None]]:
+        """``get_many`` in two steps: the requests are sent now, and the function returned
+        waits for their answers. What the caller does in between overlaps with ZooKeeper's
+        work on them (the copy decodes one round of partition states while the next is read)."""
+        if not self._multi_read:
+            return lambda: self._pipelined_get(paths)
         client = self.client
         root = client.chroot or ""
         pending = []
@@ -196,16 +191,32 @@ class ZkSession:
             answer = client.handler.async_result()
             client._call(MultiRead([root + p for p in paths[start:start + MULTI_READ_OPS]]), answer)
             pending.append(answer)
+        return lambda: self._multi_answers(paths, pending)
+
+    def _multi_answers(self, paths: list[str], pending: list[Any]) -> list[tuple[bytes, int] | None]:
+        """The answers of the multiRead requests ``send_many`` sent, in order."""
         out: list[tuple[bytes, int] | None] = []
         errors = self._errors.EXCEPTIONS
-        for answer in pending:
-            for got in answer.get():
-                if got.__class__ is tuple:
-                    out.append(got)
-                elif got == NO_NODE:
-                    out.append(None)
-                else:
-                    raise errors[got]()
+        try:
+            for answer in pending:
+                for got in answer.get():
+                    if got.__class__ is tuple:
+                        out.append(got)
+                    elif got == NO_NODE:
+                        out.append(None)
+                    else:
+                        raise errors[got]()
+        except self._errors.KazooException as e:
+            # UNIMPLEMENTED: no multiRead; then the requests sent with this one fail too, as the
+            # server closed the connection on it, and are read again the same way
+            if self._multi_read and not isinstance(e, self._errors.UnimplementedError):
+                raise
+            if self._multi_read:
+                log.info("ZooKeeper has no multiRead (before 3.6): reading znodes with pipelined getData")
+            self._multi_read = False
+            # the server closed the connection: retried while kazoo resumes the session
+            retry = _kazoo().retry.KazooRetry(max_tries=10, max_delay=2, sleep_func=self.client.handler.sleep_func)
+            return list(retry(self._pipelined_get, paths))
         return out
 
     def _pipelined_get(self, paths: list[str]) -> list[tuple[bytes, int] | None]:

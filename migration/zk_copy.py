@@ -14,7 +14,7 @@ nothing here writes anything. Names are visited in sorted order so that a copy i
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -48,15 +48,26 @@ class ZkReader(Protocol):
     def children(self, path: str) -> list[str]: ...
 
 
-TOPICS_PER_READ: Final = 20  # topics whose znodes are read in one pipelined round
+STATES_PER_READ: Final = 2000  # partition states a round of reads asks for, in whole topics
+Answer = tuple[bytes, int] | None
 
 
-def get_many(zk: ZkReader, paths: list[str]) -> list[tuple[bytes, int] | None]:
+def get_many(zk: ZkReader, paths: list[str]) -> list[Answer]:
     """Pipelined reads when the reader can (``ZkSession.get_many``), else one by one."""
     many = getattr(zk, "get_many", None)
     if many is not None:
         return list(many(paths))
     return [zk.get(p) for p in paths]
+
+
+def send_many(zk: ZkReader, paths: list[str]) -> Callable[[], list[Answer]]:
+    """The reads sent now and their answers awaited when the function returned is called
+    (``ZkSession.send_many``); a reader without it reads when called."""
+    send = getattr(zk, "send_many", None)
+    if send is not None:
+        collect: Callable[[], list[Answer]] = send(paths)
+        return collect
+    return lambda: get_many(zk, paths)
 
 
 @dataclass
@@ -93,6 +104,10 @@ class CountingReader:
         self.manifest.znodes += len(paths)
         return get_many(self.zk, paths)
 
+    def send_many(self, paths: list[str]) -> Callable[[], list[Answer]]:
+        self.manifest.znodes += len(paths)
+        return send_many(self.zk, paths)
+
     def children(self, path: str) -> list[str]:
         return self.zk.children(path)
 
@@ -105,14 +120,23 @@ def topics_to_migrate(zk: ZkReader) -> list[str]:
 
 
 def assigned_broker_ids(zk: ZkReader) -> set[int]:
-    """Every broker named by a replica assignment: the migration waits for all of them."""
-    out: set[int] = set()
+    """Every broker named by a replica assignment: the migration waits for all of them. Only
+    the replica lists are taken from each topic znode, and the distinct ids made ints once (not
+    a TopicZNode per topic: this runs before the copy, on every topic, and takes half the time)."""
+    ids: set[object] = set()
     topics = topics_to_migrate(zk)
     for topic, got in zip(topics, get_many(zk, [L.topic_path(t) for t in topics]), strict=True):
         if got is not None:
-            for replicas in L.TopicZNode.decode(topic, got[0]).partitions.values():
-                out.update(replicas)
-    return out
+            path = L.topic_path(topic)
+            try:
+                for replicas in (L.loads(got[0], path).get("partitions") or {}).values():
+                    ids.update(replicas)
+            except (TypeError, AttributeError):
+                raise L.LayoutError(f"{path}: bad partitions") from None
+    try:
+        return {int(b) for b in ids}  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise L.LayoutError(f"{L.TOPICS}: a replica assignment names a broker id that is not a number") from None
 
 
 def registered_broker_ids(zk: ZkReader) -> set[int]:
@@ -126,26 +150,24 @@ def registered_broker_ids(zk: ZkReader) -> set[int]:
 
 
 def _topic_batches(zk: ZkReader, topics: list[str], codec: PasswordCodec) -> Iterator[list[RecordAndVersion]]:
-    """Per topic one batch: TopicRecord, its configs, its PartitionRecords. The znodes of a few
-    topics at a time are read in two pipelined rounds (topics and configs, then the states)."""
-    for start in range(0, len(topics), TOPICS_PER_READ):
-        chunk = topics[start:start + TOPICS_PER_READ]
-        got = get_many(zk, [L.topic_path(t) for t in chunk] + [L.config_path(L.TOPIC_CONFIG, t) for t in chunk])
-        znodes = {t: L.TopicZNode.decode(t, g[0]) for t, g in zip(chunk, got[:len(chunk)], strict=True)
-                  if g is not None}
-        configs = dict(zip(chunk, got[len(chunk):], strict=True))
-        # the states in the order the records take them: chunk's topics, each one's partitions sorted
-        state_paths = [L.partition_state_path(t, p) for t in chunk if t in znodes for p in sorted(znodes[t].partitions)]
-        states = iter(zip(state_paths, get_many(zk, state_paths), strict=True))
-        for topic in chunk:
-            t = znodes.get(topic)
-            if t is None:
-                continue
+    """Per topic one batch: TopicRecord, its configs, its PartitionRecords. Every topic's znode
+    and config znode are read first, at once (Kafka too reads every assignment first); then the
+    partition states, in rounds of whole topics, each round's reads sent before the records of
+    the round before it are built, so that ZooKeeper answers while they are."""
+    n = len(topics)
+    got = get_many(zk, [L.topic_path(t) for t in topics] + [L.config_path(L.TOPIC_CONFIG, t) for t in topics])
+    rounds = _state_rounds(zk, topics, got[:n])
+    current = next(rounds, None)
+    while current is not None:
+        chunk, paths, collect = current
+        current = next(rounds, None)  # the next round's reads go out before this round's answers are used
+        states = zip(paths, collect(), strict=True)
+        for i, topic, t in chunk:
             if t.topic_id is None:
                 raise L.LayoutError(f"{L.topic_path(topic)}: no topic_id (the ZooKeeper cluster must run 2.8 or "
                                     f"later)")
             batch: list[RecordAndVersion] = [(TopicRecord(name=topic, topic_id=t.topic_id), 0)]
-            config = configs[topic]
+            config = got[n + i]
             for key, value in decoded(L.decode_config(L.config_path(L.TOPIC_CONFIG, topic),
                                                       config[0] if config else None), codec).items():
                 batch.append((ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=key,
@@ -154,6 +176,29 @@ def _topic_batches(zk: ZkReader, topics: list[str], codec: PasswordCodec) -> Ite
                 path, state = next(states)
                 batch.append((_partition_record(p, t.topic_id, t, path, state), 0))
             yield batch
+
+
+Round = tuple[list[tuple[int, str, L.TopicZNode]], list[str], Callable[[], list[Answer]]]
+
+
+def _state_rounds(zk: ZkReader, topics: list[str], znodes: list[Answer]) -> Iterator[Round]:
+    """The topics (index, name, assignment; those whose znode is gone left out) in rounds of at
+    least STATES_PER_READ partitions, each with its partition states' reads, sent as the round
+    is taken (their paths, and the answers when called): the states of each topic's partitions
+    in the order of their ids."""
+    chunk: list[tuple[int, str, L.TopicZNode]] = []
+    paths: list[str] = []
+    for i, (topic, got) in enumerate(zip(topics, znodes, strict=True)):
+        if got is None:
+            continue
+        t = L.TopicZNode.decode(topic, got[0])
+        chunk.append((i, topic, t))
+        paths += [L.partition_state_path(topic, p) for p in sorted(t.partitions)]
+        if len(paths) >= STATES_PER_READ:
+            yield chunk, paths, send_many(zk, paths)
+            chunk, paths = [], []
+    if chunk:
+        yield chunk, paths, send_many(zk, paths)
 
 
 def _partition_record(p: int, topic_id: uuid.UUID, t: L.TopicZNode, path: str,

@@ -152,6 +152,22 @@ def test_the_copy_of_a_seed_follows_kafkas_order_and_rules() -> None:
     assert flat.index("UserScramCredentialRecord") < flat.index("ProducerIdsRecord")
 
 
+def test_the_brokers_named_by_assignments_are_those_of_the_topics_to_migrate() -> None:
+    spec = SeedSpec(brokers=3, topics=3, partitions=2, replication_factor=1, users=0)
+    nodes = {path: (data, 0) for path, data in znodes(spec)}
+    tid = uuid.UUID(int=7)
+    nodes[L.topic_path("moving")] = (L.TopicZNode(tid, {0: [7, 1], 1: [8]}, adding={0: [7]}).encode(), 0)
+    nodes[L.topic_path("doomed")] = (L.TopicZNode(tid, {0: [9]}).encode(), 0)
+    nodes[L.DELETE_TOPICS + "/doomed"] = (b"", 0)  # pending deletion: not migrated, not waited for
+    assert zk_copy.assigned_broker_ids(FakeZk(nodes)) == {1, 2, 3, 7, 8}
+    nodes[L.topic_path("moving")] = (b'{"version":3,"partitions":{"0":["x"]}}', 0)
+    with pytest.raises(L.LayoutError):
+        zk_copy.assigned_broker_ids(FakeZk(nodes))
+    nodes[L.topic_path("moving")] = (b'{"version":3,"partitions":{"0":3}}', 0)
+    with pytest.raises(L.LayoutError):
+        zk_copy.assigned_broker_ids(FakeZk(nodes))
+
+
 def test_merging_never_splits_a_batch() -> None:
     batches = [[(object(), 0)] * n for n in (150, 30, 40, 500, 10)]
     merged = list(zk_copy.merged(batches, 200))  # type: ignore[arg-type]
