@@ -26,7 +26,7 @@ from kraftsim.raft.core.events import InboundRequest
 from kraftsim.raft.core.keys import OffsetAndEpoch, ReplicaKey
 from kraftsim.raft.core.leader_state import LeaderState
 from kraftsim.raft.core.quorum import RaftStateError
-from kraftsim.raft.core.states import CandidateState, FollowerState, ResignedState, UnattachedState
+from kraftsim.raft.core.states import CandidateState, FollowerState, ProspectiveState, ResignedState, UnattachedState
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import (
     BeginQuorumEpochRequest,
@@ -75,13 +75,18 @@ def handle_vote_request(node: RaftNode, req: InboundRequest, message: VoteReques
     up_to_date = node.candidate_log_up_to_date(OffsetAndEpoch(p.last_offset, p.last_offset_epoch))
     granted = node.quorum.state.can_grant_vote(candidate, up_to_date, pre_vote)
     state = node.quorum.state
-    if granted and not pre_vote and isinstance(state, UnattachedState) and state.voted_key is None:
+    if granted and not pre_vote and isinstance(state, (UnattachedState, ProspectiveState)) and state.voted_key is None:
         node.quorum.to_voted(p.candidate_epoch, candidate, now_ms)  # durable before the answer leaves
     node.stats.votes_granted += granted and not pre_vote
     return _vote_response(node, req, E.NONE, granted)
 
 
 def handle_vote_response(node: RaftNode, source: int, message: VoteResponse, now_ms: int) -> bool:
+    if message.error_code == E.UNSUPPORTED_VERSION and isinstance(node.quorum.state, ProspectiveState):
+        # A voter that cannot take a pre-vote (Kafka 3.9, no Vote v2) cannot be asked whether it
+        # would vote: stand at once, as Kafka 4.0 does.
+        node.transition_to_candidate(now_ms)
+        return True
     if message.error_code != E.NONE:
         return handle_top_level_error(node, message.error_code)
     if not rpcs.valid_partition(message):
@@ -103,6 +108,12 @@ def handle_vote_response(node: RaftNode, source: int, message: VoteResponse, now
         elif state.is_vote_rejected() and not state.backing_off:
             # Lost for sure: back off now rather than wait out the election timeout.
             state.start_backing_off(now_ms, node.binary_exponential_backoff_ms(state.retries))
+    elif isinstance(state, ProspectiveState):
+        state.record(source, p.vote_granted)
+        if p.vote_granted:
+            node.maybe_transition_to_candidate(state, now_ms)
+        elif state.is_vote_rejected():
+            node.prospective_lost(state, now_ms)  # no backoff: it follows, or waits its timer out
     return True
 
 
