@@ -10,6 +10,7 @@ named, so the most caught-up voter usually wins before anyone else's timer fires
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from kraftsim.raft.core import rpcs
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from kraftsim.raft.core.node import RaftNode
 
 E = ErrorCode
+log = logging.getLogger("kraftsim.raft")
 
 
 # -- Vote --------------------------------------------------------------------------------------
@@ -78,6 +80,9 @@ def handle_vote_request(node: RaftNode, req: InboundRequest, message: VoteReques
     if granted and not pre_vote and isinstance(state, (UnattachedState, ProspectiveState)) and state.voted_key is None:
         node.quorum.to_voted(p.candidate_epoch, candidate, now_ms)  # durable before the answer leaves
     node.stats.votes_granted += granted and not pre_vote
+    # Every answer, as Kafka logs it at INFO: who asked, in which epoch, a pre-vote or not.
+    log.info("%s from %s in epoch %d (last offset %d in epoch %d) %s", "pre-vote" if pre_vote else "vote request",
+             candidate, p.candidate_epoch, p.last_offset, p.last_offset_epoch, "granted" if granted else "refused")
     return _vote_response(node, req, E.NONE, granted)
 
 

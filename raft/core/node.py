@@ -46,7 +46,7 @@ from kraftsim.raft.core.purgatory import FetchPurgatory, ParkedFetch
 from kraftsim.raft.core.quorum import QuorumState, RaftStateError
 from kraftsim.raft.core.requests import RequestManager
 from kraftsim.raft.core.state_store import QuorumStateStore
-from kraftsim.raft.core.states import CandidateState, FollowerState, ProspectiveState
+from kraftsim.raft.core.states import CandidateState, FollowerState, ProspectiveState, Vote
 from kraftsim.raft.core.timer import NEVER
 from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
@@ -416,6 +416,7 @@ class RaftNode:
     def transition_to_prospective(self, now_ms: int) -> None:
         self.quorum.to_prospective(now_ms)
         self.stats.pre_votes_started += 1
+        log.info("asking the voters for pre-votes in epoch %d", self.quorum.epoch)
         state = self.quorum.state
         assert isinstance(state, ProspectiveState)
         if not self.maybe_transition_to_candidate(state, now_ms):
@@ -424,6 +425,8 @@ class RaftNode:
     def maybe_transition_to_candidate(self, state: ProspectiveState, now_ms: int) -> bool:
         if not state.is_vote_granted():
             return False
+        granting = sorted(i for i, v in state.votes.items() if v is Vote.GRANTED)
+        log.info("pre-votes granted by %s in epoch %d: standing for election", granting, state.epoch)
         self.transition_to_candidate(now_ms)
         return True
 
@@ -431,6 +434,8 @@ class RaftNode:
         """Refused by a majority, or out of time: back to following the leader it knew, if it
         can reach it, else Unattached in the same epoch (Kafka's
         prospectiveTransitionAfterElectionLoss)."""
+        log.info("pre-vote in epoch %d lost (%s): not standing", state.epoch,
+                 "refused by a majority" if state.is_vote_rejected() else "out of time")
         if state.leader_id is not None and state.leader_endpoints:
             self.transition_to_follower(state.epoch, state.leader_id, state.leader_endpoints, now_ms)
         else:
