@@ -55,11 +55,13 @@ VOTERS = VoterSet.static({i: Address(f"c{i}", 9093) for i in (1, 2, 3)}, L)
 
 
 def node(node_id: int = 1, *, log: MemoryLog | None = None, store: MemoryQuorumStateStore | None = None,
-         now: int = 0, seed: int = 0, voters: VoterSet = VOTERS, pre_vote: bool = False, **config: int) -> RaftNode:
+         now: int = 0, seed: int = 0, voters: VoterSet = VOTERS, pre_vote: bool = False,
+         candidate_backoff: bool = True, **config: int) -> RaftNode:
     return RaftNode(node_id=node_id, directory_id=uuid.UUID(int=node_id), cluster_id=CLUSTER, voters=voters,
                     listeners=Endpoints({L: Address(f"c{node_id}", 9093)}), listener_name=L,
                     log=log or MemoryLog(), store=store or MemoryQuorumStateStore(),
-                    config=QuorumConfig(**config), rng=random.Random(seed), now_ms=now, pre_vote=pre_vote)
+                    config=QuorumConfig(**config), rng=random.Random(seed), now_ms=now, pre_vote=pre_vote,
+                    candidate_backoff=candidate_backoff)
 
 
 def ask(n: RaftNode, message: RaftRequest, now: int, version: int = 1) -> RaftResponse | None:
@@ -330,6 +332,19 @@ def test_kafka_4_0_candidates_ask_again_after_a_lost_election_and_resigned_leade
     assert leader.role == "resigned"
     leader.poll(3 * T + 2 * T)
     assert (leader.role, leader.epoch, leader.leader_id) == ("prospective", 2, None)
+
+
+def test_from_kafka_4_1_a_refused_candidate_waits_out_its_election_timeout_with_no_backoff() -> None:
+    n = node(pre_vote=True, candidate_backoff=False)
+    n.poll(2 * T)
+    answer_votes(n, 2 * T, {2: True})
+    n.poll(2 * T)
+    answer_votes(n, 2 * T + 1, {2: False, 3: False})
+    assert (n.role, n.epoch) == ("candidate", 1) and not n.quorum.state.backing_off  # type: ignore[union-attr]
+    wake = n.poll(2 * T + 1)
+    assert wake >= 2 * T + T  # its election timer, not a backoff of at most 100 ms
+    n.poll(wake)
+    assert (n.role, n.epoch) == ("prospective", 1)
 
 
 def test_a_lone_kafka_4_0_voter_elects_itself_at_start_through_its_own_pre_vote() -> None:

@@ -49,8 +49,8 @@ SWEEPS = {
                                                80_000, 100),
     "pre-vote (Kafka 4.0), 4 voters, faults every second": (SimConfig(voters=4, seconds=3, fault_interval_ms=1000,
                                                                       release="4.0"), 90_000, 150),
-    "pre-vote, loss 15%, duplicates 10%": (SimConfig(voters=3, seconds=3, loss=0.15, duplicate=0.1, release="4.0"),
-                                           100_000, 250),
+    "pre-vote, Kafka 4.1 (no candidate backoff), loss 15%, duplicates 10%": (
+        SimConfig(voters=3, seconds=3, loss=0.15, duplicate=0.1, release="4.1"), 100_000, 250),
     "3.9 and 4.0 voters mixed, versions mixed per link": (SimConfig(voters=3, observers=1, seconds=3, wire="mixed",
                                                                     release="mixed"), 110_000, 100),
     "3.9 and 4.0 voters mixed, voter changes": (SimConfig(voters=3, observers=2, seconds=3, voter_changes=True,

@@ -110,8 +110,9 @@ def handle_vote_response(node: RaftNode, source: int, message: VoteResponse, now
         state.record(source, p.vote_granted)
         if p.vote_granted:
             node.maybe_transition_to_leader(state, now_ms)
-        elif state.is_vote_rejected() and not state.backing_off:
-            # Lost for sure: back off now rather than wait out the election timeout.
+        elif state.is_vote_rejected() and not state.backing_off and node.candidate_backoff:
+            # Lost for sure: back off now rather than wait out the election timeout (from Kafka
+            # 4.1 it waits it out: its next attempt is a pre-vote, which costs no epoch).
             state.start_backing_off(now_ms, node.binary_exponential_backoff_ms(state.retries))
     elif isinstance(state, ProspectiveState):
         state.record(source, p.vote_granted)

@@ -104,7 +104,8 @@ class RaftNode:
                  config: QuorumConfig, rng: random.Random, now_ms: int, kraft_version: int = 0,
                  bootstrap: Mapping[int, Address] | None = None, max_fetch_bytes: int = rpcs.MAX_FETCH_SIZE_BYTES,
                  followers_always_flush: bool = False, voter_history: VoterSetHistory | None = None,
-                 supported_kraft_versions: tuple[int, int] = (0, 1), pre_vote: bool = False) -> None:
+                 supported_kraft_versions: tuple[int, int] = (0, 1), pre_vote: bool = False,
+                 candidate_backoff: bool = True) -> None:
         """``voters`` and ``kraft_version`` are the static quorum's (``controller.quorum.voters``,
         kraft.version 0); ``voter_history``, when given, is what the driver read from the log at
         start-up (its static set and kraft.version standing where the log names none), and is
@@ -114,7 +115,9 @@ class RaftNode:
         ``supported_kraft_versions`` is this replica's range (Kafka's
         KRaftVersion.supportedVersionRange), which it writes for itself as leader. ``pre_vote``:
         elect as Kafka 4.0 does (KIP-996, a release that serves Vote v2): a voter whose timer
-        fires asks for pre-votes before it stands (``quorum.py``)."""
+        fires asks for pre-votes before it stands (``quorum.py``). ``candidate_backoff``: a
+        candidate refused by a majority backs off before it tries again (Kafka 3.9 and 4.0);
+        from Kafka 4.1 it waits out its election timeout instead, then asks for pre-votes."""
         self.cluster_id = cluster_id
         self.listener_name = listener_name
         self.log = log
@@ -125,6 +128,7 @@ class RaftNode:
         self.history = voter_history if voter_history is not None else VoterSetHistory(voters, kraft_version)
         self.supported_kraft_versions = supported_kraft_versions
         self.pre_vote = pre_vote
+        self.candidate_backoff = candidate_backoff or not pre_vote
         self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, history=self.history,
                                   listeners=listeners, store=store, config=config, rng=rng, pre_vote=pre_vote)
         # Without bootstrap servers, the static voters are where an observer looks for the leader.

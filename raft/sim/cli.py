@@ -45,9 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="mean time between voter changes asked of the leader (default 1500)")
     p.add_argument("--wire", choices=("off", "latest", "mixed"), default="off",
                    help="round-trip messages through Kafka's encoding: at the newest versions, or mixed per link")
-    p.add_argument("--release", choices=("3.9", "4.0", "mixed"), default="3.9",
+    p.add_argument("--release", choices=("3.9", "4.0", "4.1", "mixed"), default="3.9",
                    help="the controllers' Kafka release, for elections: 4.0 asks for pre-votes (KIP-996) before it "
-                        "stands; mixed: odd node ids 4.0, even 3.9 (default 3.9)")
+                        "stands; 4.1 also drops the backoff of a refused candidate; mixed: odd node ids 4.0, even "
+                        "3.9 (default 3.9)")
     p.add_argument("--override", action="append", default=[], metavar="K=V",
                    help="a controller.quorum.*.ms timing, e.g. controller.quorum.fetch.timeout.ms=3000")
     p.add_argument("--trace", action="store_true", help="print every event of the run (one seed)")

@@ -205,7 +205,7 @@ class Cluster:
             listeners=Endpoints({LISTENER: address(node_id)}), listener_name=LISTENER, log=sn.log, store=sn.store,
             config=self.config.quorum, rng=random.Random(f"{self.seed}:node:{node_id}:{sn.incarnation}"),
             now_ms=self.now_ms, max_fetch_bytes=self.config.max_fetch_bytes, pre_vote=self.config.pre_vote(node_id),
-            **dynamic)
+            candidate_backoff=self.config.release != "4.1", **dynamic)
         self.drive(sn)
 
     def crash(self, node_id: int) -> None:

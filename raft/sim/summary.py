@@ -67,7 +67,7 @@ def _changes(totals: Totals) -> str:
             f"committed; refused or failed: {refused}")
 
 
-RELEASES = {"3.9": "", "4.0": ", Kafka 4.0 elections (pre-vote)",
+RELEASES = {"3.9": "", "4.0": ", Kafka 4.0 elections (pre-vote)", "4.1": ", Kafka 4.1 elections (pre-vote)",
             "mixed": ", Kafka 4.0 elections (pre-vote) on odd ids, 3.9 on even"}
 
 
