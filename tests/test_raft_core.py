@@ -1,6 +1,7 @@
 """The sans-I/O Raft node (kraftsim.raft.core) message by message, against Kafka 3.9's
 KafkaRaftClient rules: votes, elections, the leader's high watermark and check-quorum, fetches
-(diverging, snapshot, long poll), resignation, and the storage it sits on."""
+(diverging, snapshot, long poll), resignation, and the storage it sits on; and Kafka 4.0's
+pre-vote (KIP-996), asked and answered."""
 
 from __future__ import annotations
 

@@ -6,6 +6,10 @@ epoch first, then end offset), at most once per epoch, and only after the vote i
 ``quorum-state``. BeginQuorumEpoch tells a voter who won. EndQuorumEpoch tells the voters that
 the leader resigned; a voter named among its preferred successors stands sooner the higher it is
 named, so the most caught-up voter usually wins before anyone else's timer fires.
+
+A pre-vote (Vote v2's PreVote, Kafka 4.0) asks the same question without binding anyone: no
+epoch bump on the asking side, nothing written on the answering side. Its answers move a
+prospective replica to Candidate, or back to its leader or to Unattached.
 """
 
 from __future__ import annotations
