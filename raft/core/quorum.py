@@ -232,7 +232,8 @@ class QuorumState:
                                            leader_id=state.leader_id, leader_endpoints=state.leader_endpoints,
                                            voted_key=candidate, high_watermark=state.high_watermark))
             return
-        self._durable(self._unattached(epoch, now_ms, self.random_election_timeout_ms(), leader_id=state.leader_id,
+        leader_id = state.leader_id if epoch == state.epoch else None
+        self._durable(self._unattached(epoch, now_ms, self.random_election_timeout_ms(), leader_id=leader_id,
                                        voted_key=candidate, high_watermark=state.high_watermark))
 
     def to_follower(self, epoch: int, leader_id: int, endpoints: Endpoints, now_ms: int) -> None:
