@@ -284,7 +284,11 @@ class QuorumController:
             clock=self.clock, voter_history=quorum.history,
             listeners=quorum.listeners, bootstrap=quorum.bootstrap,
             supported_kraft_versions=self.release.supported_features().get("kraft.version", (0, 0)),
-            speaks={ApiKey.FETCH: self.release.apis[ApiKey.FETCH]})  # v18 from 4.1: the fetcher's high watermark
+            # Vote v2 from 4.0 (a pre-vote: such a release asks before it stands); Fetch v18 from
+            # 4.1 (the fetcher's high watermark).
+            speaks={ApiKey.FETCH: self.release.apis[ApiKey.FETCH], ApiKey.VOTE: self.release.apis[ApiKey.VOTE]},
+            pre_vote=self.release.apis[ApiKey.VOTE][1] >= 2,
+            candidate_backoff=self.release.line in ("3.9", "4.0"))  # 4.1 dropped it (pre-vote costs no epoch)
         raft.on_leader_change.append(self._on_leader_change)
         raft.on_commit.append(self._on_commit)
         raft.on_resign.append(self._on_resign)

@@ -83,7 +83,8 @@ class RaftClient:
                  voter_history: VoterSetHistory | None = None, listeners: Endpoints | None = None,
                  bootstrap: Mapping[int, Address] | None = None,
                  supported_kraft_versions: tuple[int, int] = (0, 1),
-                 speaks: Mapping[int, tuple[int, int]] | None = None) -> None:
+                 speaks: Mapping[int, tuple[int, int]] | None = None, pre_vote: bool = False,
+                 candidate_backoff: bool = True) -> None:
         """``voters`` and ``kraft_version``: the static quorum (``controller.quorum.voters`` at
         kraft.version 0; no voters for a node formatted ``--no-initial-controllers``);
         ``voter_history`` what the log says of the quorum (raft/dynamic_voters.py's
@@ -91,7 +92,9 @@ class RaftClient:
         its entry in ``voters``); ``bootstrap`` where an observer first asks for the leader
         (default: the voters); ``supported_kraft_versions`` what this node's software supports,
         as a leader writes it into its own VotersRecord entry; ``speaks`` the versions it asks
-        its peers in where they are not Kafka 3.9's (raft/network.py). A controller flushes what it
+        its peers in where they are not Kafka 3.9's (raft/network.py); ``pre_vote`` whether it elects
+as Kafka 4.0 does, asking for pre-votes first (KIP-996), and ``candidate_backoff`` whether a
+refused candidate backs off (up to 4.0) or waits out its election timeout (from 4.1). A controller flushes what it
         fetches as an observer too, since it may become a voter (Kafka's RaftManager builds its
         client so)."""
         self.mlog = mlog
@@ -105,7 +108,8 @@ class RaftClient:
                              listener_name=listener_name, log=self.log, store=store, config=config,
                              rng=rng or random.Random(), now_ms=self.clock.wall_ms(), kraft_version=kraft_version,
                              voter_history=voter_history, bootstrap=bootstrap,
-                             supported_kraft_versions=supported_kraft_versions, followers_always_flush=True)
+                             supported_kraft_versions=supported_kraft_versions, followers_always_flush=True,
+                             pre_vote=pre_vote, candidate_backoff=candidate_backoff)
         self.network = RaftNetwork(f"raft-client-{node_id}", config.request_timeout_ms, self._on_response,
                                    self._on_request_failed, speaks)
         self.on_leader_change: list[Callable[[LeaderChange], None]] = []

@@ -3,14 +3,17 @@ KafkaNetworkChannel keeps them through its NetworkClient (client id ``raft-clien
 
 A connection asks ApiVersions first and every request then goes at the highest version both
 sides speak, shaped for it (``rpcs.for_version``: the replica id of a Fetch below v15). This side
-speaks Kafka 3.9's versions but where ``speaks`` says otherwise (a controller of Kafka 4.1 or
-later: Fetch v18, with the fetcher's high watermark, to a peer that serves it). The node
+speaks Kafka 3.9's versions but where ``speaks`` says otherwise (a controller of Kafka 4.0 or
+later: Vote v2, which carries a pre-vote; of 4.1 or later: Fetch v18, with the fetcher's high
+watermark; each to a peer that serves it). The node
 keeps at most one request in flight per peer; each answer goes back to it by the node's own
 correlation id. A request that cannot be sent (the connection is refused, or the peer is in its
 reconnect backoff), whose connection drops, or that is not answered within
 ``controller.quorum.request.timeout.ms`` (the connection is then closed, as NetworkClient closes
 it) is failed with BROKER_NOT_AVAILABLE, as Kafka completes a disconnected request; an answer
-the peer cannot give at any version we speak is failed with UNSUPPORTED_VERSION. Failures are
+the peer cannot give at any version we speak, or a request its version cannot carry (a pre-vote
+to a Kafka 3.9 voter, which serves Vote v1 at most: Kafka's client fails it so, before it leaves)
+is failed with UNSUPPORTED_VERSION. Failures are
 reported on the next turn of the event loop, never inside the call that sent the request.
 """
 
@@ -26,7 +29,7 @@ from kraftsim.raft.core.events import OutboundRequest, RaftResponse
 from kraftsim.raft.core.voters import Address
 from kraftsim.raft.cuts import LinkCuts
 from kraftsim.rpc.client import KafkaClient
-from kraftsim.rpc.codec_errors import CodecError
+from kraftsim.rpc.codec_errors import CodecError, UnsupportedVersionError
 from kraftsim.rpc.error_codes import ErrorCode
 
 log = logging.getLogger("kraftsim.raft")
@@ -135,6 +138,9 @@ class RaftNetwork:
             return
         try:
             fut = client.send(rpcs.for_version(message, version), version, correlation_id=out.correlation_id)
+        except UnsupportedVersionError:
+            self._fail_soon(out, ErrorCode.UNSUPPORTED_VERSION)  # encoded before any byte is written
+            return
         except (OSError, CodecError):
             self._drop(peer, "it closed")
             self._fail_soon(out, ErrorCode.BROKER_NOT_AVAILABLE)

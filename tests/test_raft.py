@@ -331,7 +331,8 @@ async def test_a_41_controller_fetches_at_v18_and_its_leader_answers_a_stale_hig
                           c.controller.raft.network.speaks)
     try:
         ctl = c.controller
-        assert ctl.raft.network.speaks == {ApiKey.FETCH: (4, 18)}
+        assert ctl.raft.network.speaks == {ApiKey.FETCH: (4, 18), ApiKey.VOTE: (0, 2)}
+        assert ctl.raft.node.pre_vote
         end = ctl.mlog.end_offset
         assert ctl.raft.node.high_watermark == end
         fetch = rpcs.fetch_request(c.cluster_id, ReplicaKey(OBSERVER, DIR), ctl.epoch, end, ctl.epoch, 60_000, -1)
@@ -341,6 +342,44 @@ async def test_a_41_controller_fetches_at_v18_and_its_leader_answers_a_stale_hig
         assert p.high_watermark == end and not p.records
         peer = next(iter(network._peers.values()))
         assert peer.client is not None and peer.client.pick_version(ApiKey.FETCH, FetchRequest) == 18
+    finally:
+        await network.close()
+
+
+@pytest.mark.parametrize("release,answer", [("3.9", ErrorCode.UNSUPPORTED_VERSION), ("4.0", "answered")])
+async def test_a_pre_vote_goes_at_vote_v2_and_fails_unsupported_version_before_a_39_voter(
+        tmp_path: Path, release: str, answer: object) -> None:
+    """KIP-996: a 4.0 controller's Raft network speaks Vote v2, so its pre-vote reaches a 4.0 voter
+    (here a lone leader, which answers it and refuses it, as a leader refuses every pre-vote); to a 3.9 voter,
+    which serves Vote v1 at most, it cannot be encoded and fails with UNSUPPORTED_VERSION, as
+    Kafka's client fails it, which makes the asker stand at once."""
+    from kraftsim.raft.core import rpcs
+    from kraftsim.raft.core.events import OutboundRequest
+    from kraftsim.raft.core.keys import OffsetAndEpoch, ReplicaKey
+    from kraftsim.raft.core.voters import Address
+    from kraftsim.raft.network import RaftNetwork
+    from kraftsim.rpc.api_keys import ApiKey
+
+    c = Cluster(tmp_path, kraftsim_release=release)
+    await c.start()
+    answers: list[Any] = []
+    network = RaftNetwork("raft-client-7", 30_000, lambda peer, corr, r: answers.append(r),
+                          lambda peer, corr, key, error: answers.append(error), {ApiKey.VOTE: (0, 2)})
+    try:
+        ctl = c.controller
+        assert ctl.raft.node.pre_vote == (release != "3.9")
+        epoch, end = ctl.epoch, ctl.mlog.end_offset
+        request = rpcs.vote_request(c.cluster_id, epoch, ReplicaKey(OBSERVER, DIR), ReplicaKey(ctl.node_id, None),
+                                    OffsetAndEpoch(end, epoch), pre_vote=True)
+        network.send(OutboundRequest(1, ctl.node_id, Address("127.0.0.1", c.running.server.port), request))
+        await harness.poll_until(lambda: answers, what="the pre-vote answered or failed")
+        if answer == "answered":
+            p = answers[0].topics[0].partitions[0]
+            # A lone voter leads its epoch: a leader refuses every pre-vote, with no error.
+            assert (p.error_code, p.vote_granted, p.leader_epoch) == (0, False, epoch)
+        else:
+            assert answers == [answer]
+        assert ctl.epoch == epoch and ctl.raft.node.is_leader()
     finally:
         await network.close()
         await c.stop()

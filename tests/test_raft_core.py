@@ -1,6 +1,7 @@
 """The sans-I/O Raft node (kraftsim.raft.core) message by message, against Kafka 3.9's
 KafkaRaftClient rules: votes, elections, the leader's high watermark and check-quorum, fetches
-(diverging, snapshot, long poll), resignation, and the storage it sits on."""
+(diverging, snapshot, long poll), resignation, and the storage it sits on; and Kafka 4.0's
+pre-vote (KIP-996), asked and answered."""
 
 from __future__ import annotations
 
@@ -55,11 +56,13 @@ VOTERS = VoterSet.static({i: Address(f"c{i}", 9093) for i in (1, 2, 3)}, L)
 
 
 def node(node_id: int = 1, *, log: MemoryLog | None = None, store: MemoryQuorumStateStore | None = None,
-         now: int = 0, seed: int = 0, voters: VoterSet = VOTERS, **config: int) -> RaftNode:
+         now: int = 0, seed: int = 0, voters: VoterSet = VOTERS, pre_vote: bool = False,
+         candidate_backoff: bool = True, **config: int) -> RaftNode:
     return RaftNode(node_id=node_id, directory_id=uuid.UUID(int=node_id), cluster_id=CLUSTER, voters=voters,
                     listeners=Endpoints({L: Address(f"c{node_id}", 9093)}), listener_name=L,
                     log=log or MemoryLog(), store=store or MemoryQuorumStateStore(),
-                    config=QuorumConfig(**config), rng=random.Random(seed), now_ms=now)
+                    config=QuorumConfig(**config), rng=random.Random(seed), now_ms=now, pre_vote=pre_vote,
+                    candidate_backoff=candidate_backoff)
 
 
 def ask(n: RaftNode, message: RaftRequest, now: int, version: int = 1) -> RaftResponse | None:
@@ -196,6 +199,159 @@ def test_a_leader_refuses_a_pre_vote_a_candidate_grants_one() -> None:
     assert granted(ask(candidate, pre_vote(candidate.epoch, 2, 0, 0), 2 * T, version=2))
     assert not granted(ask(candidate, vote(candidate.epoch, 2, 0, 0), 2 * T, version=2))
     assert candidate.role == "candidate"
+
+
+# -- asking for pre-votes (KIP-996, Kafka 4.0) -------------------------------------------------
+
+def answer_votes(n: RaftNode, now: int, grants: dict[int, bool], epoch: int | None = None,
+                 leader: int | None = None) -> list[VoteRequest]:
+    """Answer the node's outstanding Vote requests from the voters in ``grants``; the requests."""
+    sent = [r for r in requests_out(n) if isinstance(r.message, VoteRequest)]
+    for r in sent:
+        if r.destination in grants:
+            answer = rpcs.vote_response(L, 2, E.NONE, n.epoch if epoch is None else epoch, leader,
+                                        grants[r.destination], Endpoints())
+            n.handle_response(InboundResponse(r.destination, r.correlation_id, answer), now)
+    return [r.message for r in sent]  # type: ignore[misc]
+
+
+def test_an_unattached_voter_asks_pre_votes_in_its_epoch_and_stands_only_with_a_majority() -> None:
+    store = MemoryQuorumStateStore()
+    n = node(store=store, pre_vote=True, log=log_with([(3, 2)]))
+    writes = store.writes
+    n.poll(2 * T)
+    assert (n.role, n.epoch) == ("prospective", 3)
+    assert store.writes == writes  # nothing persisted: on disk it is still unattached in epoch 3
+    asked = answer_votes(n, 2 * T + 1, {})
+    parts = [m.topics[0].partitions[0] for m in asked]
+    assert {(p.candidate_epoch, p.pre_vote, p.last_offset_epoch, p.last_offset) for p in parts} == {(3, True, 3, 2)}
+    n.poll(2 * T + 1)
+    assert not requests_out(n)  # one request per voter, until it answers
+    # Voter 2 grants the pre-vote: a majority of three with its own. Now it stands, epoch 4.
+    n2 = node(store=store, pre_vote=True, log=log_with([(3, 2)]), now=10 * T)
+    n2.poll(12 * T)
+    answer_votes(n2, 12 * T, {2: True})
+    assert (n2.role, n2.epoch, n2.voted_for) == ("candidate", 4, 1)
+    assert store.state == ElectionState(4, voted_key=ReplicaKey(1, uuid.UUID(int=1)), voters=frozenset({1, 2, 3}))
+    assert not answer_votes(n2, 12 * T, {})  # sent at the next poll
+    n2.poll(12 * T)
+    real = answer_votes(n2, 12 * T, {})
+    assert {(m.topics[0].partitions[0].candidate_epoch, m.topics[0].partitions[0].pre_vote) for m in real} \
+        == {(4, False)}
+    assert (n2.stats.pre_votes_started, n2.stats.elections_started) == (1, 1)
+
+
+def test_a_follower_whose_leader_went_quiet_asks_first_and_a_refusal_sends_it_back_to_its_leader() -> None:
+    n = follower_of_2(MemoryLog(), pre_vote=True)
+    state_before = n.quorum.store.read()
+    n.poll(FETCH_TIMEOUT)
+    assert (n.role, n.epoch, n.leader_id) == ("prospective", 5, 2)  # no epoch bump; the leader kept
+    # Voter 3 has fetched from leader 2 in epoch 5: it refuses, and so does the leader.
+    answer_votes(n, FETCH_TIMEOUT + 1, {2: False, 3: False}, leader=2)
+    assert (n.role, n.epoch, n.leader_id) == ("follower", 5, 2)
+    assert n.quorum.store.read() == state_before
+    assert n.stats.elections_started == 0
+    # Its timer run out with no answer: the same, without a refusal.
+    n.poll(2 * FETCH_TIMEOUT + 1)
+    assert n.role == "prospective"
+    requests_out(n)
+    n.poll(2 * FETCH_TIMEOUT + 1 + 2 * T)
+    assert (n.role, n.epoch, n.leader_id) == ("follower", 5, 2)
+
+
+def test_a_refused_prospective_without_a_leader_goes_back_to_unattached_in_its_epoch() -> None:
+    n = node(pre_vote=True, log=log_with([(3, 2)]))
+    n.poll(2 * T)
+    answer_votes(n, 2 * T, {2: False, 3: False})
+    assert (n.role, n.epoch, n.leader_id, n.voted_for) == ("unattached", 3, None, None)
+    wake = n.poll(2 * T)
+    assert 2 * T + T <= wake < 2 * T + 2 * T  # a fresh election timeout, no backoff
+    n.poll(wake)
+    assert n.role == "prospective" and n.stats.pre_votes_started == 2
+
+
+def test_a_voter_that_cannot_take_a_pre_vote_makes_the_prospective_stand_at_once() -> None:
+    n = node(pre_vote=True)
+    n.poll(2 * T)
+    (r, _) = requests_out(n)
+    unsupported = rpcs.error_response(52, E.UNSUPPORTED_VERSION)  # a Kafka 3.9 voter: no Vote v2
+    n.handle_response(InboundResponse(r.destination, r.correlation_id, unsupported), 2 * T + 1)
+    assert (n.role, n.epoch) == ("candidate", 1)
+
+
+def test_a_prospective_grants_one_real_vote_in_its_epoch_and_keeps_asking() -> None:
+    store = MemoryQuorumStateStore()
+    store.write(ElectionState(4, voters=frozenset({1, 2, 3})), 0)  # it learnt of epoch 4, no leader
+    n = node(pre_vote=True, store=store, log=log_with([(3, 1)]))
+    n.poll(2 * T)
+    assert (n.role, n.epoch, n.voted_for) == ("prospective", 4, None)
+    assert granted(ask(n, vote(4, 2, 3, 1), 2 * T + 1, version=2))  # a candidate of its own epoch
+    assert (n.role, n.epoch, n.voted_for) == ("prospective", 4, 2)
+    assert store.state == ElectionState(4, voted_key=ReplicaKey(2), voters=frozenset({1, 2, 3}))
+    assert not granted(ask(n, vote(4, 3, 3, 1), 2 * T + 2, version=2))  # one vote per epoch
+    assert granted(ask(n, pre_vote(4, 3, 3, 1), 2 * T + 2, version=2))  # a pre-vote binds nothing
+
+
+def test_from_kafka_4_0_a_vote_is_kept_when_the_leader_is_learnt_and_written_beside_it() -> None:
+    for pre, kept in ((False, None), (True, ReplicaKey(2))):
+        store = MemoryQuorumStateStore()
+        n = node(store=store, pre_vote=pre)
+        assert granted(ask(n, vote(5, 2, 0, 0), 0))
+        begin = rpcs.begin_quorum_epoch_request(CLUSTER, 5, 2, Endpoints({L: Address("c2", 9093)}), ReplicaKey(1))
+        ask(n, begin, 1)
+        assert (n.role, n.leader_id) == ("follower", 2)
+        assert store.state == ElectionState(5, leader_id=2, voted_key=kept, voters=frozenset({1, 2, 3}))
+        again = node(store=store, pre_vote=pre, now=10)  # restarts a follower, with its vote if kept
+        assert (again.role, again.leader_id, again.voted_for) == ("follower", 2, kept and kept.id)
+
+
+def test_kafka_4_0_candidates_ask_again_after_a_lost_election_and_resigned_leaders_move_on() -> None:
+    n = node(pre_vote=True)
+    n.poll(2 * T)
+    answer_votes(n, 2 * T, {2: True})
+    assert (n.role, n.epoch) == ("candidate", 1)
+    wake = n.poll(2 * T)
+    assert wake <= 2 * T + 2 * T
+    n.poll(wake)  # its election timer ran out: ask again, in epoch 1, no backoff
+    assert (n.role, n.epoch, n.voted_for) == ("prospective", 1, 1)
+    answer_votes(n, wake, {2: True})
+    assert (n.role, n.epoch) == ("candidate", 2)
+    n.poll(wake)
+    answer_votes(n, wake, {2: False, 3: False})  # refused: back off, then ask again
+    assert n.quorum.state.backing_off  # type: ignore[union-attr]
+    n.poll(n.poll(wake))
+    assert (n.role, n.epoch) == ("prospective", 2)
+    # A leader that resigned moves to the next epoch when its timer runs out, then asks.
+    leader = node(pre_vote=True)
+    leader.poll(2 * T)
+    answer_votes(leader, 2 * T, {2: True})
+    leader.poll(2 * T)
+    answer_votes(leader, 2 * T, {2: True})
+    assert (leader.role, leader.epoch) == ("leader", 1)
+    leader.resign(1)
+    leader.poll(3 * T)
+    assert leader.role == "resigned"
+    leader.poll(3 * T + 2 * T)
+    assert (leader.role, leader.epoch, leader.leader_id) == ("prospective", 2, None)
+
+
+def test_from_kafka_4_1_a_refused_candidate_waits_out_its_election_timeout_with_no_backoff() -> None:
+    n = node(pre_vote=True, candidate_backoff=False)
+    n.poll(2 * T)
+    answer_votes(n, 2 * T, {2: True})
+    n.poll(2 * T)
+    answer_votes(n, 2 * T + 1, {2: False, 3: False})
+    assert (n.role, n.epoch) == ("candidate", 1) and not n.quorum.state.backing_off  # type: ignore[union-attr]
+    wake = n.poll(2 * T + 1)
+    assert wake >= 2 * T + T  # its election timer, not a backoff of at most 100 ms
+    n.poll(wake)
+    assert (n.role, n.epoch) == ("prospective", 1)
+
+
+def test_a_lone_kafka_4_0_voter_elects_itself_at_start_through_its_own_pre_vote() -> None:
+    n = node(voters=VoterSet.static({1: Address("c1", 9093)}, L), pre_vote=True)
+    assert (n.role, n.epoch) == ("leader", 1)
+    assert (n.stats.pre_votes_started, n.stats.elections_started) == (1, 1)
 
 
 class FailingStore(MemoryQuorumStateStore):
@@ -582,8 +738,8 @@ def test_describe_quorum_from_the_leader_and_from_anyone_else() -> None:
 
 # -- the follower --------------------------------------------------------------------------------
 
-def follower_of_2(log: MemoryLog, epoch: int = 5) -> RaftNode:
-    n = node(log=log)
+def follower_of_2(log: MemoryLog, epoch: int = 5, **kw: bool) -> RaftNode:
+    n = node(log=log, **kw)
     begin = rpcs.begin_quorum_epoch_request(CLUSTER, epoch, 2, Endpoints({L: Address("c2", 9093)}), ReplicaKey(1))
     assert ask(n, begin, 0).topics[0].partitions[0].error_code == 0  # type: ignore[union-attr]
     assert (n.role, n.epoch, n.leader_id) == ("follower", epoch, 2)

@@ -47,6 +47,15 @@ SWEEPS = {
     "voter changes, loss 10%, duplicates 5%": (SimConfig(voters=3, observers=2, seconds=3, loss=0.1, duplicate=0.05,
                                                          voter_changes=True, voter_change_interval_ms=400),
                                                80_000, 100),
+    "pre-vote (Kafka 4.0), 4 voters, faults every second": (SimConfig(voters=4, seconds=3, fault_interval_ms=1000,
+                                                                      release="4.0"), 90_000, 150),
+    "pre-vote, Kafka 4.1 (no candidate backoff), loss 15%, duplicates 10%": (
+        SimConfig(voters=3, seconds=3, loss=0.15, duplicate=0.1, release="4.1"), 100_000, 250),
+    "3.9 and 4.0 voters mixed, versions mixed per link": (SimConfig(voters=3, observers=1, seconds=3, wire="mixed",
+                                                                    release="mixed"), 110_000, 100),
+    "3.9 and 4.0 voters mixed, voter changes": (SimConfig(voters=3, observers=2, seconds=3, voter_changes=True,
+                                                          voter_change_interval_ms=400, release="mixed"),
+                                                120_000, 60),
 }
 
 
@@ -123,8 +132,9 @@ def until(sim: Simulation, done: Callable[[], bool], within_ms: int = 20_000) ->
     return sim.cluster.now_ms
 
 
-def test_a_killed_leader_is_replaced_and_rejoins_without_losing_a_committed_record() -> None:
-    sim, old = started(quiet(voters=3), 1)
+@pytest.mark.parametrize("release", ["3.9", "4.0"])
+def test_a_killed_leader_is_replaced_and_rejoins_without_losing_a_committed_record(release: str) -> None:
+    sim, old = started(quiet(voters=3, release=release), 1)
     epoch, committed = old.raft.epoch, hw(old)  # type: ignore[union-attr]
     before = [b.data for b in old.log.batches_from(0) if b.last_offset < committed]
     sim.cluster.crash(old.node_id)
@@ -153,6 +163,39 @@ def test_a_partitioned_leader_resigns_after_1_5_fetch_timeouts_and_the_majority_
     assert cut_at - slack + 1.5 * FETCH_TIMEOUT <= resigned_at <= cut_at + slack + 1.5 * FETCH_TIMEOUT
     assert old.raft is not None and old.raft.epoch == epoch
     until(sim, lambda: (ld := leader(sim)) is not None and ld is not old and ld.raft.epoch > epoch)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("release", ["3.9", "4.0"])
+def test_a_voter_partitioned_away_and_back_disrupts_the_leader_only_without_pre_vote(release: str) -> None:
+    """What pre-vote (KIP-996, Kafka 4.0) is for. A follower cut off from everyone stands again
+    and again in Kafka 3.9, each time in a higher epoch; healed, its first Vote makes the stable
+    leader step down, and the quorum elects again in a still higher epoch. In Kafka 4.0 it only
+    asks, in the epoch it had, and nobody answers; healed, it follows the same leader in the
+    same epoch, as if nothing had happened."""
+    sim, ld = started(quiet(voters=3, release=release), 5)
+    assert ld.raft is not None
+    epoch, leader_id = ld.raft.epoch, ld.node_id
+    cut_off = next(sn for sn in sim.cluster.nodes.values() if sn is not ld)
+    sim.cluster.network.cut(1, isolation(cut_off.node_id, list(sim.cluster.nodes)))
+    sim.run_until(lambda: False, 10 * FETCH_TIMEOUT, None)
+    assert cut_off.raft is not None
+    away = cut_off.raft
+    assert (ld.raft.epoch, ld.raft.is_leader()) == (epoch, True)  # the other two carried on
+    if release == "3.9":
+        assert away.epoch > epoch + 2 and away.stats.elections_started > 2
+    else:
+        assert away.epoch == epoch and away.stats.elections_started == 0 and away.stats.pre_votes_started > 2
+    committed, away_epoch = hw(ld), away.epoch
+    sim.cluster.network.mend(1)
+    until(sim, lambda: (cur := leader(sim)) is not None and cur.raft is not None and hw(cur) > committed
+          and away.role == "follower" and away.leader_id == cur.node_id and hw(cut_off) >= committed)
+    now = leader(sim)
+    assert now is not None and now.raft is not None
+    if release == "3.9":
+        assert now.raft.epoch >= away_epoch > epoch + 2  # disrupted: elected again, above the cut-off voter's epoch
+    else:
+        assert (now.node_id, now.raft.epoch, away.epoch) == (leader_id, epoch, epoch)  # undisturbed
+        assert max(sim.cluster.stats.leaders) == epoch
 
 
 def test_a_rejoining_leader_truncates_its_uncommitted_tail_where_the_new_leader_diverges() -> None:
@@ -202,8 +245,11 @@ def test_five_voters_elect_and_commit_with_15_percent_of_messages_lost(seed: int
     started(quiet(voters=5, loss=0.15), 100 + seed, committed=10)
 
 
-def test_a_leader_shut_down_gracefully_hands_over_before_any_timeout() -> None:
-    sim, old = started(quiet(voters=3), 5)
+@pytest.mark.parametrize("release", ["3.9", "4.0"])
+def test_a_leader_shut_down_gracefully_hands_over_before_any_timeout(release: str) -> None:
+    """From Kafka 4.0 the successor asks first: the resigned leader grants its pre-vote (the
+    other follower, which heard from that leader lately, refuses), which is a majority."""
+    sim, old = started(quiet(voters=3, release=release), 5)
     epoch = old.raft.epoch  # type: ignore[union-attr]
     sim.cluster.shutdown(old.node_id)
     asked = sim.cluster.now_ms
@@ -346,6 +392,13 @@ def test_kraftsim_simulate_prints_a_summary(capsys: pytest.CaptureFixture[str]) 
     assert "3 voters, 1 observers, seeds 5..7" in out
     for heading in ("elections", "committed", "faults", "network", "invariants   held at all"):
         assert heading in out
+
+
+def test_kraftsim_simulate_runs_kafka_4_0_and_3_9_voters_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    assert kraftsim_main(["simulate", "--seed", "3", "--seeds", "2", "--seconds", "3", "--release", "mixed"]) == 0
+    out = capsys.readouterr().out
+    assert "Kafka 4.0 elections (pre-vote) on odd ids, 3.9 on even" in out
+    assert "pre-votes a 3.9 voter could not take" in out and "invariants   held at all" in out
 
 
 def test_kraftsim_simulate_with_voter_changes_says_which_committed(capsys: pytest.CaptureFixture[str]) -> None:

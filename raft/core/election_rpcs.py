@@ -6,10 +6,15 @@ epoch first, then end offset), at most once per epoch, and only after the vote i
 ``quorum-state``. BeginQuorumEpoch tells a voter who won. EndQuorumEpoch tells the voters that
 the leader resigned; a voter named among its preferred successors stands sooner the higher it is
 named, so the most caught-up voter usually wins before anyone else's timer fires.
+
+A pre-vote (Vote v2's PreVote, Kafka 4.0) asks the same question without binding anyone: no
+epoch bump on the asking side, nothing written on the answering side. Its answers move a
+prospective replica to Candidate, or back to its leader or to Unattached.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from kraftsim.raft.core import rpcs
@@ -26,7 +31,7 @@ from kraftsim.raft.core.events import InboundRequest
 from kraftsim.raft.core.keys import OffsetAndEpoch, ReplicaKey
 from kraftsim.raft.core.leader_state import LeaderState
 from kraftsim.raft.core.quorum import RaftStateError
-from kraftsim.raft.core.states import CandidateState, FollowerState, ResignedState, UnattachedState
+from kraftsim.raft.core.states import CandidateState, FollowerState, ProspectiveState, ResignedState, UnattachedState
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import (
     BeginQuorumEpochRequest,
@@ -41,6 +46,7 @@ if TYPE_CHECKING:
     from kraftsim.raft.core.node import RaftNode
 
 E = ErrorCode
+log = logging.getLogger("kraftsim.raft")
 
 
 # -- Vote --------------------------------------------------------------------------------------
@@ -75,13 +81,21 @@ def handle_vote_request(node: RaftNode, req: InboundRequest, message: VoteReques
     up_to_date = node.candidate_log_up_to_date(OffsetAndEpoch(p.last_offset, p.last_offset_epoch))
     granted = node.quorum.state.can_grant_vote(candidate, up_to_date, pre_vote)
     state = node.quorum.state
-    if granted and not pre_vote and isinstance(state, UnattachedState) and state.voted_key is None:
+    if granted and not pre_vote and isinstance(state, (UnattachedState, ProspectiveState)) and state.voted_key is None:
         node.quorum.to_voted(p.candidate_epoch, candidate, now_ms)  # durable before the answer leaves
     node.stats.votes_granted += granted and not pre_vote
+    # Every answer, as Kafka logs it at INFO: who asked, in which epoch, a pre-vote or not.
+    log.info("%s from %s in epoch %d (last offset %d in epoch %d) %s", "pre-vote" if pre_vote else "vote request",
+             candidate, p.candidate_epoch, p.last_offset, p.last_offset_epoch, "granted" if granted else "refused")
     return _vote_response(node, req, E.NONE, granted)
 
 
 def handle_vote_response(node: RaftNode, source: int, message: VoteResponse, now_ms: int) -> bool:
+    if message.error_code == E.UNSUPPORTED_VERSION and isinstance(node.quorum.state, ProspectiveState):
+        # A voter that cannot take a pre-vote (Kafka 3.9, no Vote v2) cannot be asked whether it
+        # would vote: stand at once, as Kafka 4.0 does.
+        node.transition_to_candidate(now_ms)
+        return True
     if message.error_code != E.NONE:
         return handle_top_level_error(node, message.error_code)
     if not rpcs.valid_partition(message):
@@ -100,9 +114,16 @@ def handle_vote_response(node: RaftNode, source: int, message: VoteResponse, now
         state.record(source, p.vote_granted)
         if p.vote_granted:
             node.maybe_transition_to_leader(state, now_ms)
-        elif state.is_vote_rejected() and not state.backing_off:
-            # Lost for sure: back off now rather than wait out the election timeout.
+        elif state.is_vote_rejected() and not state.backing_off and node.candidate_backoff:
+            # Lost for sure: back off now rather than wait out the election timeout (from Kafka
+            # 4.1 it waits it out: its next attempt is a pre-vote, which costs no epoch).
             state.start_backing_off(now_ms, node.binary_exponential_backoff_ms(state.retries))
+    elif isinstance(state, ProspectiveState):
+        state.record(source, p.vote_granted)
+        if p.vote_granted:
+            node.maybe_transition_to_candidate(state, now_ms)
+        elif state.is_vote_rejected():
+            node.prospective_lost(state, now_ms)  # no backoff: it follows, or waits its timer out
     return True
 
 

@@ -46,7 +46,7 @@ from kraftsim.raft.core.purgatory import FetchPurgatory, ParkedFetch
 from kraftsim.raft.core.quorum import QuorumState, RaftStateError
 from kraftsim.raft.core.requests import RequestManager
 from kraftsim.raft.core.state_store import QuorumStateStore
-from kraftsim.raft.core.states import CandidateState, FollowerState
+from kraftsim.raft.core.states import CandidateState, FollowerState, ProspectiveState, Vote
 from kraftsim.raft.core.timer import NEVER
 from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
@@ -88,6 +88,7 @@ class NodeStats:
     """What happened on this node, for summaries and tests."""
 
     elections_started: int = 0
+    pre_votes_started: int = 0  # times it asked for pre-votes (Prospective, Kafka 4.0)
     elections_won: int = 0
     votes_granted: int = 0
     diverging_answers: int = 0
@@ -103,7 +104,8 @@ class RaftNode:
                  config: QuorumConfig, rng: random.Random, now_ms: int, kraft_version: int = 0,
                  bootstrap: Mapping[int, Address] | None = None, max_fetch_bytes: int = rpcs.MAX_FETCH_SIZE_BYTES,
                  followers_always_flush: bool = False, voter_history: VoterSetHistory | None = None,
-                 supported_kraft_versions: tuple[int, int] = (0, 1)) -> None:
+                 supported_kraft_versions: tuple[int, int] = (0, 1), pre_vote: bool = False,
+                 candidate_backoff: bool = True) -> None:
         """``voters`` and ``kraft_version`` are the static quorum's (``controller.quorum.voters``,
         kraft.version 0); ``voter_history``, when given, is what the driver read from the log at
         start-up (its static set and kraft.version standing where the log names none), and is
@@ -111,7 +113,11 @@ class RaftNode:
         truncated (``voter_history.py``): it answers which set is in force at an offset, for
         majorities, a new leader's start-of-epoch records and snapshots alike.
         ``supported_kraft_versions`` is this replica's range (Kafka's
-        KRaftVersion.supportedVersionRange), which it writes for itself as leader."""
+        KRaftVersion.supportedVersionRange), which it writes for itself as leader. ``pre_vote``:
+        elect as Kafka 4.0 does (KIP-996, a release that serves Vote v2): a voter whose timer
+        fires asks for pre-votes before it stands (``quorum.py``). ``candidate_backoff``: a
+        candidate refused by a majority backs off before it tries again (Kafka 3.9 and 4.0);
+        from Kafka 4.1 it waits out its election timeout instead, then asks for pre-votes."""
         self.cluster_id = cluster_id
         self.listener_name = listener_name
         self.log = log
@@ -121,8 +127,10 @@ class RaftNode:
         self.followers_always_flush = followers_always_flush
         self.history = voter_history if voter_history is not None else VoterSetHistory(voters, kraft_version)
         self.supported_kraft_versions = supported_kraft_versions
+        self.pre_vote = pre_vote
+        self.candidate_backoff = candidate_backoff or not pre_vote
         self.quorum = QuorumState(local_id=node_id, directory_id=directory_id, history=self.history,
-                                  listeners=listeners, store=store, config=config, rng=rng)
+                                  listeners=listeners, store=store, config=config, rng=rng, pre_vote=pre_vote)
         # Without bootstrap servers, the static voters are where an observer looks for the leader.
         self.bootstrap = dict(bootstrap) if bootstrap is not None else {
             v: a for v in sorted(voters.ids()) if (a := voters.listeners(v).address(listener_name)) is not None}
@@ -152,7 +160,7 @@ class RaftNode:
         elif isinstance(quorum.state, FollowerState):
             self._on_become_follower(now_ms)
         if quorum.is_only_voter() and not isinstance(quorum.state, CandidateState):
-            self.transition_to_candidate(now_ms)  # a lone voter elects itself at once
+            self.stand(now_ms)  # a lone voter elects itself at once
         self._emit_events()
 
     # -- views -------------------------------------------------------------------------------
@@ -401,6 +409,42 @@ class RaftNode:
         self._outbox.append(OutboundResponse(parked.reply_to, parked.api_version, response))
 
     # -- transitions --------------------------------------------------------------------------------
+    def stand(self, now_ms: int) -> None:
+        """A timer says it is time for an election: ask for pre-votes first (Kafka 4.0), or
+        stand at once (Kafka 3.9)."""
+        if self.pre_vote:
+            self.transition_to_prospective(now_ms)
+        else:
+            self.transition_to_candidate(now_ms)
+
+    def transition_to_prospective(self, now_ms: int) -> None:
+        self.quorum.to_prospective(now_ms)
+        self.stats.pre_votes_started += 1
+        log.info("asking the voters for pre-votes in epoch %d", self.quorum.epoch)
+        state = self.quorum.state
+        assert isinstance(state, ProspectiveState)
+        if not self.maybe_transition_to_candidate(state, now_ms):
+            self.requests.reset_all()
+
+    def maybe_transition_to_candidate(self, state: ProspectiveState, now_ms: int) -> bool:
+        if not state.is_vote_granted():
+            return False
+        granting = sorted(i for i, v in state.votes.items() if v is Vote.GRANTED)
+        log.info("pre-votes granted by %s in epoch %d: standing for election", granting, state.epoch)
+        self.transition_to_candidate(now_ms)
+        return True
+
+    def prospective_lost(self, state: ProspectiveState, now_ms: int) -> None:
+        """Refused by a majority, or out of time: back to following the leader it knew, if it
+        can reach it, else Unattached in the same epoch (Kafka's
+        prospectiveTransitionAfterElectionLoss)."""
+        log.info("pre-vote in epoch %d lost (%s): not standing", state.epoch,
+                 "refused by a majority" if state.is_vote_rejected() else "out of time")
+        if state.leader_id is not None and state.leader_endpoints:
+            self.transition_to_follower(state.epoch, state.leader_id, state.leader_endpoints, now_ms)
+        else:
+            self.transition_to_unattached(state.epoch, now_ms, leader_id=state.leader_id)
+
     def transition_to_candidate(self, now_ms: int) -> None:
         self.quorum.to_candidate(now_ms)
         self.stats.elections_started += 1
@@ -470,12 +514,13 @@ class RaftNode:
         return [(ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, kraft_version=level)),
                 (ControlRecordType.KRAFT_VOTERS, voters_record_of(updated))]
 
-    def transition_to_unattached(self, epoch: int, now_ms: int) -> None:
-        """A higher epoch with no known leader. Parked fetches stay parked, as in Kafka: they
-        are answered when their wait runs out (with the answer they would have got then)."""
+    def transition_to_unattached(self, epoch: int, now_ms: int, leader_id: int | None = None) -> None:
+        """A higher epoch with no known leader (or a prospective replica's own epoch, after it
+        lost). Parked fetches stay parked, as in Kafka: they are answered when their wait runs
+        out (with the answer they would have got then)."""
         self._drop_voter_change()
         self._drop_pending_appends()
-        self.quorum.to_unattached(epoch, now_ms)
+        self.quorum.to_unattached(epoch, now_ms, leader_id)
         self.requests.reset_all()
 
     def transition_to_resigned(self, successors: list[ReplicaKey], now_ms: int) -> None:

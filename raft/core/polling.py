@@ -1,6 +1,9 @@
 """What each epoch state does when polled: its timers, and the requests it sends (Kafka's
-pollLeader, pollCandidate, pollFollower, pollUnattached, pollResigned). Each returns how long
-until it needs polling again.
+pollLeader, pollProspective, pollCandidate, pollFollower, pollUnattached, pollResigned). Each
+returns how long until it needs polling again.
+
+Where a timer says "time for an election", ``node.stand`` asks for pre-votes first (Kafka 4.0)
+or stands at once (Kafka 3.9).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from kraftsim.raft.core import reconfig_rpcs, rpcs
 from kraftsim.raft.core.leader_state import LeaderState
-from kraftsim.raft.core.states import CandidateState, FollowerState, ResignedState, UnattachedState
+from kraftsim.raft.core.states import CandidateState, FollowerState, ProspectiveState, ResignedState, UnattachedState
 from kraftsim.raft.core.timer import NEVER
 
 if TYPE_CHECKING:
@@ -23,6 +26,8 @@ def poll_current_state(node: RaftNode, now_ms: int) -> int:
         return poll_leader(node, state, now_ms)
     if isinstance(state, CandidateState):
         return poll_candidate(node, state, now_ms)
+    if isinstance(state, ProspectiveState):
+        return poll_prospective(node, state, now_ms)
     if isinstance(state, FollowerState):
         if node.quorum.is_voter():
             return poll_follower_as_voter(node, state, now_ms)
@@ -67,23 +72,39 @@ def poll_candidate(node: RaftNode, state: CandidateState, now_ms: int) -> int:
         return min(node.shutdown_deadline_ms - now_ms, send_vote_requests(node, state, now_ms))
     if state.backing_off:
         if state.backoff_timer.expired(now_ms):
-            node.transition_to_candidate(now_ms)
+            node.stand(now_ms)
             return 0
         return state.backoff_timer.remaining_ms(now_ms)
     if state.election_timer.expired(now_ms):
+        if node.pre_vote:
+            node.transition_to_prospective(now_ms)  # Kafka 4.0: ask again, with no backoff
+            return 0
         backoff = node.binary_exponential_backoff_ms(state.retries)
         state.start_backing_off(now_ms, backoff)
         return backoff
     return min(send_vote_requests(node, state, now_ms), state.election_timer.remaining_ms(now_ms))
 
 
-def send_vote_requests(node: RaftNode, state: CandidateState, now_ms: int) -> int:
+def poll_prospective(node: RaftNode, state: ProspectiveState, now_ms: int) -> int:
+    if node.shutdown_deadline_ms is not None:
+        return min(node.shutdown_deadline_ms - now_ms, send_vote_requests(node, state, now_ms))
+    if state.election_timer.expired(now_ms):
+        node.prospective_lost(state, now_ms)
+        return 0
+    return min(send_vote_requests(node, state, now_ms), state.election_timer.remaining_ms(now_ms))
+
+
+def send_vote_requests(node: RaftNode, state: CandidateState | ProspectiveState, now_ms: int) -> int:
+    """Vote to every voter that has not answered, while a majority is still possible: with
+    PreVote in the current epoch from a prospective replica, for real in the new epoch from a
+    candidate."""
     if state.is_vote_rejected():
         return NEVER
     wait = NEVER
     last = node.log_end()
+    pre_vote = isinstance(state, ProspectiveState)
     for key in state.unrecorded_voters():
-        build = partial(rpcs.vote_request, node.cluster_id, state.epoch, state.local_key, key, last)
+        build = partial(rpcs.vote_request, node.cluster_id, state.epoch, state.local_key, key, last, pre_vote)
         wait = min(wait, node.maybe_send(now_ms, key.id, build))
     return wait
 
@@ -92,7 +113,7 @@ def poll_follower_as_voter(node: RaftNode, state: FollowerState, now_ms: int) ->
     if node.shutdown_deadline_ms is not None:
         return 0  # nothing to hand over: shut down at once
     if state.fetch_timer.expired(now_ms):
-        node.transition_to_candidate(now_ms)  # the leader went quiet
+        node.stand(now_ms)  # the leader went quiet
         return 0
     if state.update_voter_timer.expired(now_ms):
         if node.local_voter_needs_update():
@@ -161,7 +182,7 @@ def poll_unattached_as_voter(node: RaftNode, state: UnattachedState, now_ms: int
     if node.shutdown_deadline_ms is not None:
         return node.shutdown_deadline_ms - now_ms
     if state.election_timer.expired(now_ms):
-        node.transition_to_candidate(now_ms)
+        node.stand(now_ms)
         return 0
     return state.election_timer.remaining_ms(now_ms)
 
@@ -175,8 +196,8 @@ def poll_unattached_as_observer(node: RaftNode, state: UnattachedState, now_ms: 
 
 
 def poll_resigned(node: RaftNode, state: ResignedState, now_ms: int) -> int:
-    """Tell the voters until each has heard (EndQuorumEpoch); stand again when the election
-    timer fires, unless shutting down."""
+    """Tell the voters until each has heard (EndQuorumEpoch); when the election timer fires,
+    unless shutting down, stand again (Kafka 3.9) or move to the next epoch (Kafka 4.0)."""
     q = node.quorum
     wait = NEVER
     for voter in sorted(state.unacked_voters):
@@ -185,10 +206,13 @@ def poll_resigned(node: RaftNode, state: ResignedState, now_ms: int) -> int:
     if node.shutdown_deadline_ms is not None:
         timeout = node.shutdown_deadline_ms - now_ms
     elif state.election_timer.expired(now_ms):
-        if q.is_voter():
+        if q.is_voter() and not node.pre_vote:
             node.transition_to_candidate(now_ms)
         else:
-            node.transition_to_unattached(state.epoch + 1, now_ms)  # no longer a voter: step aside
+            # No longer a voter: step aside. Kafka 4.0 does so as a voter too (a new epoch, so
+            # that nobody takes this replica for the leader any more), and keeps its run-out
+            # timer, so that it asks for pre-votes straight after.
+            node.transition_to_unattached(state.epoch + 1, now_ms)
         timeout = 0
     else:
         timeout = state.election_timer.remaining_ms(now_ms)

@@ -8,12 +8,31 @@ leader that restarts always comes back resigned in its own epoch (it reads that 
 both keeps it from voting again in that epoch and keeps every (offset, epoch) naming one record
 even if the crash lost unflushed records of that epoch.
 
+Kafka 3.9's (``pre_vote`` off):
+
     Unattached → Unattached (higher epoch, or a vote), Candidate (election timeout),
                  Follower (a leader of this or a higher epoch)
     Candidate  → Unattached (higher epoch), Candidate (lost, after backoff), Leader (majority)
     Leader     → Unattached (higher epoch), Resigned (shutdown, resign, check-quorum)
     Follower   → Unattached (higher epoch), Candidate (fetch timeout), Follower (higher epoch)
     Resigned   → Unattached (higher epoch), Candidate (election timeout), Follower
+
+Kafka 4.0's (``pre_vote`` on, KIP-996): a timer leads to Prospective, and only Prospective
+stands.
+
+    Unattached  → Unattached (higher epoch, or a vote), Prospective (election timeout),
+                  Follower (a leader of this or a higher epoch)
+    Prospective → Candidate (a majority of pre-votes), Prospective (a vote, kept),
+                  Follower (a higher epoch's leader; or it lost, or its timer ran out, and it
+                  knew the leader), Unattached (a higher epoch; or it lost, or its timer ran out,
+                  and it knew no leader it could fetch from)
+    Candidate   → Unattached (higher epoch), Prospective (lost, after backoff; or its election
+                  timer ran out), Leader (majority)
+    Follower    → Unattached (higher epoch), Prospective (fetch timeout), Follower
+    Resigned    → Unattached (higher epoch, or its election timer ran out), Follower
+
+Kafka 4.0 keeps a vote cast in an epoch through every move within that epoch (Follower,
+Prospective, Unattached again), so that no replica votes twice in an epoch whatever it learns.
 
 An observer (not in the voter set) only moves between Unattached and Follower.
 """
@@ -30,14 +49,21 @@ from kraftsim.raft.core.election_state import ElectionState
 from kraftsim.raft.core.keys import OffsetAndEpoch, ReplicaKey
 from kraftsim.raft.core.leader_state import LeaderState
 from kraftsim.raft.core.state_store import QuorumStateStore
-from kraftsim.raft.core.states import CandidateState, FollowerState, ResignedState, UnattachedState
+from kraftsim.raft.core.states import (
+    CandidateState,
+    FollowerState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+)
 from kraftsim.raft.core.timer import NEVER, Timer
 from kraftsim.raft.core.voter_history import VoterSetHistory
 from kraftsim.raft.core.voters import Endpoints, VoterSet
 
 log = logging.getLogger("kraftsim.raft")
 
-EpochState: TypeAlias = UnattachedState | CandidateState | FollowerState | LeaderState | ResignedState
+EpochState: TypeAlias = (UnattachedState | ProspectiveState | CandidateState | FollowerState | LeaderState
+                         | ResignedState)
 
 
 class RaftStateError(Exception):
@@ -47,8 +73,11 @@ class RaftStateError(Exception):
 
 class QuorumState:
     def __init__(self, *, local_id: int | None, directory_id: uuid.UUID, history: VoterSetHistory,
-                 listeners: Endpoints, store: QuorumStateStore, config: QuorumConfig, rng: random.Random) -> None:
+                 listeners: Endpoints, store: QuorumStateStore, config: QuorumConfig, rng: random.Random,
+                 pre_vote: bool = False) -> None:
+        """``pre_vote``: Kafka 4.0's election (KIP-996), for a release that serves Vote v2."""
         self.local_id = local_id
+        self.pre_vote = pre_vote
         self.directory_id = directory_id
         self.history = history
         self.listeners = listeners
@@ -126,16 +155,18 @@ class QuorumState:
         elif self.local_id is not None and election.is_voted_candidate(self.local_key):
             state = CandidateState(self.local_key, election.epoch, self.voters.keys(), 1,
                                    Timer(now_ms, self.random_election_timeout_ms()), Timer(now_ms, 0))
-        elif election.voted_key is not None:
+        elif election.voted_key is not None and (election.leader_id is None or not self.pre_vote):
             state = self._unattached(election.epoch, now_ms, unattached_timeout, voted_key=election.voted_key)
         elif election.leader_id is not None:
+            # Kafka 4.0 may have written the vote beside the leader: it is kept.
             endpoints = self.voters.listeners(election.leader_id)
             if not endpoints:
                 # The leader's address is unknown: find it through Fetch or BeginQuorumEpoch.
-                state = self._unattached(election.epoch, now_ms, unattached_timeout, leader_id=election.leader_id)
+                state = self._unattached(election.epoch, now_ms, unattached_timeout, leader_id=election.leader_id,
+                                         voted_key=election.voted_key)
             else:
                 state = FollowerState(election.epoch, election.leader_id, endpoints, ids, self.config.fetch_timeout_ms,
-                                      Timer(now_ms, self.config.fetch_timeout_ms))
+                                      Timer(now_ms, self.config.fetch_timeout_ms), voted_key=election.voted_key)
         else:
             state = self._unattached(election.epoch, now_ms, unattached_timeout)
         self._durable(state)
@@ -164,19 +195,26 @@ class QuorumState:
         self._memory(ResignedState(self.local_key.id, self.epoch, self.voters.ids(),
                                    Timer(now_ms, self.random_election_timeout_ms()), successors, self.listeners))
 
-    def to_unattached(self, epoch: int, now_ms: int) -> None:
-        """A higher epoch whose leader is not known. A voter keeps what is left of its election
-        timer, so a stream of higher epochs cannot keep it from ever standing."""
+    def to_unattached(self, epoch: int, now_ms: int, leader_id: int | None = None) -> None:
+        """A higher epoch whose leader is not known, or (Kafka 4.0) the same epoch after a lost
+        pre-vote, keeping the leader it knew but cannot fetch from, and its vote. A voter keeps
+        what is left of its election timer, so a stream of higher epochs cannot keep it from
+        ever standing."""
         state = self.state
-        if epoch <= state.epoch:
+        if epoch < state.epoch or (epoch == state.epoch and not isinstance(state, ProspectiveState)):
             raise RaftStateError(f"unattached in epoch {epoch} from {state.role} in epoch {state.epoch}")
         if self.is_observer():
             timeout = NEVER
         elif isinstance(state, (CandidateState, UnattachedState)):
             timeout = state.election_timer.remaining_ms(now_ms)
+        elif self.pre_vote and (isinstance(state, ResignedState)
+                                or (isinstance(state, ProspectiveState) and not state.is_vote_rejected())):
+            timeout = state.election_timer.remaining_ms(now_ms)
         else:
             timeout = self.random_election_timeout_ms()
-        self._durable(self._unattached(epoch, now_ms, timeout, high_watermark=state.high_watermark))
+        voted = state.voted_key if epoch == state.epoch else None
+        self._durable(self._unattached(epoch, now_ms, timeout, leader_id=leader_id, voted_key=voted,
+                                       high_watermark=state.high_watermark))
 
     def to_voted(self, epoch: int, candidate: ReplicaKey, now_ms: int) -> None:
         """Grant this epoch's vote to ``candidate``, durably, and restart the election timer:
@@ -184,11 +222,19 @@ class QuorumState:
         state = self.state
         if self.local_id is None or candidate.id == self.local_id:
             raise RaftStateError(f"voting for {candidate} from replica {self.local_id}")
-        if epoch < state.epoch or (epoch == state.epoch and not (isinstance(state, UnattachedState)
+        if epoch < state.epoch or (epoch == state.epoch and not (isinstance(state, (UnattachedState, ProspectiveState))
                                                                   and state.voted_key is None)):
             raise RaftStateError(f"voting in epoch {epoch} from {state.role} in epoch {state.epoch}")
-        self._durable(self._unattached(epoch, now_ms, self.random_election_timeout_ms(), voted_key=candidate,
-                                       high_watermark=state.high_watermark))
+        if isinstance(state, ProspectiveState):
+            # Kafka 4.0's prospectiveAddVotedState: still asking, now bound, the tally started over.
+            self._durable(ProspectiveState(self.local_key, epoch, self.voters.keys(), state.retries,
+                                           Timer(now_ms, self.random_election_timeout_ms()),
+                                           leader_id=state.leader_id, leader_endpoints=state.leader_endpoints,
+                                           voted_key=candidate, high_watermark=state.high_watermark))
+            return
+        leader_id = state.leader_id if epoch == state.epoch else None
+        self._durable(self._unattached(epoch, now_ms, self.random_election_timeout_ms(), leader_id=leader_id,
+                                       voted_key=candidate, high_watermark=state.high_watermark))
 
     def to_follower(self, epoch: int, leader_id: int, endpoints: Endpoints, now_ms: int) -> None:
         state = self.state
@@ -203,8 +249,28 @@ class QuorumState:
                 raise RaftStateError(f"following {leader_id} again in epoch {epoch}")
             if isinstance(state, LeaderState):
                 raise RaftStateError(f"following {leader_id} in epoch {epoch}, which this replica leads")
+        # Kafka 4.0 keeps the vote cast in this epoch (so that the replica cannot vote again in
+        # it), a candidate's for itself included.
+        voted = state.voted_key if self.pre_vote and epoch == state.epoch else None
         self._durable(FollowerState(epoch, leader_id, endpoints, self.voters.ids(), self.config.fetch_timeout_ms,
-                                    Timer(now_ms, self.config.fetch_timeout_ms), high_watermark=state.high_watermark))
+                                    Timer(now_ms, self.config.fetch_timeout_ms), high_watermark=state.high_watermark,
+                                    voted_key=voted))
+
+    def to_prospective(self, now_ms: int) -> None:
+        """Ask for pre-votes in this epoch (Kafka 4.0): nothing changes on disk, so the move is
+        in memory only; the leader and the vote it knew come along."""
+        state = self.state
+        if not self.pre_vote:
+            raise RaftStateError("pre-vote is off: a voter stands at once")
+        if self.is_observer():
+            raise RaftStateError("an observer cannot ask for pre-votes")
+        if isinstance(state, (LeaderState, ProspectiveState)):
+            raise RaftStateError(f"prospective from {state.role}")
+        retries = state.retries + 1 if isinstance(state, CandidateState) else 1
+        self._memory(ProspectiveState(self.local_key, state.epoch, self.voters.keys(), retries,
+                                      Timer(now_ms, self.random_election_timeout_ms()),
+                                      leader_id=state.leader_id, leader_endpoints=state.leader_endpoints,
+                                      voted_key=state.voted_key, high_watermark=state.high_watermark))
 
     def to_candidate(self, now_ms: int) -> None:
         state = self.state
@@ -212,7 +278,14 @@ class QuorumState:
             raise RaftStateError("an observer cannot stand for election")
         if isinstance(state, LeaderState):
             raise RaftStateError("a leader cannot stand for election")
-        retries = state.retries + 1 if isinstance(state, CandidateState) else 1
+        if self.pre_vote and not isinstance(state, ProspectiveState):
+            raise RaftStateError(f"candidate from {state.role}: only a prospective replica stands")
+        if isinstance(state, CandidateState):
+            retries = state.retries + 1
+        elif isinstance(state, ProspectiveState):
+            retries = state.retries
+        else:
+            retries = 1
         self._durable(CandidateState(self.local_key, state.epoch + 1, self.voters.keys(), retries,
                                      Timer(now_ms, self.random_election_timeout_ms()), Timer(now_ms, 0),
                                      high_watermark=state.high_watermark))

@@ -155,12 +155,14 @@ def _node_endpoints(cls: type, listener: str, api_version: int, min_version: int
 # -- Vote ------------------------------------------------------------------------------------
 
 def vote_request(cluster_id: str, epoch: int, candidate: ReplicaKey, voter: ReplicaKey,
-                 last: OffsetAndEpoch) -> VoteRequest:
+                 last: OffsetAndEpoch, pre_vote: bool = False) -> VoteRequest:
+    """PreVote (v2, Kafka 4.0) cannot be sent below v2: the network fails such a request with
+    UNSUPPORTED_VERSION, as Kafka's client does, and the asker stands at once."""
     return VoteRequest(cluster_id=cluster_id, voter_id=voter.id, topics=[VoteRequest.TopicData(
         topic_name=METADATA_TOPIC, partitions=[VoteRequest.PartitionData(
             partition_index=METADATA_PARTITION, candidate_epoch=epoch, candidate_id=candidate.id,
             candidate_directory_id=candidate.wire_directory_id, voter_directory_id=voter.wire_directory_id,
-            last_offset_epoch=last.epoch, last_offset=last.offset)])])
+            last_offset_epoch=last.epoch, last_offset=last.offset, pre_vote=pre_vote)])])
 
 
 def vote_response(listener: str, api_version: int, error: int, epoch: int, leader_id: int | None,

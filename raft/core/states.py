@@ -5,11 +5,12 @@ Kafka 3.9 has no separate Voted state: a voter that granted its vote in an epoch
 with ``voted_key`` set, and stays so until it learns the leader or its election timer fires.
 :attr:`UnattachedState.role` still calls it "voted" for people reading summaries.
 
-KIP-996 (Kafka 4.0) puts a Prospective state before Candidate: a voter whose timer fires first
-asks the others (Vote with PreVote, not persisted, no epoch bump) whether they would vote for
-it, and only stands if a majority would. Each state here answers such a pre-vote as Kafka 4.0's
-does (``pre_vote`` of ``can_grant_vote``); the Prospective state itself, with its own vote tally
-and no durable transition, would belong beside :class:`CandidateState`.
+KIP-996 (Kafka 4.0) puts :class:`ProspectiveState` before Candidate: a voter whose timer fires
+first asks the others (Vote with PreVote, in its current epoch, nothing persisted) whether they
+would vote for it, and only stands if a majority would. Each state here answers such a pre-vote
+as Kafka 4.0's does (``pre_vote`` of ``can_grant_vote``). From Kafka 4.0 a replica also keeps the
+vote it cast when it moves within the epoch (to Follower, to Prospective and back), so
+``quorum-state`` may name both the leader and the vote.
 """
 
 from __future__ import annotations
@@ -45,23 +46,28 @@ class UnattachedState:
         return NO_ENDPOINTS
 
     def election(self) -> ElectionState:
-        if self.voted_key is not None:
-            return ElectionState(self.epoch, voted_key=self.voted_key, voters=self.voters)
-        return ElectionState(self.epoch, leader_id=self.leader_id, voters=self.voters)
+        # Both only from Kafka 4.0 (a vote kept within the epoch); Kafka 3.9 never has both.
+        return ElectionState(self.epoch, leader_id=self.leader_id, voted_key=self.voted_key, voters=self.voters)
 
     def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool = False) -> bool:
-        """One vote per epoch: again for the same candidate, never for another; none once the
-        leader is known; otherwise only to a candidate whose log is at least as up to date. A
-        pre-vote (Vote v2, Kafka 4.0) binds nothing: granted to any up-to-date log."""
-        if pre_vote:
-            return log_up_to_date
-        if self.voted_key is not None:
-            if self.voted_key.id == candidate.id:
-                return self.voted_key.directory_id is None or self.voted_key.directory_id == candidate.directory_id
-            return False
-        if self.leader_id is not None:
-            return False
+        return unattached_or_prospective_can_grant_vote(self.leader_id, self.voted_key, candidate, log_up_to_date,
+                                                        pre_vote)
+
+
+def unattached_or_prospective_can_grant_vote(leader_id: int | None, voted_key: ReplicaKey | None,
+                                             candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool) -> bool:
+    """One vote per epoch: again for the same candidate, never for another; none once the leader
+    is known; otherwise only to a candidate whose log is at least as up to date. A pre-vote (Vote
+    v2, Kafka 4.0) binds nothing: granted to any up-to-date log."""
+    if pre_vote:
         return log_up_to_date
+    if voted_key is not None:
+        if voted_key.id == candidate.id:
+            return voted_key.directory_id is None or voted_key.directory_id == candidate.directory_id
+        return False
+    if leader_id is not None:
+        return False
+    return log_up_to_date
 
 
 class Vote(enum.Enum):
@@ -143,6 +149,68 @@ class CandidateState:
 
 
 @dataclass(slots=True)
+class ProspectiveState:
+    """Asking for pre-votes in the current epoch (KIP-996, Kafka 4.0): a majority granted and it
+    stands (Candidate, the epoch bumped); a majority refused, or its election timer run out, and
+    it goes back to following the leader it knew, or to Unattached. It keeps what the state it
+    left knew of the epoch (the leader, the vote it cast), and is never persisted: on disk it is
+    still that state (Kafka's ProspectiveState, entered by a memory-only transition)."""
+
+    local_key: ReplicaKey
+    epoch: int
+    voters: list[ReplicaKey]
+    retries: int
+    election_timer: Timer
+    leader_id: int | None = None
+    leader_endpoints: Endpoints = NO_ENDPOINTS
+    voted_key: ReplicaKey | None = None
+    high_watermark: int | None = None
+    votes: dict[int, Vote] = field(default_factory=dict)
+
+    role = "prospective"
+
+    def __post_init__(self) -> None:
+        if not self.votes:
+            self.votes = {k.id: Vote.UNRECORDED for k in self.voters}
+            self.votes[self.local_key.id] = Vote.GRANTED
+
+    def election(self) -> ElectionState:
+        return ElectionState(self.epoch, leader_id=self.leader_id, voted_key=self.voted_key,
+                             voters=frozenset(self.votes))
+
+    def majority_size(self) -> int:
+        return len(self.votes) // 2 + 1
+
+    def _count(self, vote: Vote) -> int:
+        return sum(1 for v in self.votes.values() if v is vote)
+
+    def is_vote_granted(self) -> bool:
+        return self._count(Vote.GRANTED) >= self.majority_size()
+
+    def is_vote_rejected(self) -> bool:
+        """No majority is possible any more."""
+        return self._count(Vote.GRANTED) + self._count(Vote.UNRECORDED) < self.majority_size()
+
+    def record(self, voter_id: int, granted: bool) -> bool:
+        """A voter's answer; whether it was new. A pre-vote binds nothing, so a later answer
+        replaces an earlier one (Kafka's EpochElection.recordVote)."""
+        current = self.votes.get(voter_id)
+        if current is None:
+            raise ValueError(f"pre-vote from non-voter {voter_id}")
+        if voter_id == self.local_key.id and not granted:
+            raise ValueError("a prospective replica cannot refuse itself")
+        self.votes[voter_id] = Vote.GRANTED if granted else Vote.REJECTED
+        return current is Vote.UNRECORDED
+
+    def unrecorded_voters(self) -> list[ReplicaKey]:
+        return [k for k in self.voters if self.votes[k.id] is Vote.UNRECORDED]
+
+    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool = False) -> bool:
+        return unattached_or_prospective_can_grant_vote(self.leader_id, self.voted_key, candidate, log_up_to_date,
+                                                        pre_vote)
+
+
+@dataclass(slots=True)
 class FollowerState:
     """Following a known leader: fetching from it, and standing if it goes quiet."""
 
@@ -157,13 +225,15 @@ class FollowerState:
     # Whether a fetch (or FetchSnapshot) of this epoch was answered: until then a pre-vote may
     # be granted, as the leader may be gone already (Kafka 4.0's hasFetchedFromLeader).
     has_fetched_from_leader: bool = False
+    # The vote this replica cast in the epoch, kept when it learnt the leader (Kafka 4.0; Kafka
+    # 3.9 forgets it, and writes only the leader).
+    voted_key: ReplicaKey | None = None
     # A voter whose entry in the voter set is out of date (its listeners, its kraft.version
     # range) asks the leader to update it (UpdateRaftVoter) once per period: three fetch
     # timeouts, a few rounds of Fetch first (Kafka's FollowerState.updateVoterPeriodMs).
     update_voter_timer: Timer = field(init=False)
 
     role = "follower"
-    voted_key = None
 
     def __post_init__(self) -> None:
         start = self.fetch_timer.deadline_ms - self.fetch_timeout_ms
@@ -174,7 +244,7 @@ class FollowerState:
         return self.fetch_timeout_ms * 3
 
     def election(self) -> ElectionState:
-        return ElectionState(self.epoch, leader_id=self.leader_id, voters=self.voters)
+        return ElectionState(self.epoch, leader_id=self.leader_id, voted_key=self.voted_key, voters=self.voters)
 
     def reset_fetch_timeout(self, now_ms: int) -> None:
         """After a successful Fetch or FetchSnapshot answer from the leader."""

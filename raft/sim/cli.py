@@ -45,6 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="mean time between voter changes asked of the leader (default 1500)")
     p.add_argument("--wire", choices=("off", "latest", "mixed"), default="off",
                    help="round-trip messages through Kafka's encoding: at the newest versions, or mixed per link")
+    p.add_argument("--release", choices=("3.9", "4.0", "4.1", "mixed"), default="3.9",
+                   help="the controllers' Kafka release, for elections: 4.0 asks for pre-votes (KIP-996) before it "
+                        "stands; 4.1 also drops the backoff of a refused candidate; mixed: odd node ids 4.0, even "
+                        "3.9 (default 3.9)")
     p.add_argument("--override", action="append", default=[], metavar="K=V",
                    help="a controller.quorum.*.ms timing, e.g. controller.quorum.fetch.timeout.ms=3000")
     p.add_argument("--trace", action="store_true", help="print every event of the run (one seed)")
@@ -72,7 +76,8 @@ def _config(args: argparse.Namespace) -> object:
                          crashes=not args.no_crashes, partitions=not args.no_partitions,
                          fault_interval_ms=args.fault_interval_ms, append_interval_ms=args.append_interval_ms,
                          snapshot_interval_ms=args.snapshot_interval_ms, voter_changes=args.voter_changes,
-                         voter_change_interval_ms=args.voter_change_interval_ms, wire=args.wire, quorum=quorum)
+                         voter_change_interval_ms=args.voter_change_interval_ms, wire=args.wire,
+                         release=args.release, quorum=quorum)
     except ValueError as e:
         raise UsageError(f"{PROG}: {e}") from None
 
@@ -82,7 +87,7 @@ def replay_command(args: argparse.Namespace, seed: int) -> str:
     parts = [f"kraftsim simulate --seed {seed} --voters {args.voters}"]
     defaults = {"observers": 0, "seconds": 10.0, "settle_seconds": 30.0, "loss": 0.0, "duplicate": 0.0, "delay_ms": "1-20",
                 "fault_interval_ms": 2000, "append_interval_ms": 100, "snapshot_interval_ms": 3000,
-                "voter_change_interval_ms": 1500, "wire": "off"}
+                "voter_change_interval_ms": 1500, "wire": "off", "release": "3.9"}
     for name, default in defaults.items():
         value = getattr(args, name)
         if value != default:

@@ -37,7 +37,7 @@ from kraftsim.raft.core.voters import Address, Endpoints, VoterNode, VoterSet
 from kraftsim.raft.core.voters_records import voters_record_of
 from kraftsim.raft.sim.config import SimConfig
 from kraftsim.raft.sim.invariants import NodeView
-from kraftsim.raft.sim.network import Envelope, Network
+from kraftsim.raft.sim.network import PRE_VOTE_VERSION, Envelope, Network
 from kraftsim.raft.sim.scheduler import Scheduler
 from kraftsim.rpc.error_codes import ErrorCode
 from kraftsim.rpc.messages import (
@@ -47,6 +47,7 @@ from kraftsim.rpc.messages import (
     ApiVersionsResponse,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
+    VoteRequest,
 )
 
 LISTENER = "CONTROLLER"
@@ -203,7 +204,8 @@ class Cluster:
             node_id=node_id, directory_id=sn.directory_id, cluster_id=CLUSTER_ID, voters=self.voters,
             listeners=Endpoints({LISTENER: address(node_id)}), listener_name=LISTENER, log=sn.log, store=sn.store,
             config=self.config.quorum, rng=random.Random(f"{self.seed}:node:{node_id}:{sn.incarnation}"),
-            now_ms=self.now_ms, max_fetch_bytes=self.config.max_fetch_bytes, **dynamic)
+            now_ms=self.now_ms, max_fetch_bytes=self.config.max_fetch_bytes, pre_vote=self.config.pre_vote(node_id),
+            candidate_backoff=self.config.release != "4.1", **dynamic)
         self.drive(sn)
 
     def crash(self, node_id: int) -> None:
@@ -300,8 +302,15 @@ class Cluster:
             raise AssertionError(f"node {sn.node_id} sent to {out.destination} at {out.address}")
         api_key = type(out.message).api_key()
         assert api_key is not None
-        env = Envelope(sn.node_id, out.destination, sn.incarnation, None, out.correlation_id,
-                       self.network.api_version(sn.node_id, out.destination, api_key), out.message, True)
+        version = self.network.api_version(sn.node_id, out.destination, api_key)
+        env = Envelope(sn.node_id, out.destination, sn.incarnation, None, out.correlation_id, version, out.message,
+                       True)
+        if isinstance(out.message, VoteRequest) and out.message.topics[0].partitions[0].pre_vote \
+                and version < PRE_VOTE_VERSION:
+            # A pre-vote to a Kafka 3.9 voter cannot be encoded: the client fails it before it
+            # leaves (UNSUPPORTED_VERSION), as Kafka's NetworkClient does.
+            self._refuse(env, ErrorCode.UNSUPPORTED_VERSION)
+            return
         self._transmit(env)
 
     def _send_response(self, sn: SimNode, out: OutboundResponse) -> None:
@@ -349,9 +358,13 @@ class Cluster:
                                      self.now_ms)
         self.drive(dst)
 
-    def _refuse(self, env: Envelope) -> None:
-        """The sender learns the connection failed (Kafka: BROKER_NOT_AVAILABLE), soon after."""
-        self.network.stats.refused += 1
+    def _refuse(self, env: Envelope, error: int = ErrorCode.BROKER_NOT_AVAILABLE) -> None:
+        """The sender learns the connection failed (Kafka: BROKER_NOT_AVAILABLE), or that the
+        request could not be sent at the peer's version, soon after."""
+        if error == ErrorCode.UNSUPPORTED_VERSION:
+            self.network.stats.unsupported += 1
+        else:
+            self.network.stats.refused += 1
         src = self.nodes[env.src]
         incarnation = env.src_incarnation
         api_key = type(env.message).api_key()
@@ -359,8 +372,7 @@ class Cluster:
 
         def fail() -> None:
             if src.raft is not None and src.incarnation == incarnation:
-                src.raft.fail_request(env.dst, env.correlation_id, api_key, ErrorCode.BROKER_NOT_AVAILABLE,
-                                      self.now_ms)
+                src.raft.fail_request(env.dst, env.correlation_id, api_key, error, self.now_ms)
                 self.drive(src)
 
         self.scheduler.after(self.rng.randint(*self.config.delay_ms), f"refused {env.src}->{env.dst}", fail)

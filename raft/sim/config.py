@@ -38,6 +38,11 @@ class SimConfig:
     # Round-trip every message through Kafka's wire format, at the newest versions (``latest``)
     # or at a version picked per link from Kafka 3.9's ranges (``mixed``).
     wire: str = "off"
+    # Which Kafka release each controller runs, for its election: "3.9" (a timer makes a voter
+    # stand at once), "4.0" (it asks for pre-votes first, KIP-996, and serves Vote v2), "4.1"
+    # (likewise, and a refused candidate waits out its election timeout rather than backing
+    # off), or "mixed" (odd node ids 4.0, even ids 3.9: a rolling upgrade half done).
+    release: str = "3.9"
     quorum: QuorumConfig = field(default_factory=QuorumConfig)
     max_fetch_bytes: int = 1 << 20
 
@@ -54,5 +59,11 @@ class SimConfig:
             raise ValueError("delay must be MIN-MAX with 0 <= MIN <= MAX")
         if self.wire not in ("off", "latest", "mixed"):
             raise ValueError("wire is off, latest or mixed")
+        if self.release not in ("3.9", "4.0", "4.1", "mixed"):
+            raise ValueError("release is 3.9, 4.0, 4.1 or mixed")
         if self.seconds <= 0 or self.settle_seconds <= 0:
             raise ValueError("seconds must be positive")
+
+    def pre_vote(self, node_id: int) -> bool:
+        """Whether the node runs a release that asks for pre-votes (and serves Vote v2)."""
+        return self.release in ("4.0", "4.1") or (self.release == "mixed" and node_id % 2 == 1)

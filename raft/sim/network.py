@@ -28,6 +28,9 @@ VERSIONS: dict[int, tuple[int, int]] = {1: (13, 17), 18: (0, 4), 52: (0, 1), 53:
 # epoch RPCs' voter keys, FetchSnapshot's ReplicaDirectoryId).
 KIP_853_VERSIONS: dict[int, int] = {1: 17, 52: 1, 53: 1, 54: 1, 59: 1}
 
+VOTE = 52
+PRE_VOTE_VERSION = 2  # Vote v2 (Kafka 4.0) carries PreVote
+
 
 @dataclass(slots=True)
 class Envelope:
@@ -52,6 +55,7 @@ class NetworkStats:
     partitioned: int = 0
     duplicated: int = 0
     refused: int = 0
+    unsupported: int = 0  # pre-votes a Kafka 3.9 voter could not take (no Vote v2)
     bytes_encoded: int = 0
 
 
@@ -72,8 +76,11 @@ class Network:
 
     def api_version(self, src: int, dst: int, api_key: int) -> int:
         """The version the two nodes speak for an API: the newest, or one picked per link (in a
-        dynamic quorum, among those that carry directory ids: its replicas are 3.9 or later)."""
+        dynamic quorum, among those that carry directory ids: its replicas are 3.9 or later).
+        Vote goes up to v2 between two controllers of Kafka 4.0."""
         lo, hi = VERSIONS[api_key]
+        if api_key == VOTE and self.config.pre_vote(src) and self.config.pre_vote(dst):
+            hi = PRE_VOTE_VERSION
         if self.config.voter_changes:
             lo = max(lo, KIP_853_VERSIONS.get(api_key, lo))
         if self.config.wire != "mixed":

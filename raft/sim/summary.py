@@ -45,7 +45,7 @@ class Totals:
         self.voter_changes.update(r.voter_changes)
         n = r.network
         self.network.update(sent=n.sent, lost=n.lost, duplicated=n.duplicated, partitioned=n.partitioned,
-                            refused=n.refused, encoded_bytes=n.bytes_encoded)
+                            refused=n.refused, unsupported=n.unsupported, encoded_bytes=n.bytes_encoded)
         self.last = r
 
 
@@ -67,6 +67,10 @@ def _changes(totals: Totals) -> str:
             f"committed; refused or failed: {refused}")
 
 
+RELEASES = {"3.9": "", "4.0": ", Kafka 4.0 elections (pre-vote)", "4.1": ", Kafka 4.1 elections (pre-vote)",
+            "mixed": ", Kafka 4.0 elections (pre-vote) on odd ids, 3.9 on even"}
+
+
 def render(config: SimConfig, first_seed: int, totals: Totals, wall_s: float) -> str:
     seeds = f"seed {first_seed}" if totals.runs == 1 else f"seeds {first_seed}..{first_seed + totals.runs - 1}"
     virtual_s = totals.virtual_ms / 1000
@@ -74,7 +78,8 @@ def render(config: SimConfig, first_seed: int, totals: Totals, wall_s: float) ->
     net = totals.network
     lines = [
         f"kraftsim simulate: {config.voters} voters, {config.observers} observers, {seeds}, "
-        f"{config.seconds:g}s of faults then healed",
+        f"{config.seconds:g}s of faults then healed"
+        + RELEASES[config.release],
         f"  time         {virtual_s:,.1f} s simulated in {wall_s:.2f} s "
         f"({virtual_s / wall_s if wall_s else 0:,.0f}x), {totals.runs / wall_s * 60 if wall_s else 0:,.0f} seeds/min",
         f"  elections    {totals.elections:,} won, highest epoch {totals.max_epoch}",
@@ -88,6 +93,7 @@ def render(config: SimConfig, first_seed: int, totals: Totals, wall_s: float) ->
         f"  faults       {faults}",
         f"  network      {net['sent']:,} messages: {net['lost']:,} lost, {net['duplicated']:,} duplicated, "
         f"{net['partitioned']:,} cut by partitions, {net['refused']:,} refused (peer down)"
+        + (f", {net['unsupported']:,} pre-votes a 3.9 voter could not take" if net["unsupported"] else "")
         + (f", {net['encoded_bytes']:,} bytes encoded" if net["encoded_bytes"] else ""),
         f"  logs         {totals.snapshots:,} snapshots taken, {totals.snapshots_fetched:,} fetched by followers, "
         f"{totals.truncations:,} truncations",
