@@ -141,17 +141,6 @@ def bootstrap_control_records(voters: Iterable[DynamicVoter], listener: str,
             (ControlRecordType.KRAFT_VOTERS, voters_record(voters, listener))]
 
 
-@dataclass(frozen=True, slots=True)
-class LogVoters:
-    """What the log says of the quorum: its kraft.version, and its voter set with the offset of
-    the VotersRecord it came from (a snapshot's stands at the snapshot's last offset: -1 for the
-    bootstrap snapshot of a fresh dynamic quorum)."""
-
-    kraft_version: int
-    voters: VoterSet | None
-    offset: int
-
-
 def read_history(mlog: MetadataLog, static: VoterSet, static_kraft_version: int = 0) -> VoterSetHistory:
     """The voter-set history a controller starts with, as Kafka's KRaftControlRecordStateMachine
     reads it at start-up: the newest snapshot's KRaftVersionRecord and VotersRecord (the bootstrap
@@ -180,14 +169,6 @@ def read_history(mlog: MetadataLog, static: VoterSet, static_kraft_version: int 
         except ValueError:
             continue  # the log's copy of what the snapshot already holds at a later offset
     return history
-
-
-def read_voters(mlog: MetadataLog) -> LogVoters:
-    """The latest kraft.version and voter set the metadata partition holds (:func:`read_history`);
-    ``voters`` is None when it holds no VotersRecord (a static quorum)."""
-    history = read_history(mlog, VoterSet(()))
-    entry = history.latest_entry()
-    return LogVoters(history.kraft_version(), entry[1] if entry else None, entry[0] if entry else -1)
 
 
 def _snapshot_control_records(path: Path) -> list[tuple[ControlRecordType, Message]]:

@@ -19,6 +19,9 @@ from pathlib import Path
 
 from kraftsim.cli.storage import format_storage
 from kraftsim.metadata.files import META_PROPERTIES, MetaProperties
+from kraftsim.metadata.log import MetadataLog
+from kraftsim.raft.core.voters import VoterSet
+from kraftsim.raft.dynamic_voters import read_history
 from kraftsim.rpc.uuids import random_uuid, to_str
 from tests import harness
 
@@ -186,3 +189,25 @@ class Quorum:
 
 def poll(cond: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> object:
     return harness.poll_sync(cond, timeout, interval, what=what)
+
+
+# -- what a log says of its quorum (tests only) --------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class LogVoters:
+    """What the log says of the quorum: its kraft.version, and its voter set with the offset of
+    the VotersRecord it came from (a snapshot's stands at the snapshot's last offset: -1 for the
+    bootstrap snapshot of a fresh dynamic quorum)."""
+
+    kraft_version: int
+    voters: VoterSet | None
+    offset: int
+
+
+def read_voters(mlog: MetadataLog) -> LogVoters:
+    """The latest kraft.version and voter set the metadata partition holds, as a controller
+    reads them at start-up (``read_history``); ``voters`` is None when it holds no VotersRecord
+    (a static quorum)."""
+    history = read_history(mlog, VoterSet(()))
+    entry = history.latest_entry()
+    return LogVoters(history.kraft_version(), entry[1] if entry else None, entry[0] if entry else -1)

@@ -15,9 +15,9 @@ from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.snapshots import read_snapshot_file
 from kraftsim.raft.core.keys import ReplicaKey
 from kraftsim.raft.core.voters import Address
-from kraftsim.raft.dynamic_voters import read_voters
 from kraftsim.rpc import uuids
 from tests import harness
+from tests.quorum_harness import read_voters
 
 CID = "MkU3OEVBNTcwNTJENDM2Qk"
 DIRS = ["I7SfA9gyQImvGV3euyxX6A", "A-fmgU6kQJ2Aa_EJtJLBWg", "07R5amHmR32VDA6jHkGbTA"]

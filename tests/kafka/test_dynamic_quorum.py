@@ -12,7 +12,6 @@ import pytest
 from kraftsim.metadata import files
 from kraftsim.metadata.log import LogConfig, MetadataLog
 from kraftsim.metadata.snapshots import last_contained_timestamp
-from kraftsim.raft.dynamic_voters import read_voters
 from kraftsim.rpc import uuids
 from tests.harness import poll_sync
 from tests.kafka.conftest import PAIR_CONFIG, PairNodes
@@ -28,7 +27,7 @@ from tests.kafka.harness import (
     random_cluster_id,
 )
 from tests.kafka.provision import RELEASES
-from tests.quorum_harness import Quorum
+from tests.quorum_harness import Quorum, read_voters
 
 pytestmark = pytest.mark.kafka
 
