@@ -234,10 +234,16 @@ class ControllerApis:
             if pos < 0:
                 return None
             tail, n = pos + size, len(frame)
+            tags: tuple[tuple[int, int, int], ...] | None
             if n == tail + 1:
                 if frame[tail]:  # 0: no tagged field
                     return None
                 tags = None
+            elif n > tail + 2 and frame[tail] == 1:  # one tagged field: a 4.3+ broker's usual frame
+                tag, size = frame[tail + 1], frame[tail + 2]
+                if tag not in known_tags[version] or size >= 0x80 or n != tail + 3 + size:
+                    return None
+                tags = ((tag, tail + 3, n),)
             else:
                 tags = _plain_tags(frame, tail, known_tags[version]) if n > tail + 1 else None
                 if tags is None:
@@ -280,7 +286,7 @@ class ControllerApis:
         return lane
 
 
-def _plain_tags(frame: bytes, at: int, known: frozenset[int]) -> list[tuple[int, int, int]] | None:
+def _plain_tags(frame: bytes, at: int, known: frozenset[int]) -> tuple[tuple[int, int, int], ...] | None:
     """The tagged fields of a body whose tag section starts at ``at`` and runs to the frame's
     end, as (tag, start, end) of each value, when the section is plainly framed: one-byte count,
     tags and sizes, each tag known (``known``) and greater than the one before, the values
@@ -300,7 +306,7 @@ def _plain_tags(frame: bytes, at: int, known: frozenset[int]) -> list[tuple[int,
         out.append((tag, p, p + size))
         p += size
         last = tag
-    return out if p == n else None
+    return tuple(out) if p == n else None
 
 
 class _Fields(dict[str, Any]):

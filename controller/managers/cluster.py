@@ -556,15 +556,15 @@ class ClusterControlManager:
         if n >= 0x7F or end != start + 1 + 16 * n:  # a one-byte length and exactly its uuids
             return False
         image = self.ctx.image
-        if not self.ctx.release.cordoned_log_dirs_supported(image.metadata_version):
-            return True
+        # The registration's set first (the common case, and true under any metadata.version:
+        # one that records no cordoned directories ignores the list); the metadata.version only
+        # when it differs.
         reg = image.cluster.brokers.get(fixed[0])  # BrokerId, the first fixed field
         now = None if reg is None else reg.cordoned_directories
-        if now is None:
-            return False
-        if n == 0:
-            return not now
-        return set(now) == {uuid.UUID(bytes=bytes(frame[p:p + 16])) for p in range(start + 1, end, 16)}
+        if now is not None and (not now if n == 0 else set(now) == {
+                uuid.UUID(bytes=bytes(frame[p:p + 16])) for p in range(start + 1, end, 16)}):
+            return True
+        return not self.ctx.release.cordoned_log_dirs_supported(image.metadata_version)
 
     def _heartbeat_transition(self, request: BrokerHeartbeatRequest, reg: BrokerRegistration,
                               st: BrokerHeartbeatState) -> HeartbeatResult:
