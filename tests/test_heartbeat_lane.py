@@ -21,6 +21,7 @@ from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import ManualClock
 from kraftsim.rpc.dispatch import ANONYMOUS, LaterAnswer, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.server import Connection
 from tests import harness
 from tests.test_controller import HB, Cluster, registration
 from tests.test_controller_errors import started
@@ -236,6 +237,54 @@ async def test_over_the_socket_an_answer_held_for_a_commit_keeps_the_connections
     answers = await asyncio.gather(*sent)
     assert [r.error_code for r in answers] == [0] * 20
     assert session(c, 1)[1] == 19
+
+
+class KeptTransport:
+    """What a connection writes, kept (a transport without a socket, to look between turns)."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(bytes(data))
+
+    def get_extra_info(self, key: str) -> object:
+        return ("127.0.0.1", 5555)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+async def test_heartbeats_behind_an_answer_held_for_a_commit_still_take_the_lane(c: Cluster) -> None:
+    """While a connection holds an answer for a commit, the heartbeats read after it take the
+    lane too (each a LaterAnswer behind it, no task), and all go out in order once committed."""
+    ids = await brokers(c)
+    broker_id, epoch = ids["unfenced"]
+    conn = Connection(c.running.server)
+    transport = KeptTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    try:
+        c.controller.writer.append(ControllerResult([(NoOpRecord(), 0)], None))  # committed after this turn
+        codec = frames.api_codec(ApiKey.BROKER_HEARTBEAT, 1)
+        conn.data_received(b"".join(codec.encode_request(HB(broker_id=broker_id, broker_epoch=epoch,
+                                                            current_metadata_offset=i), 100 + i, "b")
+                                    for i in range(8)))
+        assert [p.__class__ for p in conn.pending] == [LaterAnswer] * 8 and not conn._tasks
+        await harness.poll_until(lambda: not conn.pending)
+        data = b"".join(transport.written)
+        corrs = [struct.unpack_from(">i", data, at + 4)[0] for at in range(0, len(data), len(data) // 8)]
+        assert corrs == list(range(100, 108))
+    finally:
+        conn.connection_lost(None)
 
 
 async def test_an_authorizer_other_than_allow_all_hands_back_to_the_authorizing_path(tmp_path: Path) -> None:
