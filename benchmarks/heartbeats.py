@@ -268,7 +268,7 @@ def handler_only() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--py-spy", metavar="FILE", help="sample the controller with py-spy (installed by hand) during "
+    ap.add_argument("--py-spy", metavar="FILE", help="sample the controller with py-spy (beside this python, or on PATH) during "
                     "the pipelined run and write its top functions to FILE")
     ap.add_argument("--override", action="append", default=[], metavar="K=V", help="a controller config line")
     ap.add_argument("--fault", metavar="JSON", help="a fault to inject before the runs (docs/faults.md)")
@@ -297,7 +297,8 @@ def main() -> None:
                 print(f"with fault {fault['id']}: {fault['description']}")
             spy = None
             if args.py_spy:
-                spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(ctl.pid),
+                beside = Path(sys.executable).parent / "py-spy"  # else the one on PATH
+                spy = subprocess.Popen([str(beside) if beside.exists() else "py-spy", "record", "--pid", str(ctl.pid),
                                         "--format", "raw", "--output", args.py_spy, "--rate", "500",
                                         "--duration", str(int(args.seconds) + 1), "--nonblocking"],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
