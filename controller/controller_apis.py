@@ -240,8 +240,8 @@ class ControllerApis:
                     return None
                 tags = None
             elif n > tail + 2 and frame[tail] == 1:  # one tagged field: a 4.3+ broker's usual frame
-                tag, size = frame[tail + 1], frame[tail + 2]
-                if tag not in known_tags[version] or size >= 0x80 or n != tail + 3 + size:
+                tag, value_size = frame[tail + 1], frame[tail + 2]
+                if tag not in known_tags[version] or value_size >= 0x80 or n != tail + 3 + value_size:
                     return None
                 tags = ((tag, tail + 3, n),)
             else:
@@ -250,19 +250,21 @@ class ControllerApis:
                     return None
             if asks and c.ctx is not None and c.ctx.authorizer.__class__ is not AllowAll:
                 return None
-            if timeout is not None and arrived_ms >= 0 and monotonic_ms() >= arrived_ms + timeout:
-                expired(event)  # late: shed, as handle() would
-                if on_timeout is not None:
-                    on_timeout(_Fields(zip(params, unpack(frame, pos), strict=True)))
-                out = bytearray(late_answers[version])
-                _pack_corr(out, 4, correlation_id)
-                return out
             fixed = unpack(frame, pos)
             if tags is not None:
+                # Before the deadline: a value steady_tag refuses may be one the decoder refuses
+                # too (the connection closed), which a late frame must not hide.
                 assert steady_tag is not None  # known_tags is empty without it
                 for tag, start, end in tags:
                     if not steady_tag(fixed, tag, frame, start, end):
                         return None
+            if timeout is not None and arrived_ms >= 0 and monotonic_ms() >= arrived_ms + timeout:
+                expired(event)  # late: shed, as handle() would
+                if on_timeout is not None:
+                    on_timeout(_Fields(zip(params, fixed, strict=True)))
+                out = bytearray(late_answers[version])
+                _pack_corr(out, 4, correlation_id)
+                return out
             if answers_now(gated):
                 k = run_if_idle(steady, fixed)
                 if k is None:

@@ -471,6 +471,11 @@ async def test_a_43_tag_section_not_plainly_framed_is_handed_back(tmp_path: Path
                         bytes([1, 1, 1, 1, 0]),  # a byte past the section
                         bytes([0x81, 0, 1, 1, 1])):  # a two-byte count
             assert lane(tagged_frame(plain, section), 2, 42) is None, section.hex()
+        # Late, a value the decoder refuses (an array's length past its value) is still handed
+        # back: the general path closes the connection rather than shed the request.
+        late = c.controller.clock.monotonic_ms() - c.controller.config.get("broker.heartbeat.interval.ms")
+        assert lane(tagged_frame(plain, bytes([1, 1, 1, 2])), 2, 42, late) is None
+        assert lane(tagged_frame(plain, bytes([1, 1, 1, 1])), 2, 42, late) is not None  # well formed: shed
         # Tag 1 at v1 is no field of v1: the decoder keeps it as an unknown tag.
         v1 = frame_of(HB(broker_id=1, broker_epoch=epoch, current_metadata_offset=end), 1)
         assert lane(tagged_frame(v1, bytes([1, 1, 1, 1])), 1, 42) is None
