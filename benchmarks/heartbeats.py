@@ -199,30 +199,37 @@ async def paced(port: int, frames_: list[bytes], rate: int, seconds: float) -> l
     return lat
 
 
-async def setup_brokers(port: int, cluster_id: str, timing: list[float] | None = None) -> list[bytes]:
+async def setup_brokers(port: int, cluster_id: str, timing: list[float] | None = None,
+                        features: dict[str, int] | None = None) -> list[bytes]:
     """Register and unfence BROKERS brokers, one request at a time; the heartbeat frames to
-    drive them with. ``timing`` gets the registrations' seconds (each waits for its commit)."""
+    drive them with. ``timing`` gets the registrations' seconds (each waits for its commit).
+    ``features`` (a 4.3+ controller's finalized levels, metadata.version among them): brokers
+    of that release, supporting those levels, their heartbeats v2 with the cordoned log
+    directories (none) a caught-up 4.3+ broker reports; without, 3.9's (v1, no tagged field)."""
     reg = registry.request_class(ApiKey.BROKER_REGISTRATION)
     hb = registry.request_class(ApiKey.BROKER_HEARTBEAT)
+    supported = [reg.Feature(name="metadata.version", min_supported_version=7,
+                             max_supported_version=21 if features is None else features["metadata.version"])]
+    supported += [reg.Feature(name=k, min_supported_version=0, max_supported_version=v)
+                  for k, v in (features or {}).items() if k != "metadata.version"]
+    version, extra = (1, {}) if features is None else (2, {"cordoned_log_dirs": []})
     c = await KafkaClient.connect("127.0.0.1", port)
     epochs = {}
     t0 = time.perf_counter()
     for b in range(BROKERS):
         r = await c.request(reg(broker_id=b, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
                                 listeners=[reg.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol=0)],
-                                features=[reg.Feature(name="metadata.version", min_supported_version=7,
-                                                      max_supported_version=21)],
-                                log_dirs=[uuid.uuid4()]), 3)
+                                features=supported, log_dirs=[uuid.uuid4()]), 3)
         assert r.error_code == 0, r
         epochs[b] = r.broker_epoch
     if timing is not None:
         timing.append(time.perf_counter() - t0)
     for b in range(BROKERS):
-        r = await c.request(hb(broker_id=b, broker_epoch=epochs[b], current_metadata_offset=10**9), 1)
+        r = await c.request(hb(broker_id=b, broker_epoch=epochs[b], current_metadata_offset=10**9, **extra), version)
         assert r.is_fenced is False, r
     await c.close()
-    codec = frames.api_codec(63, 1)
-    return [codec.encode_request(hb(broker_id=b, broker_epoch=epochs[b], current_metadata_offset=10**9), 7,
+    codec = frames.api_codec(63, version)
+    return [codec.encode_request(hb(broker_id=b, broker_epoch=epochs[b], current_metadata_offset=10**9, **extra), 7,
                                  f"broker-{b}") for b in range(BROKERS)]
 
 
@@ -261,7 +268,7 @@ def handler_only() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--py-spy", metavar="FILE", help="sample the controller with py-spy (installed by hand) during "
+    ap.add_argument("--py-spy", metavar="FILE", help="sample the controller with py-spy (beside this python, or on PATH) during "
                     "the pipelined run and write its top functions to FILE")
     ap.add_argument("--override", action="append", default=[], metavar="K=V", help="a controller config line")
     ap.add_argument("--fault", metavar="JSON", help="a fault to inject before the runs (docs/faults.md)")
@@ -290,7 +297,8 @@ def main() -> None:
                 print(f"with fault {fault['id']}: {fault['description']}")
             spy = None
             if args.py_spy:
-                spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(ctl.pid),
+                beside = Path(sys.executable).parent / "py-spy"  # else the one on PATH
+                spy = subprocess.Popen([str(beside) if beside.exists() else "py-spy", "record", "--pid", str(ctl.pid),
                                         "--format", "raw", "--output", args.py_spy, "--rate", "500",
                                         "--duration", str(int(args.seconds) + 1), "--nonblocking"],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -175,7 +175,10 @@ class ControllerApis:
         the same way: no authorizer to ask, the queue idle, the controller able to answer now
         (``answers_now``) or once the records written so far are committed (``waits_for_commit``:
         then a :class:`LaterAnswer` the controller releases after that commit, NOT_CONTROLLER if
-        the log fails first), the body carrying no tagged field. A request whose deadline
+        the log fails first), the body carrying no tagged field, or only tagged fields of its
+        version that ``route.steady_tag`` finds change nothing (a 4.3+ broker's unchanged
+        cordoned log directories), each framed plainly (one-byte tag and size, tags ascending,
+        sizes exact: anything else is the decoder's to judge). A request whose deadline
         (from ``arrived_ms``) has passed it sheds as the handler does, just as cheaply: counted,
         ``route.on_timeout`` told (with the fixed fields by name), and the handler's
         REQUEST_TIMED_OUT answer, framed once per version; under a storm, failing a late request
@@ -192,6 +195,7 @@ class ControllerApis:
         params = tuple(inspect.signature(steady).parameters)
         # Per version: (request header version, the body's fixed fields' unpack_from, their size).
         readers: list[tuple[int, Callable[[bytes, int], tuple[Any, ...]], int] | None] = []
+        known_tags: list[frozenset[int]] = []  # per version: the tags steady_tag may be asked about
         answers: list[tuple[bytes, ...]] = []
         late_answers: list[bytes] = []
         failed_answers: list[bytes] = []
@@ -202,6 +206,9 @@ class ControllerApis:
             co = api_codec(route.api_key, v) if fixed is not None else None
             readers.append(None if co is None or fixed is None
                            else (co.request_header_version, fixed[0].unpack_from, fixed[0].size))
+            known_tags.append(frozenset(f.tag for f in cls._spec.root.fields
+                                        if v in f.tagged and f.tag is not None and f.tag < 0x80)
+                              if route.steady_tag is not None and fixed is not None else frozenset())
             answers.append(() if co is None else tuple(co.encode_response(r, 0) for r in route.steady_responses))
             late_answers.append(b"" if co is None else co.encode_response(
                 failure(cls(), v, EventTimeoutError(), route.error), 0))
@@ -215,6 +222,7 @@ class ControllerApis:
         asks = route.cluster_operation is not None
         timeout = route.timeout_ms
         expired, on_timeout, event = c.queue.expired, route.on_timeout, route.event
+        steady_tag = route.steady_tag
 
         def lane(frame: bytes, version: int, correlation_id: int,
                  arrived_ms: int = -1) -> bytearray | LaterAnswer | None:
@@ -223,19 +231,42 @@ class ControllerApis:
                 return None
             header_version, unpack, size = reader
             pos = body_offset(frame, header_version)
-            if pos < 0 or len(frame) != pos + size + 1 or frame[pos + size]:  # 0: no tagged field
+            if pos < 0:
                 return None
+            tail, n = pos + size, len(frame)
+            tags: tuple[tuple[int, int, int], ...] | None
+            if n == tail + 1:
+                if frame[tail]:  # 0: no tagged field
+                    return None
+                tags = None
+            elif n > tail + 2 and frame[tail] == 1:  # one tagged field: a 4.3+ broker's usual frame
+                tag, value_size = frame[tail + 1], frame[tail + 2]
+                if tag not in known_tags[version] or value_size >= 0x80 or n != tail + 3 + value_size:
+                    return None
+                tags = ((tag, tail + 3, n),)
+            else:
+                tags = _plain_tags(frame, tail, known_tags[version]) if n > tail + 1 else None
+                if tags is None:
+                    return None
             if asks and c.ctx is not None and c.ctx.authorizer.__class__ is not AllowAll:
                 return None
+            fixed = unpack(frame, pos)
+            if tags is not None:
+                # Before the deadline: a value steady_tag refuses may be one the decoder refuses
+                # too (the connection closed), which a late frame must not hide.
+                assert steady_tag is not None  # known_tags is empty without it
+                for tag, start, end in tags:
+                    if not steady_tag(fixed, tag, frame, start, end):
+                        return None
             if timeout is not None and arrived_ms >= 0 and monotonic_ms() >= arrived_ms + timeout:
                 expired(event)  # late: shed, as handle() would
                 if on_timeout is not None:
-                    on_timeout(_Fields(zip(params, unpack(frame, pos), strict=True)))
+                    on_timeout(_Fields(zip(params, fixed, strict=True)))
                 out = bytearray(late_answers[version])
                 _pack_corr(out, 4, correlation_id)
                 return out
             if answers_now(gated):
-                k = run_if_idle(steady, unpack(frame, pos))
+                k = run_if_idle(steady, fixed)
                 if k is None:
                     return None
                 out = bytearray(answers[version][k])
@@ -245,7 +276,7 @@ class ControllerApis:
                 return None
             # Records are written and not yet committed (a storm writes all the time): the answer
             # is known now and goes out after their commit, as run_request's would.
-            k = run_if_idle(steady, unpack(frame, pos))
+            k = run_if_idle(steady, fixed)
             if k is None:
                 return None
             out = bytearray(answers[version][k])
@@ -255,6 +286,29 @@ class ControllerApis:
             return answer_after_commit(out, failed)
 
         return lane
+
+
+def _plain_tags(frame: bytes, at: int, known: frozenset[int]) -> tuple[tuple[int, int, int], ...] | None:
+    """The tagged fields of a body whose tag section starts at ``at`` and runs to the frame's
+    end, as (tag, start, end) of each value, when the section is plainly framed: one-byte count,
+    tags and sizes, each tag known (``known``) and greater than the one before, the values
+    filling the section exactly. None otherwise (the general decoder then judges the frame)."""
+    count = frame[at]
+    if not count or count > len(known):
+        return None
+    n, p, last = len(frame), at + 1, -1
+    out = []
+    for _ in range(count):
+        if p + 2 > n:
+            return None
+        tag, size = frame[p], frame[p + 1]
+        if tag <= last or tag not in known or size >= 0x80:
+            return None
+        p += 2
+        out.append((tag, p, p + size))
+        p += size
+        last = tag
+    return tuple(out) if p == n else None
 
 
 class _Fields(dict[str, Any]):

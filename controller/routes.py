@@ -70,6 +70,13 @@ class Route:
     # any route). The answers are framed once; ``controller_apis.py`` builds the server's lane from them.
     steady: Callable[..., int | None] | None = None
     steady_responses: tuple[Message, ...] = ()
+    # For a ``steady`` route whose body has tagged fields: ``steady_tag(fixed, tag, frame, start,
+    # end)`` is True when that tagged field (known at the frame's version, its value framed in
+    # ``frame[start:end]``, ``fixed`` the body's fixed fields in schema order) leaves the steady
+    # answer whole: the handler would write no record for it and give the same response. Then
+    # the lane may answer; a frame with any tagged field it refuses (or with none to ask) takes
+    # the general path. Read-only: it decides, ``steady`` acts.
+    steady_tag: Callable[[tuple[Any, ...], int, bytes, int, int], bool] | None = None
 
     if TYPE_CHECKING:
         # The dataclass's own __init__, as mypy checks a call of it: the fields above, in their
@@ -83,4 +90,5 @@ class Route:
                      mutating: bool = True, check: Callable[[Req, int], None] | None = None,
                      cluster_operation: AclOperation | None = None,
                      steady: Callable[..., int | None] | None = None,
-                     steady_responses: tuple[Message, ...] = ()) -> None: ...
+                     steady_responses: tuple[Message, ...] = (),
+                     steady_tag: Callable[[tuple[Any, ...], int, bytes, int, int], bool] | None = None) -> None: ...

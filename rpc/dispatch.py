@@ -78,7 +78,9 @@ class Lane(Protocol):
     and the request takes the general path (header and body decoded, RequestContext, handler).
     For the one request too frequent to carry the general path's per-request objects: the broker
     heartbeat. ``arrived_ms`` is the request's :attr:`RequestContext.arrived_ms`. A
-    :class:`LaterAnswer` is an answer to be written once it is ready."""
+    :class:`LaterAnswer` is an answer to be written once it is ready. The lane is asked even while
+    the connection holds earlier answers (waiting for a commit): the server writes its answer
+    behind them, in order, as it does the general path's."""
 
     def __call__(self, frame: bytes, version: int, correlation_id: int,
                  arrived_ms: int = -1) -> bytes | bytearray | LaterAnswer | None: ...

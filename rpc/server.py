@@ -232,7 +232,7 @@ class Connection(asyncio.Protocol):
             hit = server.routes_cache[(api_key << 16) | version] = (route.handler, api_codec(api_key, version),
                                                                     route.check, route.lane)
         handler, codec, check, lane = hit
-        if lane is not None and not self.pending:
+        if lane is not None:
             try:
                 data = lane(frame, version, correlation_id, self.arrived_ms)
             except Exception as e:  # noqa: BLE001 - a lane's bug: the general path answers instead
@@ -247,10 +247,10 @@ class Connection(asyncio.Protocol):
                 return
             if data is not None:
                 out = self._out
-                if out is not None:
+                if out is not None and not self.pending:
                     out.append(data)  # type: ignore[arg-type]
                 else:
-                    self._send(data)  # type: ignore[arg-type]
+                    self._send(data)  # type: ignore[arg-type]  # behind the answers still held
                 return
         try:
             hdr, pos = codec.dec_req_hdr(frame, 0)

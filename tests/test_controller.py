@@ -44,11 +44,11 @@ def registration(broker_id: int, cluster_id: str, incarnation: uuid.UUID | None 
 class Cluster:
     """A running controller plus a connected client and helpers for the broker dance."""
 
-    def __init__(self, tmp: Path, clock: ManualClock | None = None, **cfg: object) -> None:
+    def __init__(self, tmp: Path, clock: ManualClock | None = None, *, release: str = "3.9", **cfg: object) -> None:
         self.tmp = tmp
         self.clock = clock
         self.config = harness.write_config(tmp, **cfg)
-        self.cluster_id = harness.format_dir(self.config)
+        self.cluster_id = harness.format_dir(self.config, release)  # the metadata.version of that release
         self.running: Any = None
         self.client: KafkaClient | None = None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,9 @@ from kraftsim.rpc.api_keys import ApiKey
 from kraftsim.rpc.clock import ManualClock
 from kraftsim.rpc.dispatch import ANONYMOUS, LaterAnswer, RequestContext
 from kraftsim.rpc.error_codes import ErrorCode
+from kraftsim.rpc.server import Connection
 from tests import harness
-from tests.test_controller import HB, Cluster
+from tests.test_controller import HB, Cluster, registration
 from tests.test_controller_errors import started
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -237,6 +239,54 @@ async def test_over_the_socket_an_answer_held_for_a_commit_keeps_the_connections
     assert session(c, 1)[1] == 19
 
 
+class KeptTransport:
+    """What a connection writes, kept (a transport without a socket, to look between turns)."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(bytes(data))
+
+    def get_extra_info(self, key: str) -> object:
+        return ("127.0.0.1", 5555)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+async def test_heartbeats_behind_an_answer_held_for_a_commit_still_take_the_lane(c: Cluster) -> None:
+    """While a connection holds an answer for a commit, the heartbeats read after it take the
+    lane too (each a LaterAnswer behind it, no task), and all go out in order once committed."""
+    ids = await brokers(c)
+    broker_id, epoch = ids["unfenced"]
+    conn = Connection(c.running.server)
+    transport = KeptTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    try:
+        c.controller.writer.append(ControllerResult([(NoOpRecord(), 0)], None))  # committed after this turn
+        codec = frames.api_codec(ApiKey.BROKER_HEARTBEAT, 1)
+        conn.data_received(b"".join(codec.encode_request(HB(broker_id=broker_id, broker_epoch=epoch,
+                                                            current_metadata_offset=i), 100 + i, "b")
+                                    for i in range(8)))
+        assert [p.__class__ for p in conn.pending] == [LaterAnswer] * 8 and not conn._tasks
+        await harness.poll_until(lambda: not conn.pending)
+        data = b"".join(transport.written)
+        corrs = [struct.unpack_from(">i", data, at + 4)[0] for at in range(0, len(data), len(data) // 8)]
+        assert corrs == list(range(100, 108))
+    finally:
+        conn.connection_lost(None)
+
+
 async def test_an_authorizer_other_than_allow_all_hands_back_to_the_authorizing_path(tmp_path: Path) -> None:
     c = Cluster(tmp_path, authorizer_class_name=STANDARD_AUTHORIZER, allow_everyone_if_no_acl_found="true")
     await c.start()
@@ -320,3 +370,118 @@ async def test_a_heartbeat_readable_for_longer_than_its_deadline_is_shed_not_ans
         assert after["EventQueueOperationsTimedOutCount"] == before["EventQueueOperationsTimedOutCount"] + 1
         assert after["TimedOutBrokerHeartbeatCount"] == before["TimedOutBrokerHeartbeatCount"] + 1
     assert answers[0] == answers[1]
+
+
+# ----- a 4.3+ broker's cordoned log directories (a tagged field) ---------------------------------
+
+async def started_44(tmp_path: Path, clock: ManualClock | None = None, formatted: str = "4.4") -> Cluster:
+    """A controller of Kafka 4.4, its metadata.version that of release ``formatted``."""
+    return await started(tmp_path, clock, release=formatted, kraftsim_release="4.4")
+
+
+async def registered_44(c: Cluster, broker_id: int, cordoned: list[uuid.UUID] | None) -> int:
+    """A broker of 4.4 registered and unfenced, its cordoned directories ``cordoned`` recorded
+    by its first heartbeat (None: none recorded); its epoch."""
+    req = registration(broker_id, c.cluster_id, max_mv=c.controller.image.metadata_version)
+    req.features += [type(req.features[0])(name=k, min_supported_version=0, max_supported_version=v)
+                     for k, v in c.controller.image.features.finalized.items()]
+    r = await c.req(req, 3)
+    assert r.error_code == 0, r
+    h = await c.req(HB(broker_id=broker_id, broker_epoch=r.broker_epoch, current_metadata_offset=c.controller.mlog.end_offset,
+                       want_fence=False, cordoned_log_dirs=cordoned), 2)
+    assert (h.error_code, h.is_fenced) == (0, False), h
+    assert c.controller.image.cluster.brokers[broker_id].cordoned_directories == (
+        None if cordoned is None or c.controller.image.metadata_version < 30 else tuple(cordoned))
+    return int(r.broker_epoch)
+
+
+D1, D2 = uuid.UUID(int=1), uuid.UUID(int=2)
+
+
+@pytest.mark.parametrize(("recorded", "sent", "formatted"), [
+    ([], [], "4.4"),  # a 4.3+ broker cordoning nothing: every heartbeat once caught up
+    ([D1, D2], [D2, D1], "4.4"),  # the same set, another order
+    ([D1], None, "4.4"),  # null says nothing (a broker not caught up yet)
+    (None, [D1], "3.9"),  # a metadata.version before 4.3-IV0 records no cordoned directories
+])
+async def test_a_steady_heartbeat_of_a_43_broker_gets_the_general_paths_bytes(
+        tmp_path: Path, recorded: list[uuid.UUID] | None, sent: list[uuid.UUID] | None, formatted: str) -> None:
+    clock = ManualClock()
+    c = await started_44(tmp_path, clock, formatted)
+    try:
+        epoch = await registered_44(c, 1, recorded)
+        end = c.controller.mlog.end_offset
+        frame = frame_of(HB(broker_id=1, broker_epoch=epoch, current_metadata_offset=end, cordoned_log_dirs=sent), 2)
+        assert frame[-1] != 0 or sent is None  # the tagged field is there
+        clock.advance(5)
+        answered = lane_of(c)(frame, 2, 42)
+        assert answered is not None, "the lane handed a steady 4.3+ heartbeat to the general path"
+        assert session(c, 1) == (clock.monotonic_ms(), end, False)
+        clock.advance(5)
+        assert bytes(answered) == general(c, frame)
+        assert session(c, 1) == (clock.monotonic_ms(), end, False)  # touched alike
+        assert c.controller.mlog.end_offset == end  # no record either way
+    finally:
+        await c.stop()
+
+
+def tagged_frame(frame: bytes, section: bytes) -> bytes:
+    """``frame`` (a body with no tagged field) with its tag section replaced by ``section``."""
+    assert frame[-1] == 0
+    return frame[:-1] + section
+
+
+@pytest.mark.parametrize("case", ["cordoned changed", "cordoned not recorded yet", "offline log dir and cordoned"])
+async def test_a_43_heartbeat_that_needs_a_record_is_handed_back_and_recorded(tmp_path: Path, case: str) -> None:
+    c = await started_44(tmp_path)
+    try:
+        epoch = await registered_44(c, 1, None if case == "cordoned not recorded yet" else [])
+        reg = c.controller.image.cluster.brokers[1]
+        fields: dict[str, Any] = {"broker_id": 1, "broker_epoch": epoch,
+                                  "current_metadata_offset": c.controller.mlog.end_offset,
+                                  "cordoned_log_dirs": [reg.directories[0]] if case == "cordoned changed" else []}
+        if case == "offline log dir and cordoned":
+            fields["offline_log_dirs"] = [reg.directories[0]]
+        request = HB(**fields)
+        before, end = session(c, 1), c.controller.mlog.end_offset
+        assert lane_of(c)(frame_of(request, 2), 2, 42) is None
+        assert session(c, 1) == before  # handed back untouched
+        r = await c.req(request, 2)
+        assert r.error_code == 0, r
+        assert c.controller.mlog.end_offset > end  # the general path wrote the record
+    finally:
+        await c.stop()
+
+
+async def test_a_43_tag_section_not_plainly_framed_is_handed_back(tmp_path: Path) -> None:
+    """Only the decoder judges an unknown tag, tags out of order or twice, a size that is not
+    the value's, or a multi-byte count; the lane takes an empty OfflineLogDirs beside an
+    unchanged CordonedLogDirs (a frame Kafka's writer does not send, as it omits the empty list)."""
+    c = await started_44(tmp_path)
+    try:
+        epoch = await registered_44(c, 1, [])
+        end = c.controller.mlog.end_offset
+        plain = frame_of(HB(broker_id=1, broker_epoch=epoch, current_metadata_offset=end), 2)
+        lane = lane_of(c)
+        for section in (bytes([1, 5, 1, 7]),  # an unknown tag
+                        bytes([2, 1, 1, 1, 0, 1, 1]),  # tags out of order
+                        bytes([2, 1, 1, 1, 1, 1, 1]),  # a tag twice
+                        bytes([1, 1, 2, 1, 0]),  # a size that is not the value's
+                        bytes([1, 1, 1, 2]),  # an array's length past its value
+                        bytes([1, 1, 1, 1, 0]),  # a byte past the section
+                        bytes([0x81, 0, 1, 1, 1])):  # a two-byte count
+            assert lane(tagged_frame(plain, section), 2, 42) is None, section.hex()
+        # Late, a value the decoder refuses (an array's length past its value) is still handed
+        # back: the general path closes the connection rather than shed the request.
+        late = c.controller.clock.monotonic_ms() - c.controller.config.get("broker.heartbeat.interval.ms")
+        assert lane(tagged_frame(plain, bytes([1, 1, 1, 2])), 2, 42, late) is None
+        assert lane(tagged_frame(plain, bytes([1, 1, 1, 1])), 2, 42, late) is not None  # well formed: shed
+        # Tag 1 at v1 is no field of v1: the decoder keeps it as an unknown tag.
+        v1 = frame_of(HB(broker_id=1, broker_epoch=epoch, current_metadata_offset=end), 1)
+        assert lane(tagged_frame(v1, bytes([1, 1, 1, 1])), 1, 42) is None
+        both = tagged_frame(plain, bytes([2, 0, 1, 1, 1, 1, 1]))
+        answered = lane(both, 2, 42)
+        assert answered is not None and bytes(answered) == general(c, both)
+        assert c.controller.mlog.end_offset == end
+    finally:
+        await c.stop()

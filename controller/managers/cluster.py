@@ -38,6 +38,7 @@ The core must:
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -140,7 +141,8 @@ class ClusterControlManager:
                   timeout_ms=half_interval, on_timeout=self._heartbeat_timed_out,
                   cluster_operation=AclOperation.CLUSTER_ACTION,
                   mutating=False,  # every 2 s per broker: the broker's own lifecycle, not an audit event
-                  steady=self.steady_heartbeat, steady_responses=STEADY_RESPONSES),
+                  steady=self.steady_heartbeat, steady_responses=STEADY_RESPONSES,
+                  steady_tag=self.steady_heartbeat_tag),
             # ControllerApis.handleUnregisterBroker sets the error code only; ErrorMessage keeps its
             # schema default, "", on success and on failure alike.
             Route(Api.UNREGISTER_BROKER, "unregisterBroker", self.unregister_broker,
@@ -533,6 +535,36 @@ class ClusterControlManager:
         st.last_contact_ms = hb.clock.monotonic_ms()
         st.metadata_offset = current_metadata_offset
         return k + CAUGHT_UP if current_metadata_offset >= registration_offset else k
+
+    def steady_heartbeat_tag(self, fixed: tuple[int, int, int, bool, bool], tag: int, frame: bytes,
+                             start: int, end: int) -> bool:
+        """Whether one tagged field of a heartbeat, its value in ``frame[start:end]``, leaves
+        :meth:`steady_heartbeat`'s answer whole, so the lane may take the frame (the route's
+        ``steady_tag``): :meth:`heartbeat` would write no record for it and answer alike. An
+        empty OfflineLogDirs (tag 0) says nothing; CordonedLogDirs (tag 1, v2) says nothing
+        when null or when the metadata.version records no cordoned directories, and changes
+        nothing when it lists, as a set, what the registration holds already
+        (:meth:`_heartbeat_cordoned`: a registration that has none recorded yet gets a record).
+        Everything else, and any value not plainly framed, is the general path's."""
+        if tag == 0:
+            return end - start == 1 and frame[start] == 1  # a compact array of none
+        if tag != 1 or end <= start:
+            return False
+        n = frame[start] - 1  # compact nullable array of uuids: length + 1, 0 for null
+        if n < 0:
+            return end == start + 1
+        if n >= 0x7F or end != start + 1 + 16 * n:  # a one-byte length and exactly its uuids
+            return False
+        image = self.ctx.image
+        # The registration's set first (the common case, and true under any metadata.version:
+        # one that records no cordoned directories ignores the list); the metadata.version only
+        # when it differs.
+        reg = image.cluster.brokers.get(fixed[0])  # BrokerId, the first fixed field
+        now = None if reg is None else reg.cordoned_directories
+        if now is not None and (not now if n == 0 else set(now) == {
+                uuid.UUID(bytes=bytes(frame[p:p + 16])) for p in range(start + 1, end, 16)}):
+            return True
+        return not self.ctx.release.cordoned_log_dirs_supported(image.metadata_version)
 
     def _heartbeat_transition(self, request: BrokerHeartbeatRequest, reg: BrokerRegistration,
                               st: BrokerHeartbeatState) -> HeartbeatResult:
