@@ -33,7 +33,7 @@ from tests.kafka.harness import KafkaNode, KraftsimNode, Node, random_cluster_id
 from tests.kafka.provision import RELEASES
 from tests.kafka.test_mixed_quorum import EAGER, PATIENT, describe_quorum_request
 
-pytestmark = [pytest.mark.kafka]
+pytestmark = [pytest.mark.kafka, pytest.mark.story]  # kills and elections, as test_mixed_quorum.py
 
 SIM, K1, K2 = 3001, 3002, 3003
 RELEASE = "4.0"
