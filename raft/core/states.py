@@ -76,8 +76,29 @@ class Vote(enum.Enum):
     REJECTED = 2
 
 
+class _VoteTally:
+    """One election's answers, counted: a candidate's votes and a prospective voter's pre-votes
+    alike (Kafka's EpochElection); each state keeps its own rule for recording an answer."""
+
+    __slots__ = ()
+    votes: dict[int, Vote]
+
+    def majority_size(self) -> int:
+        return len(self.votes) // 2 + 1
+
+    def _count(self, vote: Vote) -> int:
+        return sum(1 for v in self.votes.values() if v is vote)
+
+    def is_vote_granted(self) -> bool:
+        return self._count(Vote.GRANTED) >= self.majority_size()
+
+    def is_vote_rejected(self) -> bool:
+        """No majority is possible any more."""
+        return self._count(Vote.GRANTED) + self._count(Vote.UNRECORDED) < self.majority_size()
+
+
 @dataclass(slots=True)
-class CandidateState:
+class CandidateState(_VoteTally):
     """Standing for election in this epoch: counting votes, then backing off if it lost."""
 
     local_key: ReplicaKey
@@ -109,19 +130,6 @@ class CandidateState:
     def election(self) -> ElectionState:
         return ElectionState(self.epoch, voted_key=self.local_key, voters=frozenset(self.votes))
 
-    def majority_size(self) -> int:
-        return len(self.votes) // 2 + 1
-
-    def _count(self, vote: Vote) -> int:
-        return sum(1 for v in self.votes.values() if v is vote)
-
-    def is_vote_granted(self) -> bool:
-        return self._count(Vote.GRANTED) >= self.majority_size()
-
-    def is_vote_rejected(self) -> bool:
-        """No majority is possible any more."""
-        return self._count(Vote.GRANTED) + self._count(Vote.UNRECORDED) < self.majority_size()
-
     def record(self, voter_id: int, granted: bool) -> bool:
         """A voter's answer; whether it was new. A voter cannot change its answer in an epoch,
         so a contrary answer means a broken voter (ValueError, as Kafka's IllegalArgument)."""
@@ -149,7 +157,7 @@ class CandidateState:
 
 
 @dataclass(slots=True)
-class ProspectiveState:
+class ProspectiveState(_VoteTally):
     """Asking for pre-votes in the current epoch (KIP-996, Kafka 4.0): a majority granted and it
     stands (Candidate, the epoch bumped); a majority refused, or its election timer run out, and
     it goes back to following the leader it knew, or to Unattached. It keeps what the state it
@@ -177,19 +185,6 @@ class ProspectiveState:
     def election(self) -> ElectionState:
         return ElectionState(self.epoch, leader_id=self.leader_id, voted_key=self.voted_key,
                              voters=frozenset(self.votes))
-
-    def majority_size(self) -> int:
-        return len(self.votes) // 2 + 1
-
-    def _count(self, vote: Vote) -> int:
-        return sum(1 for v in self.votes.values() if v is vote)
-
-    def is_vote_granted(self) -> bool:
-        return self._count(Vote.GRANTED) >= self.majority_size()
-
-    def is_vote_rejected(self) -> bool:
-        """No majority is possible any more."""
-        return self._count(Vote.GRANTED) + self._count(Vote.UNRECORDED) < self.majority_size()
 
     def record(self, voter_id: int, granted: bool) -> bool:
         """A voter's answer; whether it was new. A pre-vote binds nothing, so a later answer

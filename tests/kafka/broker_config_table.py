@@ -13,7 +13,6 @@ against the jars.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import functools
 import json
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.kafka.provision import RELEASES, ROOT, kafka
+from tests.kafka.release_table import regenerate
 
 TARGET = ROOT / "metadata" / "config_defs" / "broker_table.py"
 SOURCE = Path(__file__).with_name("ConfigDefs.java")
@@ -156,19 +156,7 @@ def source() -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.kafka.broker_config_table",
-                                     description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is out of date")
-    args = parser.parse_args(argv)
-    text = source()
-    if args.check:
-        same = TARGET.exists() and TARGET.read_text() == text
-        if not same:
-            print(f"out of date: {TARGET.relative_to(ROOT)} (python -m tests.kafka.broker_config_table)")
-        return 0 if same else 1
-    TARGET.write_text(text)
-    print(f"wrote {TARGET.relative_to(ROOT)}")
-    return 0
+    return regenerate(argv, "tests.kafka.broker_config_table", __doc__ or "", TARGET, source)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import pprint
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tests.kafka.provision import RELEASES, ROOT
@@ -150,19 +152,25 @@ def source() -> str:
     return "".join(parts)
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.kafka.release_table", description=__doc__.split("\n\n")[0])
+def regenerate(argv: list[str], module: str, doc: str, target: Path, text: Callable[[], str]) -> int:
+    """The command line of a generated file: write ``target`` from ``text()``, or with
+    ``--check`` exit 1 when the committed copy differs (release_table, broker_config_table)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is out of date")
     args = parser.parse_args(argv)
-    text = source()
+    wanted = text()
     if args.check:
-        same = TARGET.exists() and TARGET.read_text() == text
+        same = target.exists() and target.read_text() == wanted
         if not same:
-            print(f"out of date: {TARGET.relative_to(ROOT)} (python -m tests.kafka.release_table)")
+            print(f"out of date: {target.relative_to(ROOT)} (python -m {module})")
         return 0 if same else 1
-    TARGET.write_text(text)
-    print(f"wrote {TARGET.relative_to(ROOT)}")
+    target.write_text(wanted)
+    print(f"wrote {target.relative_to(ROOT)}")
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return regenerate(argv, "tests.kafka.release_table", __doc__ or "", TARGET, source)
 
 
 if __name__ == "__main__":
