@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import struct
 
@@ -14,7 +15,7 @@ from kraftsim.rpc.client import KafkaClient
 from kraftsim.rpc.clock import ManualClock
 from kraftsim.rpc.dispatch import Dispatcher
 from kraftsim.rpc.error_codes import ErrorCode
-from kraftsim.rpc.server import KafkaServer
+from kraftsim.rpc.server import GC_PAUSE_BYTES, KafkaServer
 from tests import harness
 from tests.conftest import assert_closed, read_frame
 
@@ -202,6 +203,29 @@ async def test_handler_exception_becomes_unknown_server_error(server: KafkaServe
     assert resp.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
     assert (await c.request(AV_REQ(), 0)).error_code == 0  # the connection survives
     await c.close()
+
+
+async def test_a_large_request_is_handled_with_the_cyclic_collector_paused(server: KafkaServer) -> None:
+    """Decoding a request of many elements allocates objects by the hundred thousand; the
+    collections that would trigger walk them again and again, so a frame of GC_PAUSE_BYTES or
+    more is handled with the collector paused, and it runs again for the next request."""
+    ct_req, ct_resp = registry.request_class(ApiKey.CREATE_TOPICS), registry.response_class(ApiKey.CREATE_TOPICS)
+    seen: list[tuple[int, bool]] = []
+
+    def spy(ctx, req):  # type: ignore[no-untyped-def]
+        seen.append((len(req.topics), gc.isenabled()))
+        return ct_resp()
+
+    server.dispatcher.register(ApiKey.CREATE_TOPICS, spy)
+    topic = ct_req.CreatableTopic
+    big = ct_req(topics=[topic(name=f"t{i:09d}", num_partitions=1, replication_factor=1) for i in range(14_000)])
+    assert len(frames.encode_request(big, 7, 0, "t")) >= GC_PAUSE_BYTES
+    c = await KafkaClient.connect(*server.address)
+    await c.request(big, 7)
+    await c.request(ct_req(topics=[topic(name="small", num_partitions=1, replication_factor=1)]), 7)
+    await c.close()
+    assert seen == [(14_000, False), (1, True)]
+    assert gc.isenabled()
 
 
 async def test_request_context_carries_client_id_and_address(server: KafkaServer) -> None:

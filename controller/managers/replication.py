@@ -605,16 +605,11 @@ def _check_total_partitions(topics: list[CreatableTopic], default_partitions: in
     than 10,000 partitions asked for in all, counted before any other check, fail the whole
     request. The sum is a Java int, so it wraps as Kafka's does; a request that slips through
     by wrapping meets the record-count arithmetic below instead (where Kafka would place it)."""
-    total = 0
-    for t in topics:
-        if t.assignments:
-            n = len(t.assignments)
-        elif t.num_partitions == -1:
-            n = default_partitions
-        else:
-            n = max(t.num_partitions, 0)
-        total = (total + n + 2**31) % 2**32 - 2**31
-    if total > MAX_PARTITIONS_PER_REQUEST:
+    total = sum(len(t.assignments) if t.assignments
+                else default_partitions if t.num_partitions == -1 else max(t.num_partitions, 0)
+                for t in topics)
+    # Java's int wraps at each addition; two's complement sums wrap alike all at once.
+    if (total + 2**31) % 2**32 - 2**31 > MAX_PARTITIONS_PER_REQUEST:
         raise ApiError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
 
 
