@@ -62,7 +62,10 @@ class DiskSnapshotWriter:
         self._file.append(chunk)
 
     def freeze(self) -> None:
-        self._file.freeze()
+        try:
+            self._file.freeze()
+        finally:
+            self.disk_log.mlog.snapshots_changed()
         log.info("fetched snapshot %s from the leader (%d bytes)", _sid(self.snapshot_id).file_name, self._file.size)
 
     def close(self) -> None:

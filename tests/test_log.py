@@ -296,6 +296,28 @@ def names(log: MetadataLog) -> list[str]:
     return sorted(p.name for p in log.directory.iterdir() if ".log" in p.name or ".checkpoint" in p.name)
 
 
+def test_the_snapshot_listing_is_kept_and_follows_the_logs_own_changes(tmp_path: Path) -> None:
+    """As Kafka's KafkaMetadataLog keeps its set of snapshots, the log lists its directory once
+    and then follows what it does itself: a snapshot it writes is listed at once, one retention
+    renames away is gone at once; a file put there behind its back is seen only once told."""
+    log = log_with_snapshots(tmp_path, 10, 30)
+    assert log.snapshots() == [SnapshotId(10, 1), SnapshotId(30, 1)]
+    sid = log.write_snapshot([topic(i) for i in range(45)], last_offset=44, timestamp=5, last_contained_timestamp=1_044)
+    assert log.latest_snapshot() == sid == SnapshotId(45, 2)
+    outsider = log.snapshot_path(SnapshotId(50, 2))
+    outsider.write_bytes(log.snapshot_path(sid).read_bytes())
+    assert log.latest_snapshot() == sid  # kept: not listed again
+    log.snapshots_changed()
+    assert log.latest_snapshot() == SnapshotId(50, 2)
+    outsider.unlink()
+    log.snapshots_changed()
+    log.config.retention_bytes = 0
+    log.maybe_clean(now_ms=0, high_watermark=60)
+    assert log.snapshots() == [SnapshotId(45, 2)]  # the older ones renamed *.deleted, at once
+    assert log.earliest_snapshot() == log.latest_snapshot() == SnapshotId(45, 2)
+    log.close()
+
+
 def test_retention_by_size_moves_the_log_start_to_the_latest_snapshot_and_marks_the_rest(tmp_path: Path) -> None:
     """KafkaMetadataLog.maybeClean: over metadata.max.retention.bytes, each snapshot but the
     latest goes, the log start moving to the next one; whole segments below it are renamed
