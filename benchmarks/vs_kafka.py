@@ -84,6 +84,10 @@ IN_FLIGHT = 4  # CreateTopics requests in flight: 2 connections x 2
 TOPICS_PER_REQUEST = 99  # 99 x (1 + 100) records: under Kafka's 10,000 records per request
 CONFIG = {
     "broker.session.timeout.ms": "3600000",  # no broker is fenced by the clock during the run
+    # The log stays whole on both sides: the observer's passes (warm-up included) read it from
+    # its start, which retention would move past once a snapshot is taken (over 100 MiB at 1M
+    # partitions) while they run.
+    "metadata.max.retention.bytes": "-1",
 }
 
 
