@@ -36,7 +36,7 @@ pauses). Kafka runs with kafka-server-start.sh's JVM options (``--kafka-heap``, 
 G1), three JVMs on two cores.
 
     .venv/bin/python benchmarks/quorum.py [--repeat 5] [--short-timeouts] [--markdown]
-        [--only failover|cost] [--no-kafka-cost] [--requests 200] [--seconds 5]
+        [--only failover|cost] [--no-kafka-cost] [--requests 200] [--seconds 5] [--rate-too]
 """
 
 from __future__ import annotations
@@ -443,10 +443,12 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=1.0, help="seconds per warm-up window")
     ap.add_argument("--min-warmup", type=float, default=5.0)
     ap.add_argument("--max-warmup", type=float, default=60.0)
+    ap.add_argument("--rate-too", action="store_true",
+                    help="steady in rate as well as in CPU per operation (a JVM's rate can climb while its CPU holds)")
     args = ap.parse_args()
     election, fetch = SHORT_RAFT if args.short_timeouts else DEFAULT_RAFT
     config = raft_config(election, fetch)
-    rule = Rule(args.tolerance, 3, args.window, args.min_warmup, args.max_warmup)
+    rule = Rule(args.tolerance, 3, args.window, args.min_warmup, args.max_warmup, args.rate_too)
     setting = f"election {election} ms, fetch {fetch} ms"
     print(f"{os.cpu_count()} cores, load average {load_average():.2f} at the start; {setting}; "
           f"warm-up: {rule.describe()}", flush=True)
