@@ -72,8 +72,10 @@ async def quorum_state(node: Node, leader: int) -> dict[str, object]:
     who won: BeginQuorumEpoch, or a Fetch's answer, tells it)."""
     path = node.data_dir / "__cluster_metadata-0" / "quorum-state"
     deadline = time.monotonic() + 30
-    while (state := json.loads(path.read_text()))["leaderId"] != leader and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
+    while (state := json.loads(path.read_text()))["leaderId"] != leader:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{node}: quorum-state does not name leader {leader} within 30s: {state}")
+        await asyncio.sleep(0.1)  # the pace of the poll; the deadline above bounds it
     assert isinstance(state, dict)
     return state
 
